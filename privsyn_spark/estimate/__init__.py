@@ -1,0 +1,1 @@
+"""estimate stage of the pipeline (see docs/ARCHITECTURE.md)."""

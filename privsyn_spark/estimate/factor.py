@@ -1,0 +1,130 @@
+"""Log-space factors over attribute subsets: the algebra of Private-PGM's inference.
+
+A :class:`Factor` is a table of log-potentials over some attributes of a :class:`Domain`, axes in the
+factor's own ``attrs`` order. Multiplying potentials is adding log tables (aligned by attribute name,
+with numpy broadcasting); summing a variable out is a stable logsumexp over its axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+
+
+def logsumexp(values: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """Numerically stable ``log(sum(exp(values)))`` over ``axis`` (all-(-inf) slices give -inf)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return np.log(np.sum(np.exp(values), axis=axis))
+    peak = np.max(values, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(values - peak), axis=axis, keepdims=True)) + peak
+    if axis is None:
+        return out.reshape(())
+    return np.squeeze(out, axis=axis)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """Log-potentials over ``attrs`` (axes in ``attrs`` order, shape ``domain.shape(attrs)``)."""
+
+    domain: Domain
+    attrs: tuple[str, ...]
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(set(self.attrs)) != len(self.attrs):
+            raise ValueError(f"Factor: duplicate attributes in {self.attrs}")
+        expected = self.domain.shape(self.attrs)
+        if tuple(self.values.shape) != tuple(expected):
+            raise ValueError(f"Factor over {self.attrs}: shape {self.values.shape}, expected {expected}")
+
+    @classmethod
+    def zeros(cls, domain: Domain, attrs: Iterable[str]) -> "Factor":
+        """The all-ones potential (log 0) over ``attrs`` in canonical order."""
+        attrs = domain.canonical(attrs)
+        return cls(domain, attrs, np.zeros(domain.shape(attrs)))
+
+    @property
+    def cells(self) -> int:
+        """Number of cells of the table."""
+        return int(self.values.size)
+
+    def aligned(self, attrs: Sequence[str]) -> np.ndarray:
+        """A view of ``values`` broadcastable to ``domain.shape(attrs)`` (size-1 axes for the rest)."""
+        missing = set(self.attrs) - set(attrs)
+        if missing:
+            raise ValueError(f"Factor over {self.attrs} cannot be aligned to {tuple(attrs)}")
+        present = [a for a in attrs if a in self.attrs]
+        moved = np.transpose(self.values, [self.attrs.index(a) for a in present])
+        shape = [self.domain[a] if a in self.attrs else 1 for a in attrs]
+        return moved.reshape(shape)
+
+    def transpose(self, attrs: Sequence[str]) -> "Factor":
+        """The same factor with its axes in the order ``attrs`` (same attribute set)."""
+        attrs = tuple(attrs)
+        if set(attrs) != set(self.attrs):
+            raise ValueError(f"transpose: {attrs} is not a permutation of {self.attrs}")
+        return Factor(self.domain, attrs, np.transpose(self.values, [self.attrs.index(a) for a in attrs]))
+
+    def expand(self, attrs: Sequence[str]) -> "Factor":
+        """The factor broadcast (materialised) to the superset ``attrs``, axes in that order."""
+        attrs = tuple(attrs)
+        full = np.broadcast_to(self.aligned(attrs), self.domain.shape(attrs))
+        return Factor(self.domain, attrs, np.ascontiguousarray(full))
+
+    def __add__(self, other: "Factor | float") -> "Factor":
+        """Log-space product: potentials multiply, log tables add (canonical union of attributes)."""
+        if not isinstance(other, Factor):
+            return Factor(self.domain, self.attrs, self.values + float(other))
+        attrs = self.domain.canonical(set(self.attrs) | set(other.attrs))
+        return Factor(self.domain, attrs, self.aligned(attrs) + other.aligned(attrs))
+
+    def __sub__(self, other: "Factor | float") -> "Factor":
+        """Log-space quotient (``other``'s attributes must be a subset of this factor's)."""
+        if not isinstance(other, Factor):
+            return Factor(self.domain, self.attrs, self.values - float(other))
+        return Factor(self.domain, self.attrs, self.values - other.aligned(self.attrs))
+
+    def logsumexp(self, keep: Iterable[str]) -> "Factor":
+        """Sum the other attributes out in probability space; result axes in canonical ``keep`` order."""
+        keep = self.domain.canonical(keep)
+        if not set(keep) <= set(self.attrs):
+            raise ValueError(f"logsumexp: {keep} is not a subset of {self.attrs}")
+        drop = tuple(i for i, a in enumerate(self.attrs) if a not in keep)
+        values = logsumexp(self.values, axis=drop) if drop else self.values
+        rest = tuple(a for a in self.attrs if a in keep)
+        return Factor(self.domain, rest, values).transpose(keep)
+
+    def log_normalizer(self) -> float:
+        """``log sum exp(values)`` over every cell."""
+        return float(logsumexp(self.values))
+
+    def probabilities(self) -> np.ndarray:
+        """``exp(values)`` normalised to sum to one (axes in ``attrs`` order)."""
+        return np.exp(self.values - self.log_normalizer())
+
+
+def product(factors: Sequence[Factor], attrs: Sequence[str] | None = None) -> Factor:
+    """Log-space product of ``factors`` over ``attrs`` (default: canonical union of their attributes)."""
+    if not factors:
+        raise ValueError("product of no factors")
+    domain = factors[0].domain
+    if attrs is None:
+        attrs = domain.canonical(set().union(*(f.attrs for f in factors)))
+    attrs = tuple(attrs)
+    total = np.zeros(domain.shape(attrs))
+    for f in factors:
+        total = total + f.aligned(attrs)
+    return Factor(domain, attrs, total)
+
+
+def sum_out(factors: Sequence[Factor], attr: str) -> Factor:
+    """One variable-elimination step: multiply the factors that mention ``attr``, then sum it out."""
+    joint = product(factors)
+    return joint.logsumexp(a for a in joint.attrs if a != attr)

@@ -1,0 +1,1 @@
+"""evaluate stage of the pipeline (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""measure stage of the pipeline (see docs/ARCHITECTURE.md)."""

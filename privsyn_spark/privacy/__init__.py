@@ -1,0 +1,1 @@
+"""privacy stage of the pipeline (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,191 @@
+"""zCDP accounting: (epsilon, delta) <-> rho conversion, the run's accountant, the budget split.
+
+Neighbouring datasets differ by adding or removing one record (unbounded DP), so the row count is
+private too. Every release of the run goes through one ``Accountant``, which refuses a release that
+would exceed the run's rho. zCDP composes additively (Bun-Steinke 2016, Lemma 2.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+#: Relative slack for float round-off when comparing spent rho with the budget.
+RHO_TOLERANCE = 1e-9
+
+
+class BudgetExceededError(RuntimeError):
+    """A release would spend more rho than the run has left."""
+
+
+def _log_delta_at(rho: float, epsilon: float, alpha: float) -> float:
+    """log of the CKS20 Corollary 13 bound at one Renyi order alpha > 1."""
+    # delta(alpha) = exp((alpha-1)(alpha*rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha
+    return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
+
+
+def cdp_delta(rho: float, epsilon: float) -> float:
+    """Smallest delta such that rho-zCDP implies (epsilon, delta)-DP.
+
+    Canonne-Kamath-Steinke 2020, Corollary 13 (arXiv:2004.00010):
+    delta = inf_{alpha > 1} exp((alpha-1)(alpha*rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha.
+    The exponent is convex in alpha, so the minimiser is found by bisection on its derivative
+    (2*alpha - 1)*rho - eps + log(1 - 1/alpha). Any alpha gives a valid (upper) bound on delta,
+    so an inexact search can only make delta larger, never unsafe.
+    """
+    if rho < 0 or epsilon < 0:
+        raise ValueError(f"cdp_delta: rho ({rho}) and epsilon ({epsilon}) must be >= 0")
+    if rho == 0:
+        return 0.0
+
+    def slope(alpha: float) -> float:
+        return (2.0 * alpha - 1.0) * rho - epsilon + math.log1p(-1.0 / alpha)
+
+    lo = 1.0 + 1e-12
+    hi = 2.0
+    while slope(hi) < 0:  # slope -> -inf as alpha -> 1+, increasing, -> +inf
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if slope(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    log_delta = _log_delta_at(rho, epsilon, hi)
+    return 1.0 if log_delta >= 0 else math.exp(log_delta)
+
+
+def rho_from_eps_delta(epsilon: float, delta: float) -> float:
+    """Largest rho whose rho-zCDP guarantee implies (epsilon, delta)-DP (CKS20 Cor. 13, by bisection)."""
+    if epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    lo, hi = 0.0, 1.0
+    while cdp_delta(hi, epsilon) <= delta:  # grow the bracket for very large epsilon
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if cdp_delta(mid, epsilon) <= delta:
+            lo = mid
+        else:
+            hi = mid
+    return lo  # lo always satisfies the guarantee
+
+
+def eps_from_rho(rho: float, delta: float) -> float:
+    """Smallest epsilon such that rho-zCDP implies (epsilon, delta)-DP (CKS20 Cor. 13, by bisection)."""
+    if rho < 0:
+        raise ValueError(f"rho must be >= 0, got {rho}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if rho == 0:
+        return 0.0
+    # Bun-Steinke 2016 Prop. 1.3 (eps = rho + 2 sqrt(rho log 1/delta)) is a valid, looser upper end.
+    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if cdp_delta(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi  # hi always satisfies the guarantee
+
+
+def gaussian_rho(sensitivity: float, sigma: float) -> float:
+    """zCDP of adding (discrete) Gaussian noise of scale sigma to an L2-sensitivity query: Delta^2/(2 sigma^2).
+
+    Continuous: Bun-Steinke 2016 Prop. 1.6; discrete: Canonne-Kamath-Steinke 2020 (multivariate
+    discrete Gaussian); PrivSyn Theorem 3.
+    """
+    if sigma <= 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    return float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2)
+
+
+def gaussian_sigma(sensitivity: float, rho: float) -> float:
+    """Noise scale giving rho-zCDP for an L2-sensitivity query: sigma = Delta * sqrt(1 / (2 rho))."""
+    if rho <= 0:
+        raise ValueError(f"rho must be > 0, got {rho}")
+    return float(sensitivity) * math.sqrt(1.0 / (2.0 * rho))
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """Fractions of the run's rho per PrivSyn step (PrivSyn Algorithm 3: 0.1 / 0.1 / 0.8)."""
+
+    one_way: float = 0.1    # noisy 1-way marginals (rare-value merging, decoding)
+    indif: float = 0.1      # noisy InDif scores for DenseMarg
+    selected: float = 0.8   # the selected / combined marginals
+
+    def __post_init__(self) -> None:
+        parts = (self.one_way, self.indif, self.selected)
+        if any(p < 0 for p in parts):
+            raise ValueError(f"BudgetSplit: fractions must be >= 0, got {parts}")
+        if self.one_way <= 0:
+            raise ValueError("BudgetSplit: one_way must be > 0 (the 1-way marginals are always released)")
+        if abs(sum(parts) - 1.0) > 1e-9:
+            raise ValueError(f"BudgetSplit: fractions must sum to 1, got {sum(parts)}")
+
+
+class Accountant:
+    """The run's zCDP ledger: registers every release and refuses one that would overspend."""
+
+    def __init__(self, total_rho: float, tolerance: float = RHO_TOLERANCE) -> None:
+        if not total_rho > 0 or not math.isfinite(total_rho):
+            raise ValueError(f"Accountant: total rho must be a positive finite number, got {total_rho}")
+        self.total_rho = float(total_rho)
+        self.tolerance = float(tolerance)
+        self._entries: list[dict] = []
+        self._spent = 0.0
+
+    @property
+    def spent(self) -> float:
+        """rho registered so far."""
+        return self._spent
+
+    @property
+    def remaining(self) -> float:
+        """rho still available (never negative)."""
+        return max(0.0, self.total_rho - self._spent)
+
+    @property
+    def ledger(self) -> list[dict]:
+        """Copies of the ledger entries, in registration order."""
+        return [dict(e) for e in self._entries]
+
+    def register(self, name: str, rho: float, sensitivity: float, sigma: float, **details: object) -> dict:
+        """Record one release of ``rho`` (Gaussian noise ``sigma`` on an L2-``sensitivity`` query).
+
+        Call *before* drawing the noise. Raises ``BudgetExceededError`` if the release would take the
+        total past the budget (up to a relative float tolerance), ``ValueError`` if ``rho`` understates
+        what ``sensitivity`` and ``sigma`` imply (Delta^2 / (2 sigma^2)) or the name is reused.
+        """
+        rho = float(rho)
+        if not rho > 0 or not math.isfinite(rho):
+            raise ValueError(f"register({name!r}): rho must be a positive finite number, got {rho}")
+        implied = gaussian_rho(sensitivity, sigma)
+        if rho < implied * (1.0 - self.tolerance):
+            raise ValueError(
+                f"register({name!r}): rho={rho} is less than sensitivity^2/(2 sigma^2)={implied} "
+                f"(sensitivity={sensitivity}, sigma={sigma})")
+        if any(e["name"] == name for e in self._entries):
+            raise ValueError(f"register({name!r}): a release with this name is already in the ledger")
+        if self._spent + rho > self.total_rho * (1.0 + self.tolerance):
+            raise BudgetExceededError(
+                f"release {name!r} needs rho={rho:.6g} but only {self.total_rho - self._spent:.6g} of "
+                f"{self.total_rho:.6g} is left ({len(self._entries)} releases registered)")
+        entry = {"name": str(name), "rho": rho, "sensitivity": float(sensitivity), "sigma": float(sigma)}
+        entry.update(details)
+        self._entries.append(entry)
+        self._spent += rho
+        logger.debug("registered %s: rho=%.3g sigma=%.3g (spent %.6g of %.6g)",
+                     name, rho, sigma, self._spent, self.total_rho)
+        return dict(entry)
+
+    def is_exhausted(self) -> bool:
+        """True when the registered rho equals the budget (up to the tolerance)."""
+        return abs(self._spent - self.total_rho) <= self.tolerance * self.total_rho

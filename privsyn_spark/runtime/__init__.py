@@ -1,0 +1,1 @@
+"""runtime stage of the pipeline (see docs/ARCHITECTURE.md)."""

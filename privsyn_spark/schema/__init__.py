@@ -1,0 +1,1 @@
+"""schema stage of the pipeline (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,138 @@
+"""Column declarations of the public domain: how each column's values map to integer codes.
+
+Code layout of a column (in this order): the declared values or bins ``0 .. k-1``; then the
+``other`` code if unseen categories map to it; then the ``null`` code if nulls are kept as a value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class SchemaError(ValueError):
+    """A schema document or a table does not fit the rules; the message names the column."""
+
+
+NULL_POLICIES = ("value", "fail")
+"""``value``: nulls get their own code (default). ``fail``: a null stops the job, with a count."""
+
+CATEGORY_POLICIES = ("other", "fail")
+"""Unseen categories: ``other`` maps them to an extra code; ``fail`` stops the job, with a count."""
+
+NUMBER_POLICIES = ("clip", "fail")
+"""Numbers outside [min, max]: ``clip`` to the edge bin; ``fail`` stops the job, with a count."""
+
+CATEGORY_DTYPES = ("string", "int", "long", "double", "boolean")
+NUMBER_DTYPES = ("int", "long", "double", "float", "date", "timestamp")
+
+
+@dataclass(frozen=True)
+class Column:
+    """Common part of every kept column."""
+
+    name: str
+    dtype: str
+    nulls: str = "value"
+
+    kind: ClassVar[str] = ""
+
+    @property
+    def base_size(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def other_code(self) -> int | None:
+        """Code of the ``other`` value, or None if the column has none."""
+        return None
+
+    @property
+    def null_code(self) -> int | None:
+        """Code of the null value, or None if nulls fail the job."""
+        if self.nulls != "value":
+            return None
+        return self.base_size + (1 if self.other_code is not None else 0)
+
+    @property
+    def size(self) -> int:
+        """Number of codes of this column."""
+        return self.base_size + (self.other_code is not None) + (self.null_code is not None)
+
+
+@dataclass(frozen=True)
+class CategoricalColumn(Column):
+    """A column with a declared list of values."""
+
+    values: tuple[Any, ...] = ()
+    unseen: str = "other"
+
+    kind: ClassVar[str] = "categorical"
+
+    @property
+    def base_size(self) -> int:
+        return len(self.values)
+
+    @property
+    def other_code(self) -> int | None:
+        return len(self.values) if self.unseen == "other" else None
+
+    def labels(self) -> list[Any]:
+        """The value each code decodes to (``other`` and null decode to None)."""
+        return list(self.values) + [None] * (self.size - len(self.values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.kind, "dtype": self.dtype, "values": list(self.values),
+                "unseen": self.unseen, "nulls": self.nulls}
+
+
+@dataclass(frozen=True)
+class NumericalColumn(Column):
+    """A column with public bounds cut into bins; ``edges`` has one more entry than bins.
+
+    Bin i holds ``edges[i] <= x < edges[i+1]``; the last bin also holds ``x == edges[-1]``.
+    Dates and timestamps are binned over seconds since the epoch (UTC).
+    """
+
+    edges: tuple[float, ...] = field(default=())
+    out_of_range: str = "clip"
+
+    kind: ClassVar[str] = "numerical"
+
+    @property
+    def base_size(self) -> int:
+        return len(self.edges) - 1
+
+    @property
+    def integer(self) -> bool:
+        """Whether decoded values must be whole numbers (ints, longs, dates, timestamps)."""
+        return self.dtype in ("int", "long", "date", "timestamp")
+
+    def edge_array(self) -> np.ndarray:
+        return np.asarray(self.edges, dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.kind, "dtype": self.dtype, "edges": list(self.edges),
+                "out_of_range": self.out_of_range, "nulls": self.nulls}
+
+
+def uniform_edges(lower: float, upper: float, bins: int, integer: bool) -> tuple[float, ...]:
+    """``bins`` equal-width bins over [lower, upper].
+
+    Integer columns get edges on half-integers (``lower - 0.5 .. upper + 0.5``) so no value sits on
+    an edge and every bin holds at least one whole number; at most one bin per value.
+    """
+    if integer:
+        lower, upper = float(np.ceil(lower)), float(np.floor(upper))
+        bins = int(min(bins, upper - lower + 1))
+        return tuple(float(e) for e in np.linspace(lower - 0.5, upper + 0.5, bins + 1))
+    return tuple(float(e) for e in np.linspace(lower, upper, bins + 1))
+
+
+def integer_bin_bounds(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest whole number inside each bin (the last bin is closed at its top edge)."""
+    lo = np.ceil(edges[:-1])
+    hi = np.ceil(edges[1:]) - 1
+    hi[-1] = np.floor(edges[-1])
+    return lo.astype(np.int64), hi.astype(np.int64)

@@ -1,0 +1,229 @@
+"""The schema document: the table's public domain, declared by a person, never read from the data.
+
+A YAML or JSON document::
+
+    null_tokens: ["?"]            # strings read as null in every column (optional)
+    max_column_codes: 5000        # refuse columns with more codes than this (optional)
+    columns:
+      - {name: age, type: numerical, dtype: int, min: 17, max: 90, bins: 16}
+      - {name: income, type: numerical, dtype: double, edges: [0, 1000, 10000, 1e6]}
+      - {name: workclass, type: categorical, values: [Private, State-gov], unseen: other}
+      - {name: person_id, type: drop}
+
+Per column: ``nulls`` is ``value`` (own code, default) or ``fail``; categorical ``unseen`` is
+``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.schema.columns import (
+    CATEGORY_DTYPES,
+    CATEGORY_POLICIES,
+    NULL_POLICIES,
+    NUMBER_DTYPES,
+    NUMBER_POLICIES,
+    CategoricalColumn,
+    Column,
+    NumericalColumn,
+    SchemaError,
+    integer_bin_bounds,
+    uniform_edges,
+)
+
+DEFAULT_MAX_COLUMN_CODES = 5000
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Kept columns in table order, dropped column names, and tokens read as null."""
+
+    columns: tuple[Column, ...]
+    drop: tuple[str, ...] = ()
+    null_tokens: tuple[str, ...] = ()
+    max_column_codes: int = DEFAULT_MAX_COLUMN_CODES
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def domain(self) -> Domain:
+        """The encoder's domain: one attribute per kept column, sized by its codes."""
+        return Domain(self.names, tuple(c.size for c in self.columns))
+
+    def to_document(self) -> dict[str, Any]:
+        """The schema as a JSON/YAML-ready document (round-trips through :func:`parse_schema`)."""
+        cols = [c.to_dict() for c in self.columns] + [{"name": n, "type": "drop"} for n in self.drop]
+        doc: dict[str, Any] = {"columns": cols, "max_column_codes": self.max_column_codes}
+        if self.null_tokens:
+            doc["null_tokens"] = list(self.null_tokens)
+        return doc
+
+    def schema_hash(self) -> str:
+        """SHA-256 of the canonical document: ties measurements to the exact domain they used."""
+        text = json.dumps(self.to_document(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def check_table_columns(self, table_columns: Iterable[str]) -> None:
+        """Raise SchemaError naming every declared column the table lacks."""
+        present = set(table_columns)
+        missing = [c for c in self.names if c not in present]
+        if missing:
+            raise SchemaError(f"columns declared in the schema are missing from the table: {missing}")
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read and validate a schema file (``.yaml``/``.yml`` or ``.json``)."""
+    path = Path(path)
+    if not path.exists():
+        raise SchemaError(f"schema file not found: {path}")
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        doc = yaml.safe_load(text)
+    else:
+        doc = json.loads(text)
+    return parse_schema(doc)
+
+
+def save_schema(schema: Schema, path: str | Path, header: str = "") -> None:
+    """Write a schema document as YAML (or JSON if the path ends in .json)."""
+    path = Path(path)
+    doc = schema.to_document()
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps(doc, indent=2, default=str))
+        return
+    import yaml
+
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
+
+
+def parse_schema(doc: Mapping[str, Any]) -> Schema:
+    """Validate a schema document; errors name the column and the problem."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("columns"), list) or not doc["columns"]:
+        raise SchemaError("schema: expected a mapping with a non-empty 'columns' list")
+    max_codes = int(doc.get("max_column_codes", DEFAULT_MAX_COLUMN_CODES))
+    kept: list[Column] = []
+    dropped: list[str] = []
+    seen: set[str] = set()
+    for spec in doc["columns"]:
+        if not isinstance(spec, Mapping) or not spec.get("name"):
+            raise SchemaError(f"schema: every column needs a 'name' (got {spec!r})")
+        name = str(spec["name"])
+        if name in seen:
+            raise SchemaError(f"column {name!r}: declared twice")
+        seen.add(name)
+        kind = spec.get("type")
+        if kind == "drop":
+            dropped.append(name)
+            continue
+        if kind == "categorical":
+            col: Column = _categorical(name, spec)
+        elif kind == "numerical":
+            col = _numerical(name, spec)
+        else:
+            raise SchemaError(f"column {name!r}: unknown type {kind!r} (use categorical, numerical or drop)")
+        if col.size > max_codes:
+            raise SchemaError(f"column {name!r}: {col.size} codes is too many cells (max_column_codes = "
+                              f"{max_codes}); declare fewer values or bins, or drop the column")
+        kept.append(col)
+    if not kept:
+        raise SchemaError("schema: every column is dropped; nothing to synthesize")
+    tokens = tuple(str(t) for t in doc.get("null_tokens", ()) or ())
+    return Schema(tuple(kept), tuple(dropped), tokens, max_codes)
+
+
+def _policy(name: str, spec: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    value = spec.get(key, allowed[0])
+    if value not in allowed:
+        raise SchemaError(f"column {name!r}: {key} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def _categorical(name: str, spec: Mapping[str, Any]) -> CategoricalColumn:
+    values = spec.get("values")
+    if not isinstance(values, list) or not values:
+        raise SchemaError(f"column {name!r}: categorical needs a non-empty 'values' list")
+    if len(set(map(repr, values))) != len(values):
+        raise SchemaError(f"column {name!r}: 'values' has duplicates")
+    dtype = spec.get("dtype") or _guess_dtype(values)
+    if dtype not in CATEGORY_DTYPES:
+        raise SchemaError(f"column {name!r}: dtype {dtype!r} not one of {list(CATEGORY_DTYPES)}")
+    return CategoricalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
+                             values=tuple(values), unseen=_policy(name, spec, "unseen", CATEGORY_POLICIES))
+
+
+def _guess_dtype(values: list[Any]) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "boolean"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "long"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "double"
+    return "string"
+
+
+def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
+    dtype = spec.get("dtype", "double")
+    if dtype not in NUMBER_DTYPES:
+        raise SchemaError(f"column {name!r}: dtype {dtype!r} not one of {list(NUMBER_DTYPES)}")
+    integer = dtype in ("int", "long", "date", "timestamp")
+    if "edges" in spec:
+        try:
+            edges = tuple(float(_number(e)) for e in spec["edges"])
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"column {name!r}: edges must be numbers or dates ({exc})") from None
+        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+            raise SchemaError(f"column {name!r}: edges must be at least two strictly increasing numbers")
+    else:
+        if "min" not in spec or "max" not in spec:
+            raise SchemaError(f"column {name!r}: numerical needs public bounds 'min' and 'max' (or 'edges')")
+        lower, upper = float(_number(spec["min"])), float(_number(spec["max"]))
+        if not lower < upper:
+            raise SchemaError(f"column {name!r}: min ({spec['min']}) must be below max ({spec['max']})")
+        bins = int(spec.get("bins", 16))
+        if bins < 1:
+            raise SchemaError(f"column {name!r}: bins must be >= 1")
+        edges = uniform_edges(lower, upper, bins, integer)
+    if integer:
+        lo, hi = integer_bin_bounds(np.asarray(edges))
+        if np.any(lo > hi):
+            raise SchemaError(f"column {name!r}: a bin holds no whole number; widen the edges")
+    return NumericalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
+                           edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES))
+
+
+def _number(value: Any) -> float:
+    """Numbers as they are; dates/timestamps (YAML dates or ISO strings) as epoch seconds (UTC)."""
+    import datetime as dt
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        value = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value.timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp()
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return _number(dt.datetime.fromisoformat(value))
+    raise TypeError(f"not a number or date: {value!r}")

@@ -1,0 +1,1 @@
+"""synthesize stage of the pipeline (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""write stage of the pipeline (see docs/ARCHITECTURE.md)."""

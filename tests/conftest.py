@@ -1,0 +1,15 @@
+"""Shared fixtures: one SparkSession (local[2], Delta) for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from privsyn_spark.runtime.session import build_spark_session
+
+    session = build_spark_session(master="local[2]", app_name="privsyn-spark-tests",
+                                  conf={"spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
