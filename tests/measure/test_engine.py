@@ -1,0 +1,163 @@
+"""The marginal engine against pandas brute force (exact equality)."""
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsyn_spark.measure.encode import encode
+from privsyn_spark.measure.engine import (
+    CellCapExceeded,
+    check_domain_policies,
+    count_marginals,
+    one_and_two_way,
+)
+from privsyn_spark.measure.indif import indif_scores
+from privsyn_spark.schema.columns import SchemaError
+from privsyn_spark.schema.schema import load_schema, parse_schema
+from tests.reference import crosstab, encode_pandas
+
+ADULT = "privsyn_spark/sample/adult.csv.gz"
+
+
+def assert_all_tables_equal(counts, codes, domain):
+    for attrs, table in counts.tables.items():
+        np.testing.assert_array_equal(table, crosstab(codes, attrs, domain.shape(attrs)), err_msg=str(attrs))
+
+
+@pytest.fixture(scope="module")
+def adult(spark):
+    schema = load_schema("privsyn_spark/sample/adult.schema.yaml")
+    frame = pd.read_csv(ADULT, dtype=str, keep_default_na=False)
+    df = spark.read.csv(ADULT, header=True, inferSchema=True)
+    return schema, frame, encode(df, schema)
+
+
+def test_adult_one_and_two_way_equal_pandas(adult):
+    schema, frame, encoded = adult
+    counts = count_marginals(encoded, one_and_two_way(encoded.domain))
+    assert counts.rows == len(frame) == 48842
+    assert len(counts.tables) == 15 + 105
+    assert_all_tables_equal(counts, encode_pandas(frame, schema), encoded.domain)
+    assert check_domain_policies(encoded, counts) == {}
+
+
+def test_adult_k_way_and_recode(adult):
+    schema, frame, encoded = adult
+    codes = encode_pandas(frame, schema)
+    marginals = [("age", "education", "income"), ("race", "gender", "relationship", "workclass")]
+    counts = count_marginals(encoded, marginals)
+    assert_all_tables_equal(counts, codes, encoded.domain)
+    lut = np.arange(encoded.domain["native-country"]) .clip(max=3)  # codes >= 3 merged into 3
+    counts = count_marginals(encoded, [("native-country", "income")], recode={"native-country": lut})
+    recoded = codes.assign(**{"native-country": lut[codes["native-country"]]})
+    np.testing.assert_array_equal(counts.tables[("native-country", "income")],
+                                  crosstab(recoded, ("native-country", "income"), (4, 4)))
+
+
+RANDOM_SCHEMA = {
+    "null_tokens": ["NA"],
+    "columns": [
+        {"name": "cat", "type": "categorical", "values": ["a", "b", "c", "d"]},
+        {"name": "num", "type": "numerical", "dtype": "double", "min": 0, "max": 10, "bins": 5},
+        {"name": "edges", "type": "numerical", "dtype": "int", "edges": [0, 3, 10, 50, 100]},
+        {"name": "flag", "type": "categorical", "values": [0, 1], "dtype": "int"},
+        {"name": "big", "type": "categorical", "values": [f"v{i}" for i in range(3000)]},
+        {"name": "note", "type": "drop"},
+    ],
+}
+
+
+def random_frame(rng, n):
+    cats = np.array(["a", "b", "c", "d", "zz", None, "NA"], dtype=object)
+    frame = pd.DataFrame({
+        "cat": rng.choice(cats, n, p=[.3, .25, .2, .1, .05, .05, .05]),
+        "num": np.where(rng.random(n) < .05, np.nan, rng.normal(5, 4, n)),  # out of range both sides
+        "edges": rng.integers(-5, 120, n).astype(float),
+        "flag": rng.integers(0, 3, n).astype(float),  # 2 is unseen
+        "big": np.array([f"v{i}" for i in rng.integers(0, 3100, n)], dtype=object),  # some unseen
+        "note": ["free text"] * n,
+    })
+    frame.loc[rng.random(n) < .03, "edges"] = np.nan
+    return frame
+
+
+@pytest.mark.parametrize("partitions", [1, 13])
+def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions):
+    rng = np.random.default_rng(partitions)
+    frame = random_frame(rng, 20_000)
+    schema = parse_schema(RANDOM_SCHEMA)
+    df = spark.createDataFrame(frame.astype(object).where(frame.notna(), None)).repartition(partitions)
+    encoded = encode(df, schema)
+    wanted = one_and_two_way(encoded.domain) + [("cat", "num", "edges")]
+    counts = count_marginals(encoded, wanted)
+    codes = encode_pandas(frame.astype(object).where(frame.notna(), None), schema)
+    assert_all_tables_equal(counts, codes, encoded.domain)
+    # every value outside the domain is counted, none dropped
+    x = frame["num"].to_numpy()
+    e = frame["edges"].to_numpy()
+    expected = {
+        "cat": int(np.sum(frame["cat"] == "zz")),
+        "num": int(np.sum((x < 0) | (x > 10))),
+        "edges": int(np.sum((e < 0) | (e > 100))),
+        "flag": int(np.sum(frame["flag"] == 2)),
+        "big": int(np.sum(frame["big"].str[1:].astype(int) >= 3000)),
+    }
+    assert counts.out_of_domain == expected
+    report = check_domain_policies(encoded, counts)
+    assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip"}
+    assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
+
+
+def test_nan_counts_as_out_of_range_not_null(spark):
+    schema = parse_schema({"columns": [{"name": "x", "type": "numerical", "min": 0, "max": 1, "bins": 2}]})
+    df = spark.createDataFrame([(0.2,), (float("nan"),), (None,)], "x double")
+    counts = count_marginals(encode(df, schema), [("x",)])
+    assert counts.tables[("x",)].tolist() == [2, 0, 1] and counts.out_of_domain == {"x": 1}
+
+
+def test_fail_policy_names_the_column_and_count(spark):
+    schema = parse_schema({"columns": [
+        {"name": "c", "type": "categorical", "values": ["a"], "unseen": "fail"},
+        {"name": "n", "type": "numerical", "min": 0, "max": 1, "out_of_range": "fail", "nulls": "fail"}]})
+    df = spark.createDataFrame([("a", 0.5), ("b", 2.0), ("b", None)], "c string, n double")
+    encoded = encode(df, schema)
+    counts = count_marginals(encoded, [("c", "n")])
+    with pytest.raises(SchemaError, match=r"column 'c': 2 values outside.*column 'n': 1 values outside.*"
+                                          r"column 'n': 1 nulls"):
+        check_domain_policies(encoded, counts)
+
+
+def test_empty_table(spark):
+    schema = parse_schema(RANDOM_SCHEMA)
+    df = spark.createDataFrame(random_frame(np.random.default_rng(0), 10)).limit(0)
+    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()))
+    assert counts.rows == 0 and all(t.sum() == 0 for t in counts.tables.values())
+    assert all(v == 0.0 for v in indif_scores({k: v for k, v in counts.tables.items() if len(k) == 2}).values())
+
+
+def test_one_column(spark):
+    schema = parse_schema({"columns": [{"name": "c", "type": "categorical", "values": ["a", "b"]}]})
+    df = spark.createDataFrame([("a",), ("b",), ("b",), (None,)], "c string")
+    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()))
+    assert list(counts.tables) == [("c",)] and counts.tables[("c",)].tolist() == [1, 2, 0, 1]
+
+
+def test_cell_cap_is_refused_before_any_work(spark):
+    schema = parse_schema(RANDOM_SCHEMA)
+    df = spark.createDataFrame(random_frame(np.random.default_rng(0), 10))
+    with pytest.raises(CellCapExceeded, match="108,072 cells, above the cap of 100,000"):
+        count_marginals(encode(df, schema), [("big", "cat", "num")], max_cells=100_000)
+
+
+def test_indif_matches_definition(adult):
+    schema, frame, encoded = adult
+    codes = encode_pandas(frame, schema)
+    pairs = list(combinations(["age", "education", "race", "income"], 2))  # domain order
+    counts = count_marginals(encoded, pairs)
+    scores = indif_scores(counts.tables)
+    for a, b in pairs:
+        joint = pd.crosstab(codes[a], codes[b]).to_numpy().astype(float)
+        expected = np.abs(joint - np.outer(joint.sum(1), joint.sum(0)) / len(codes)).sum()
+        assert scores[(a, b)] == pytest.approx(expected, rel=1e-12)

@@ -1,0 +1,75 @@
+import json
+
+import numpy as np
+import pytest
+
+from privsyn_spark.schema.columns import SchemaError, integer_bin_bounds
+from privsyn_spark.schema.schema import load_schema, parse_schema, save_schema
+
+
+def doc(*columns, **extra):
+    return {"columns": list(columns), **extra}
+
+
+@pytest.mark.parametrize("column, message", [
+    ({"name": "a", "type": "text"}, "column 'a': unknown type 'text'"),
+    ({"name": "a", "type": "categorical", "values": []}, "column 'a': categorical needs a non-empty"),
+    ({"name": "a", "type": "categorical"}, "column 'a': categorical needs a non-empty"),
+    ({"name": "a", "type": "numerical", "min": 5, "max": 5}, "column 'a': min (5) must be below max (5)"),
+    ({"name": "a", "type": "numerical", "min": 9, "max": 1}, "column 'a': min (9) must be below max (1)"),
+    ({"name": "a", "type": "numerical", "max": 1}, "column 'a': numerical needs public bounds"),
+    ({"name": "a", "type": "numerical", "edges": [0, 3, 2]}, "column 'a': edges must be"),
+    ({"name": "a", "type": "numerical", "dtype": "int", "edges": [0, 0.2, 0.4, 5]}, "column 'a': a bin holds no"),
+    ({"name": "a", "type": "categorical", "values": [1, 2], "nulls": "skip"}, "column 'a': nulls must be one of"),
+    ({"name": "a", "type": "categorical", "values": list(range(6000))}, "column 'a': 6002 codes is too many cells"),
+])
+def test_validation_errors_name_the_column_and_problem(column, message):
+    with pytest.raises(SchemaError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_schema(doc(column))
+
+
+def test_codes_layout_and_domain():
+    schema = parse_schema(doc(
+        {"name": "c", "type": "categorical", "values": ["x", "y"]},
+        {"name": "f", "type": "categorical", "values": ["x", "y"], "unseen": "fail", "nulls": "fail"},
+        {"name": "n", "type": "numerical", "dtype": "double", "min": 0, "max": 1, "bins": 4},
+        {"name": "id", "type": "drop"}))
+    c, f, n = schema.columns
+    assert (c.other_code, c.null_code, c.size) == (2, 3, 4)
+    assert (f.other_code, f.null_code, f.size) == (None, None, 2)
+    assert (n.null_code, n.size) == (4, 5)
+    assert schema.domain().to_dict() == {"c": 4, "f": 2, "n": 5}
+    assert schema.drop == ("id",)
+
+
+def test_integer_bins_hold_whole_numbers_and_cover_the_bounds():
+    schema = parse_schema(doc({"name": "a", "type": "numerical", "dtype": "int", "min": 1, "max": 16, "bins": 40}))
+    lo, hi = integer_bin_bounds(schema.columns[0].edge_array())
+    assert lo.tolist() == list(range(1, 17)) and hi.tolist() == list(range(1, 17))  # one bin per value
+    schema = parse_schema(doc({"name": "a", "type": "numerical", "dtype": "int", "min": 17, "max": 90, "bins": 7}))
+    lo, hi = integer_bin_bounds(schema.columns[0].edge_array())
+    assert lo[0] == 17 and hi[-1] == 90 and np.all(lo[1:] == hi[:-1] + 1)
+
+
+def test_dates_are_numerical_over_epoch_seconds():
+    schema = parse_schema(doc({"name": "d", "type": "numerical", "dtype": "date", "min": "2020-01-01",
+                               "max": "2020-12-31", "bins": 12}))
+    assert schema.columns[0].edges[0] == pytest.approx(1577836800 - 0.5)
+
+
+def test_round_trip_and_hash(tmp_path):
+    schema = load_schema("privsyn_spark/sample/adult.schema.yaml")
+    for name in ("s.yaml", "s.json"):
+        save_schema(schema, tmp_path / name)
+        again = load_schema(tmp_path / name)
+        assert again == schema and again.schema_hash() == schema.schema_hash()
+    changed = json.loads(json.dumps(schema.to_document()))
+    changed["columns"][1]["values"].append("New-value")
+    assert parse_schema(changed).schema_hash() != schema.schema_hash()
+
+
+def test_missing_file_and_duplicate_columns(tmp_path):
+    with pytest.raises(SchemaError, match="schema file not found"):
+        load_schema(tmp_path / "nope.yaml")
+    with pytest.raises(SchemaError, match="column 'a': declared twice"):
+        parse_schema(doc({"name": "a", "type": "drop"}, {"name": "a", "type": "drop"}))
