@@ -12,6 +12,7 @@ so asking for all 1-way and 2-way tables costs only the 2-way bincounts.
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class MarginalCounts:
     out_of_domain: dict[str, int] = field(default_factory=dict)
     null_failures: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    worker_peak_rss_mb: float = 0.0  # largest Python worker resident memory seen by a partition
 
 
 def all_pairs(domain: Domain) -> list[tuple[str, str]]:
@@ -96,9 +98,16 @@ def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tup
                 state = f.extract(words)
                 acc[tail + 1 + 2 * j] += np.count_nonzero(state == STATUS_OUT_OF_DOMAIN)
                 acc[tail + 2 + 2 * j] += np.count_nonzero(state == STATUS_NULL)
-        yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary())], ["counts"])
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary()), pa.array([peak_kb])],
+                                         ["counts", "peak_kb"])
 
     return count, offsets, shapes
+
+
+def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
+    """Tree-aggregation step: add count vectors, keep the larger worker memory peak."""
+    return left[0] + right[0], max(left[1], right[1])
 
 
 def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
@@ -125,10 +134,10 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
     counter, offsets, shapes = _partition_counter(encoded, domain, computed, recode)
     spark = encoded.df.sparkSession
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
-    partials = encoded.df.mapInArrow(counter, "counts binary")
-    total = partials.rdd.map(lambda row: np.frombuffer(row[0], dtype=np.int64)).treeAggregate(
-        np.zeros(offsets[-1] + 1 + 2 * len(encoded.status), dtype=np.int64),
-        lambda acc, part: acc + part, lambda a, b: a + b, depth=2)
+    partials = encoded.df.mapInArrow(counter, "counts binary, peak_kb long")
+    zero = (np.zeros(offsets[-1] + 1 + 2 * len(encoded.status), dtype=np.int64), 0)
+    total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(
+        zero, _add_partial, _add_partial, depth=2)
     tables = {m: total[offsets[k]:offsets[k + 1]].reshape(shapes[k]) for k, m in enumerate(computed)}
     for m in wanted:
         if m not in tables:
@@ -141,7 +150,7 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
         tables={m: tables[m] for m in wanted}, rows=int(total[tail]),
         out_of_domain={a: int(total[tail + 1 + 2 * j]) for j, a in enumerate(names)},
         null_failures={a: int(total[tail + 2 + 2 * j]) for j, a in enumerate(names)},
-        seconds=time.perf_counter() - start)
+        seconds=time.perf_counter() - start, worker_peak_rss_mb=peak_kb / 1024)
     log.info("counted %d marginals (%d computed, %s cells) over %s rows in %.1f s",
              len(wanted), len(computed), f"{cells:,}", f"{result.rows:,}", result.seconds)
     return result

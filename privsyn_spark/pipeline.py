@@ -1,0 +1,237 @@
+"""The pipeline's steps glued together: measure, estimate, synthesize, write, evaluate, report.
+
+Artifacts of a run live in ``<runs_dir>/<run_id>/``: ``measurements/`` (the only thing read after
+measuring), ``targets/`` (consistent target marginals), ``report.json`` and ``report.html``.
+Steps are idempotent: measuring a run id whose measurements exist reuses them and spends nothing;
+synthesizing again with the same seed rewrites the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privsyn_spark import __version__
+from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.measurements import Measurements
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DELTA = 1e-9
+"""Documented default delta; never derived from the (private) row count."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs; the CLI and the Airflow DAG fill it from their arguments."""
+
+    input: str
+    schema: str
+    output: str
+    run_id: str
+    runs_dir: str = "runs"
+    epsilon: float = 1.0
+    delta: float = DEFAULT_DELTA
+    input_format: str | None = None
+    synth_rows: int | None = None        # default: the noisy total
+    synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
+    seed: int = 0
+    shard_rows: int = 1_000_000
+    gum_rounds: int = 8
+    write_mode: str = "overwrite"
+    dataset_id: str | None = None        # budget ledger key (default: the input)
+    ledger: str | None = None            # Delta path/table of the budget ledger (None: no ledger)
+    dataset_rho_budget: float | None = None  # total rho the dataset may ever spend (with a ledger)
+    label: str | None = None             # label column for the ML-efficacy metric
+    evaluate: bool = True
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir).expanduser() / self.run_id
+
+    @property
+    def measurements_dir(self) -> Path:
+        return self.run_dir / "measurements"
+
+    @property
+    def targets_dir(self) -> Path:
+        return self.run_dir / "targets"
+
+
+@dataclass
+class RunState:
+    """What the steps produced, gathered for the report."""
+
+    config: RunConfig
+    timings: dict[str, float] = field(default_factory=dict)
+    domain_handling: dict[str, Any] = field(default_factory=dict)
+    estimation: dict[str, Any] = field(default_factory=dict)
+    synthesis: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    output_version: int | None = None
+
+
+class _Timer:
+    def __init__(self, state: RunState, step: str):
+        self.state, self.step = state, step
+
+    def __enter__(self):
+        log.info("step %s: start", self.step)
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        seconds = time.perf_counter() - self.start
+        self.state.timings[self.step] = self.state.timings.get(self.step, 0.0) + seconds
+        log.info("step %s: done in %.1f s", self.step, seconds)
+
+
+def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurements:
+    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core."""
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
+    from privsyn_spark.measure.indif import indif_scores
+    from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+    from privsyn_spark.privacy.release import measure_privately
+    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.schema.schema import load_schema
+
+    state = state or RunState(config)
+    schema = load_schema(config.schema)
+    existing = Measurements.load_for_run(config.measurements_dir, config.run_id, schema.schema_hash())
+    if existing is not None:
+        log.info("run %s: measurements exist in %s; reusing them, no privacy budget spent",
+                 config.run_id, config.measurements_dir)
+        return existing
+    with _Timer(state, "measure"):
+        encoded = encode(read_table(spark, config.input, config.input_format), schema)
+        first = count_marginals(encoded, one_and_two_way(encoded.domain))
+        state.domain_handling = check_domain_policies(encoded, first)
+        one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
+        scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
+        del first  # exact counts stay inside this step
+
+        def engine(marginals, recode):
+            return count_marginals(encoded, marginals, recode).tables
+
+        return measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
+                                 schema_hash=schema.schema_hash(), epsilon=config.epsilon,
+                                 delta=config.delta, sampler=SecureDiscreteGaussian(),
+                                 artifact_dir=config.measurements_dir)
+
+
+def estimate(measurements: Measurements, config: RunConfig,
+             state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
+    """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
+    from privsyn_spark.estimate.targets import consistent_targets
+
+    state = state or RunState(config)
+    cached = load_targets(config.targets_dir, config.run_id)
+    if cached is not None:
+        tables, state.estimation = cached
+        return tables
+    with _Timer(state, "estimate"):
+        tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
+                                                  measurements.noisy_total)
+        state.estimation = {"method": method, "info": _jsonable(info)}
+        save_targets(config.targets_dir, config.run_id, tables, state.estimation)
+        log.info("targets from %s: %d tables", method, len(tables))
+    return tables
+
+
+def save_targets(folder: Path, run_id: str, tables: dict[tuple[str, ...], np.ndarray], meta: dict) -> None:
+    """Persist target tables (npz) and their description (json, written last: it marks completeness)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = list(tables)
+    np.savez_compressed(folder / "targets.npz", **{f"t{i}": tables[k] for i, k in enumerate(keys)})
+    doc = {"run_id": run_id, "keys": [list(k) for k in keys], **meta}
+    tmp = folder / "targets.json.tmp"
+    tmp.write_text(json.dumps(doc, default=str))
+    tmp.replace(folder / "targets.json")
+
+
+def load_targets(folder: Path, run_id: str):
+    """``(tables, meta)`` saved for ``run_id`` in ``folder``, or None."""
+    if not (folder / "targets.json").exists():
+        return None
+    doc = json.loads((folder / "targets.json").read_text())
+    if doc.get("run_id") != run_id:
+        return None
+    with np.load(folder / "targets.npz") as arrays:
+        tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
+    doc.pop("run_id")
+    return tables, doc
+
+
+def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, str]:
+    """Delta table properties recording where a synthetic table came from."""
+    return {"privsyn.run_id": config.run_id, "privsyn.epsilon": str(measurements.epsilon),
+            "privsyn.delta": str(measurements.delta), "privsyn.rho": repr(measurements.rho),
+            "privsyn.schema_hash": measurements.schema_hash, "privsyn.version": __version__,
+            "privsyn.synthesizer": config.synthesizer, "privsyn.seed": str(config.seed)}
+
+
+def _jsonable(obj: Any) -> Any:
+    """Recursively turn numpy values and tuples into JSON-friendly ones."""
+    if isinstance(obj, dict):
+        return {str(k) if not isinstance(k, tuple) else ",".join(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Domain):
+        return obj.to_dict()
+    return obj
+
+
+def config_dict(config: RunConfig) -> dict[str, Any]:
+    """The run configuration as a JSON-ready dict (for the report)."""
+    return asdict(config)
+
+
+def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
+               state: RunState | None = None):
+    """Synthesize merged codes (GUM sharded over Spark, or PGM sampling), decode, write the Delta table."""
+    from privsyn_spark.runtime.tables import write_delta
+    from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.synthesize.decode import decode_dataframe
+
+    state = state or RunState(config)
+    schema = load_schema(config.schema)
+    if schema.schema_hash() != measurements.schema_hash:
+        raise ValueError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
+    rows = config.synth_rows if config.synth_rows is not None else max(1, int(round(measurements.noisy_total)))
+    with _Timer(state, "synthesize"):
+        codes, info = _synthesize_codes(spark, config, measurements, targets, rows)
+        state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **_jsonable(info)}
+        decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
+                                   config.seed)
+    with _Timer(state, "write"):
+        state.output_version = write_delta(decoded, config.output, config.write_mode,
+                                           properties=run_properties(config, measurements),
+                                           user_metadata={"privsyn.run_id": config.run_id})
+    log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{rows:,}", config.output, state.output_version)
+    return decoded
+
+
+def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
+                      targets: dict[tuple[str, ...], np.ndarray], rows: int):
+    """A DataFrame of merged codes (one int column per attribute) and a dict describing the synthesis."""
+    if config.synthesizer == "gum":
+        from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
+
+        gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds)
+        return synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
+                                  work_dir=str(config.run_dir / "gum"))
+    if config.synthesizer == "pgm":
+        from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
+
+        return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows)
+    raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")

@@ -1,0 +1,131 @@
+"""Decoding synthetic codes back to the original schema (vectorised numpy, per Arrow batch).
+
+1. Merged rare values are expanded: a record in a merged cell gets one of the original codes of
+   that cell, drawn with the noisy 1-way marginal on the original domain (negatives as zero).
+2. Codes become values: categories with their declared type; numerical bins a value drawn
+   uniformly inside the bin (whole numbers for int/long/date/timestamp, bounds respected);
+   the null code becomes null; the ``other`` code becomes ``"__other__"`` in string columns and
+   null elsewhere.
+All of it is post-processing of the measurements artifact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
+from privsyn_spark.schema.schema import Schema
+
+OTHER_LABEL = "__other__"
+_ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
+          "float": pa.float32(), "boolean": pa.bool_(), "date": pa.date32(),
+          "timestamp": pa.timestamp("us", tz="UTC")}
+_SPARK = {"string": "string", "int": "int", "long": "bigint", "double": "double", "float": "float",
+          "boolean": "boolean", "date": "date", "timestamp": "timestamp"}
+
+
+def output_ddl(schema: Schema) -> str:
+    """Spark DDL of the synthetic table: the schema's kept columns, in order, with their types."""
+    return ", ".join(f"`{c.name}` {_SPARK[c.dtype]}" for c in schema.columns)
+
+
+class Decoder:
+    """Turns (n, d) merged-domain code arrays into typed Arrow batches of the original schema."""
+
+    def __init__(self, schema: Schema, value_maps: Mapping[str, np.ndarray],
+                 one_way_original: Mapping[str, np.ndarray]):
+        self.schema = schema
+        self._expand = {c.name: _expansion(np.asarray(value_maps[c.name]), np.asarray(one_way_original[c.name]))
+                        for c in schema.columns if c.name in value_maps}
+
+    def original_codes(self, merged: np.ndarray, attr: str, rng: np.random.Generator) -> np.ndarray:
+        """Expand merged codes of ``attr`` to original codes (identity where nothing was merged)."""
+        if attr not in self._expand:
+            return merged
+        members, keys, starts = self._expand[attr]
+        # keys = group + cumulative share within the group, increasing over the concatenated groups,
+        # so one searchsorted picks a member of each record's own group with the right probability
+        position = np.searchsorted(keys, merged + rng.random(len(merged)), side="right")
+        position = np.clip(position, starts[merged], starts[merged + 1] - 1)
+        return members[position]
+
+    def decode(self, merged_codes: np.ndarray, rng: np.random.Generator) -> pa.RecordBatch:
+        """Decode one batch of records (rows: records, columns: the schema's kept columns)."""
+        arrays = []
+        for j, column in enumerate(self.schema.columns):
+            codes = self.original_codes(np.asarray(merged_codes[:, j], dtype=np.int64), column.name, rng)
+            if isinstance(column, CategoricalColumn):
+                arrays.append(_categorical_values(column, codes))
+            else:
+                arrays.append(_numerical_values(column, codes, rng))
+        return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
+
+
+def _expansion(value_map: np.ndarray, weights: np.ndarray):
+    """Original codes sorted by merged code, their search keys (group + cumulative share), group starts."""
+    order = np.argsort(value_map, kind="stable")
+    groups = value_map[order]
+    starts = np.searchsorted(groups, np.arange(int(value_map.max()) + 2))
+    w = np.clip(weights[order].astype(np.float64), 0, None)
+    totals = np.add.reduceat(w, starts[:-1]) if len(w) else w
+    empty = totals[groups] <= 0
+    w = np.where(empty, 1.0, w)  # a group whose noisy counts are all <= 0: uniform over its members
+    totals = np.add.reduceat(w, starts[:-1])
+    cumulative = np.cumsum(w) - np.repeat(np.cumsum(totals) - totals, np.diff(starts))
+    return order.astype(np.int64), groups + cumulative / totals[groups], starts
+
+
+def _categorical_values(column: CategoricalColumn, codes: np.ndarray) -> pa.Array:
+    labels = list(column.values) + [None] * (column.size - len(column.values))
+    if column.other_code is not None and column.dtype == "string":
+        labels[column.other_code] = OTHER_LABEL
+    table = pa.array(labels, type=_ARROW[column.dtype])
+    return table.take(pa.array(codes))
+
+
+def _numerical_values(column: NumericalColumn, codes: np.ndarray, rng: np.random.Generator) -> pa.Array:
+    edges = column.edge_array()
+    bins = len(edges) - 1
+    null = codes >= bins
+    b = np.where(null, 0, codes)
+    if column.integer:
+        lo, hi = integer_bin_bounds(edges)
+        values = lo[b] + np.floor(rng.random(len(b)) * (hi[b] - lo[b] + 1)).astype(np.int64)
+        values = np.minimum(values, hi[b])
+    else:
+        values = edges[b] + rng.random(len(b)) * (edges[b + 1] - edges[b])
+        values = np.minimum(values, edges[-1])
+    mask = pa.array(null) if null.any() else None
+    if column.dtype == "date":
+        return pa.array((values // 86400).astype(np.int32), type=pa.date32(), mask=mask)
+    if column.dtype == "timestamp":
+        return pa.array(values.astype(np.int64) * 1_000_000, type=_ARROW["timestamp"], mask=mask)
+    dtype = {"int": np.int32, "long": np.int64, "double": np.float64, "float": np.float32}[column.dtype]
+    return pa.array(values.astype(dtype), type=_ARROW[column.dtype], mask=mask)
+
+
+def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarray],
+                     one_way_original: Mapping[str, np.ndarray], seed: int):
+    """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
+
+    Each batch draws from a generator seeded by (seed, partition id, batch index), so the same
+    partitioning of the same codes decodes to the same table.
+    """
+    decoder = Decoder(schema, value_maps, one_way_original)
+    names = list(schema.names)
+
+    def decode_batches(batches):
+        from pyspark import TaskContext
+
+        partition = TaskContext.get().partitionId()
+        for index, batch in enumerate(batches):
+            if batch.num_rows == 0:
+                continue
+            codes = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in names])
+            rng = np.random.default_rng([seed, 0xDEC0DE, partition, index])
+            yield decoder.decode(codes, rng)
+
+    return codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))
