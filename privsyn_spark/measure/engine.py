@@ -1,6 +1,6 @@
 """The marginal engine: exact count tables over the encoded table, one pass per request.
 
-Each Spark partition unpacks its code words (Arrow batches, numpy), builds partial count arrays
+Each Spark partition splits its encoded columns into codes and statuses (Arrow batches, numpy), builds partial count arrays
 with ``np.bincount`` on combined cell indices, and emits them as one binary row; the partials are
 summed with a tree aggregation. Only count arrays reach the driver. Per-partition memory is the
 requested cells (8 bytes each) plus one Arrow batch; a request above ``max_cells`` is refused.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.measure.encode import STATUS_NULL, STATUS_OUT_OF_DOMAIN, EncodedTable
+from privsyn_spark.measure.encode import STATUS_NULL, STATUS_OUT_OF_DOMAIN, EncodedTable, split_code_status
 from privsyn_spark.schema.columns import SchemaError
 
 log = logging.getLogger(__name__)
@@ -66,17 +66,15 @@ def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
 
 def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tuple[str, ...]],
                        recode: Mapping[str, np.ndarray]):
-    """The function each partition runs: Arrow batches of code words -> one row of partial counts."""
+    """The function each partition runs: Arrow batches of encoded columns -> one row of partial counts."""
     import pyarrow as pa
 
-    attrs = sorted({a for m in computed for a in m})
-    code_fields = {a: encoded.codes[a] for a in attrs}
-    status_fields = list(encoded.status.values())
-    luts = {a: np.asarray(recode[a], dtype=np.int64) for a in attrs if a in recode}
+    names = encoded.columns
+    luts = {a: np.asarray(recode[a], dtype=np.int64) for a in recode}
     shapes = [domain.shape(m) for m in computed]
     sizes = [int(np.prod(s)) for s in shapes]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    n_status = len(status_fields)
+    n_status = len(names)
 
     def count(batches):
         acc = np.zeros(offsets[-1] + 1 + 2 * n_status, dtype=np.int64)
@@ -84,8 +82,9 @@ def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tup
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            words = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
-            codes = {a: f.extract(words) for a, f in code_fields.items()}
+            codes, states = {}, {}
+            for i, name in enumerate(names):
+                codes[name], states[name] = split_code_status(batch.column(i).to_numpy(zero_copy_only=False))
             for a, lut in luts.items():
                 codes[a] = lut[codes[a]]
             for k, marginal in enumerate(computed):
@@ -94,8 +93,8 @@ def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tup
                     index = index * size + codes[a]
                 acc[offsets[k]:offsets[k + 1]] += np.bincount(index, minlength=sizes[k])
             acc[tail] += batch.num_rows
-            for j, f in enumerate(status_fields):
-                state = f.extract(words)
+            for j, name in enumerate(names):
+                state = states[name]
                 acc[tail + 1 + 2 * j] += np.count_nonzero(state == STATUS_OUT_OF_DOMAIN)
                 acc[tail + 2 + 2 * j] += np.count_nonzero(state == STATUS_NULL)
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -135,7 +134,7 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
     spark = encoded.df.sparkSession
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     partials = encoded.df.mapInArrow(counter, "counts binary, peak_kb long")
-    zero = (np.zeros(offsets[-1] + 1 + 2 * len(encoded.status), dtype=np.int64), 0)
+    zero = (np.zeros(offsets[-1] + 1 + 2 * len(encoded.columns), dtype=np.int64), 0)
     total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(
         zero, _add_partial, _add_partial, depth=2)
     tables = {m: total[offsets[k]:offsets[k + 1]].reshape(shapes[k]) for k, m in enumerate(computed)}
@@ -145,7 +144,7 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
             drop = tuple(i for i, a in enumerate(source) if a not in m)
             tables[m] = tables[source].sum(axis=drop)
     tail = int(offsets[-1])
-    names = list(encoded.status)
+    names = encoded.columns
     result = MarginalCounts(
         tables={m: tables[m] for m in wanted}, rows=int(total[tail]),
         out_of_domain={a: int(total[tail + 1 + 2 * j]) for j, a in enumerate(names)},
