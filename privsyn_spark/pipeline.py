@@ -100,6 +100,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
     from privsyn_spark.privacy.release import measure_privately
     from privsyn_spark.runtime.tables import read_table
     from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.write.ledger import reserve_for_run
 
     state = state or RunState(config)
     schema = load_schema(config.schema)
@@ -108,6 +109,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
         log.info("run %s: measurements exist in %s; reusing them, no privacy budget spent",
                  config.run_id, config.measurements_dir)
         return existing
+    reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
     with _Timer(state, "measure"):
         encoded = encode(read_table(spark, config.input, config.input_format), schema)
         first = count_marginals(encoded, one_and_two_way(encoded.domain))
@@ -228,10 +230,119 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
         gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds)
-        return synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
-                                  work_dir=str(config.run_dir / "gum"))
+        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum)
+        rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
+                   "seconds": seconds}
+                  for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
+        info = {"shards": len(result.context.sizes), "rounds": rounds,
+                "final_l1_error": result.max_relative_error(),
+                "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
+        return result.records, info
     if config.synthesizer == "pgm":
         from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
         return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows)
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
+
+
+def _report(spark, config: RunConfig, measurements: Measurements, state: RunState, synthetic) -> dict:
+    """Evaluate (optional, not private) and write report.json / report.html into the run folder."""
+    from privsyn_spark.evaluate.report import write_report
+
+    if config.evaluate and synthetic is not None:
+        from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
+        from privsyn_spark.runtime.tables import read_table
+        from privsyn_spark.schema.schema import load_schema
+
+        with _Timer(state, "evaluate"):
+            state.metrics = evaluate_tables(spark, read_table(spark, config.input, config.input_format),
+                                            synthetic, load_schema(config.schema), label=config.label,
+                                            seed=config.seed)
+    report = build_report(config, measurements, state)
+    write_report(report, config.run_dir)
+    log.info("run report: %s", config.run_dir / "report.html")
+    return report
+
+
+def build_report(config: RunConfig, measurements: Measurements, state: RunState) -> dict:
+    """The run report dict (see privsyn_spark.evaluate.report for how it is rendered)."""
+    domain = measurements.domain
+    return _jsonable({
+        "run": {"run_id": config.run_id, "dataset": config.dataset_id or config.input, "input": config.input,
+                "output": config.output, "output_version": state.output_version, "version": __version__,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config_dict(config)},
+        "budget": {"epsilon": measurements.epsilon, "delta": measurements.delta, "rho": measurements.rho,
+                   "spent_rho": measurements.spent_rho, "ledger": measurements.ledger},
+        "selection": {"selected_pairs": [list(p) for p in measurements.selected_pairs],
+                      "marginals": [{"attrs": list(m.attrs), "rho": m.rho, "sigma": m.sigma,
+                                     "cells": domain.cells(m.attrs)} for m in measurements.marginals],
+                      "noisy_total": measurements.noisy_total},
+        "estimation": state.estimation,
+        "synthesis": state.synthesis,
+        "domain_handling": state.domain_handling,
+        "timings": state.timings,
+        "metrics": state.metrics,
+    })
+
+
+def run_measure(spark, config: RunConfig) -> Measurements:
+    """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present)."""
+    return measure(spark, config, RunState(config))
+
+
+def run_synthesize(spark, config: RunConfig):
+    """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
+    measurements = _load_measurements(config)
+    state = RunState(config)
+    targets = estimate(measurements, config, state)
+    synthetic = synthesize(spark, config, measurements, targets, state)
+    _save_state(config, state)
+    return synthetic
+
+
+def run_evaluate(spark, config: RunConfig) -> dict:
+    """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
+    from privsyn_spark.runtime.tables import read_table
+
+    measurements = _load_measurements(config)
+    state = _load_state(config)
+    synthetic = read_table(spark, config.output, "delta" if "/" in config.output else None)
+    return _report(spark, config, measurements, state, synthetic)
+
+
+def run(spark, config: RunConfig) -> dict:
+    """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go."""
+    state = RunState(config)
+    measurements = measure(spark, config, state)
+    targets = estimate(measurements, config, state)
+    synthetic = synthesize(spark, config, measurements, targets, state)
+    _save_state(config, state)
+    from privsyn_spark.runtime.tables import read_table
+
+    written = read_table(spark, config.output, "delta" if "/" in config.output else None)
+    return _report(spark, config, measurements, state, written)
+
+
+def _load_measurements(config: RunConfig) -> Measurements:
+    if not Measurements.exists(config.measurements_dir):
+        raise FileNotFoundError(f"run {config.run_id} has no measurements in {config.measurements_dir}; "
+                                f"run the `measure` step first")
+    return Measurements.load(config.measurements_dir)
+
+
+def _save_state(config: RunConfig, state: RunState) -> None:
+    """Keep what synthesis found (rounds, errors, timings) for a later `evaluate` step's report."""
+    doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
+           "synthesis": state.synthesis, "output_version": state.output_version}
+    (config.run_dir / "state.json").write_text(json.dumps(_jsonable(doc), default=str))
+
+
+def _load_state(config: RunConfig) -> RunState:
+    state = RunState(config)
+    path = config.run_dir / "state.json"
+    if path.exists():
+        doc = json.loads(path.read_text())
+        state.timings, state.domain_handling = doc["timings"], doc["domain_handling"]
+        state.estimation, state.synthesis = doc["estimation"], doc["synthesis"]
+        state.output_version = doc["output_version"]
+    return state

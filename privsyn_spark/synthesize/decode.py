@@ -98,7 +98,7 @@ def _numerical_values(column: NumericalColumn, codes: np.ndarray, rng: np.random
     else:
         values = edges[b] + rng.random(len(b)) * (edges[b + 1] - edges[b])
         values = np.minimum(values, edges[-1])
-    mask = pa.array(null) if null.any() else None
+    mask = null if null.any() else None
     if column.dtype == "date":
         return pa.array((values // 86400).astype(np.int32), type=pa.date32(), mask=mask)
     if column.dtype == "timestamp":
