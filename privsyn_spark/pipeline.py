@@ -131,6 +131,7 @@ def estimate(measurements: Measurements, config: RunConfig,
              state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
     from privsyn_spark.estimate.targets import consistent_targets
+    from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
 
     state = state or RunState(config)
     cached = load_targets(config.targets_dir, config.run_id)
@@ -140,6 +141,7 @@ def estimate(measurements: Measurements, config: RunConfig,
     with _Timer(state, "estimate"):
         tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
                                                   measurements.noisy_total)
+        tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
         state.estimation = {"method": method, "info": _jsonable(info)}
         save_targets(config.targets_dir, config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))

@@ -1,0 +1,109 @@
+"""The entry point the pipeline calls: every metric of a synthetic table against the real one.
+
+These metrics read the private table; they are not differentially private and are for operators,
+not for release (``NOTICE`` is repeated in the returned dict and the report).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from privsyn_spark.evaluate.codes import code_labels, holdout_split, unpacked_codes
+from privsyn_spark.evaluate.fidelity import fidelity
+from privsyn_spark.evaluate.ml_efficacy import ml_efficacy
+from privsyn_spark.evaluate.privacy_smoke import DEFAULT_TOLERANCE, privacy_smoke
+from privsyn_spark.measure.encode import EncodedTable, encode
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts
+from privsyn_spark.schema.schema import Schema
+
+log = logging.getLogger(__name__)
+
+NOTICE = ("These metrics read the private table. They are not differentially private: they are for the "
+          "operators of the run, not for release with the synthetic data.")
+
+
+def one_way_distributions(schema: Schema, real: MarginalCounts, synthetic: MarginalCounts) -> dict[str, dict]:
+    """Per column: code labels and the real and synthetic shares of each code (for histograms)."""
+    def shares(table: np.ndarray) -> list[float]:
+        total = table.sum()
+        return (table / total if total else np.zeros(len(table))).astype(float).tolist()
+
+    return {c.name: {"labels": code_labels(c), "real": shares(real.tables[(c.name,)]),
+                     "synthetic": shares(synthetic.tables[(c.name,)])} for c in schema.columns}
+
+
+def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
+             n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
+             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE) -> dict:
+    """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
+
+    Fidelity (TVD, range queries) from engine counts; the privacy smoke check and, if ``label``
+    is given, ML efficacy on a seeded held-out part (``test_fraction``) of the real table.
+    ``seed`` fixes the range queries and the split.
+    """
+    if label is not None and label not in schema.names:
+        raise ValueError(f"evaluate: label column {label!r} is not a kept column of the schema")
+    # the encoded columns (small ints) are cached for the several passes below, which also pins
+    # the seeded split; they are released at the end
+    real, synthetic = _cached(encode(real_df, schema)), _cached(encode(synthetic_df, schema))
+    try:
+        return _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
+                         smoke_tolerance)
+    finally:
+        real.df.unpersist()
+        synthetic.df.unpersist()
+
+
+def _cached(encoded: EncodedTable) -> EncodedTable:
+    from pyspark import StorageLevel
+
+    return replace(encoded, df=encoded.df.persist(StorageLevel.MEMORY_AND_DISK))
+
+
+def _evaluate(spark, real: EncodedTable, synthetic: EncodedTable, schema: Schema, label: str | None, seed: int,
+              n_queries: int, test_fraction: float, max_cells: int, worst: int, smoke_tolerance: float) -> dict:
+    seconds: dict[str, float] = {}
+
+    start = time.perf_counter()
+    fid = fidelity(real, synthetic, n_queries, np.random.default_rng(seed), max_cells, worst)
+    seconds["fidelity"] = time.perf_counter() - start
+    tvd = dict(fid.metrics["tvd"])
+    matrix = tvd.pop("tvd_2way_matrix")
+
+    real_codes, synthetic_codes = unpacked_codes(real), unpacked_codes(synthetic)
+    rest, holdout = holdout_split(real_codes, test_fraction, seed)
+    start = time.perf_counter()
+    smoke = privacy_smoke(rest, holdout, synthetic_codes, list(real.domain.attrs), smoke_tolerance)
+    seconds["privacy_smoke"] = time.perf_counter() - start
+
+    ml = None
+    if label is not None and fid.synthetic.rows == 0:
+        ml = {"label": label, "skipped": "the synthetic table is empty"}
+    elif label is not None:
+        start = time.perf_counter()
+        ml = ml_efficacy(spark, rest, holdout, synthetic_codes, real.domain, label)
+        seconds["ml_efficacy"] = time.perf_counter() - start
+        ml["majority_class"] = code_labels(schema.column(label))[ml["majority_code"]]
+        ml["rows"]["train_synthetic"] = fid.synthetic.rows
+        ml["note"] = ("the held-out rows are part of the real table the synthetic one was made from, "
+                      "so accuracy_synthetic may be slightly optimistic")
+    log.info("evaluation done in %.1f s", sum(seconds.values()))
+    return {
+        "notice": NOTICE,
+        "seed": seed,
+        "test_fraction": test_fraction,
+        "rows": fid.metrics["rows"],
+        "tvd": tvd,
+        "range_queries": fid.metrics["range_queries"],
+        "ml_efficacy": ml,
+        "privacy_smoke": smoke,
+        "out_of_domain": {"real": {k: v for k, v in fid.real.out_of_domain.items() if v},
+                          "synthetic": {k: v for k, v in fid.synthetic.out_of_domain.items() if v}},
+        "seconds": seconds,
+        "distributions": one_way_distributions(schema, fid.real, fid.synthetic),
+        "tvd_2way_matrix": matrix,
+    }

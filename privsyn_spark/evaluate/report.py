@@ -1,0 +1,269 @@
+"""The run report: ``report.json`` (machine-readable) and ``report.html`` (static, no server needed).
+
+The HTML is rendered from the same JSON-ready dict that is written to ``report.json``; every number
+it shows carries ``data-key`` (a JSON pointer into report.json) and ``data-value`` (the JSON value),
+so the two can be checked against each other. Plots are matplotlib PNGs embedded as data URIs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privsyn_spark.evaluate.evaluation import NOTICE
+
+REPORT_JSON = "report.json"
+REPORT_HTML = "report.html"
+SECTIONS = ("run", "budget", "selection", "estimation", "synthesis", "domain_handling", "timings", "metrics")
+PLOTTED = {"/metrics/distributions", "/metrics/tvd_2way_matrix"}  # shown as plots, not tables
+FOLD_ROWS = 20  # longer lists are folded into <details>
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;
+vertical-align:top}th{background:#f4f4f4}.notice{background:#fff3cd;border:1px solid #e0c36c;padding:.8em 1em}
+.flag{color:#a00;font-weight:bold}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
+figcaption{font-size:.85em;color:#555}
+"""
+
+
+def to_jsonable(obj: Any) -> Any:
+    """A copy of ``obj`` that ``json`` accepts: numpy to Python, tuples to lists, NaN/inf to None."""
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, np.ndarray)):
+        return [to_jsonable(v) for v in (obj.tolist() if isinstance(obj, np.ndarray) else obj)]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (dt.datetime, dt.date)):
+        return obj.isoformat()
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def format_number(value: int | float) -> str:
+    """How the HTML shows a number: thousands separators for integers, 4 significant digits otherwise."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def _pointer(path: str, key: object) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _num(value: int | float, path: str) -> str:
+    return (f'<span class="num" data-key="{html.escape(path)}" data-value="{html.escape(json.dumps(value))}">'
+            f"{format_number(value)}</span>")
+
+
+def _fold(rows: int, body: str) -> str:
+    return f"<details><summary>{rows} rows</summary>{body}</details>" if rows > FOLD_ROWS else body
+
+
+def _value(obj: Any, path: str) -> str:
+    """Any JSON value as HTML: dicts as key/value tables, lists of dicts as tables, numbers tagged."""
+    if isinstance(obj, bool):
+        return '<span class="flag">yes</span>' if path.endswith("/flag") and obj else ("yes" if obj else "no")
+    if isinstance(obj, (int, float)):
+        return _num(obj, path)
+    if obj is None:
+        return "&mdash;"
+    if isinstance(obj, str):
+        return html.escape(obj)
+    if isinstance(obj, Mapping):
+        rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
+                       for k, v in obj.items() if _pointer(path, k) not in PLOTTED)
+        return _fold(len(obj), f"<table>{rows}</table>") if rows else "&mdash;"
+    if obj and all(isinstance(v, Mapping) for v in obj):
+        columns = list(dict.fromkeys(k for v in obj for k in v))
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{_value(v[c], _pointer(_pointer(path, i), c)) if c in v else ''}</td>"
+                                        for c in columns) + "</tr>" for i, v in enumerate(obj))
+        return _fold(len(obj), f"<table><tr>{head}</tr>{body}</table>")
+    return ", ".join(_value(v, _pointer(path, i)) for i, v in enumerate(obj)) if obj else "&mdash;"
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure(fig, caption: str) -> str:
+    return (f'<figure><img alt="{html.escape(caption)}" src="{_png(fig)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def histogram_plots(distributions: Mapping[str, Mapping]) -> list[str]:
+    """One real-vs-synthetic bar chart per column (``<figure>`` HTML snippets)."""
+    from matplotlib.figure import Figure
+
+    out = []
+    for name, dist in distributions.items():
+        real, synth = np.asarray(dist["real"], float), np.asarray(dist["synthetic"], float)
+        k = len(real)
+        fig = Figure(figsize=(min(max(3.5, 0.22 * k + 1.5), 11), 2.8))
+        ax = fig.add_subplot()
+        x = np.arange(k)
+        ax.bar(x - 0.2, real, 0.4, label="real")
+        ax.bar(x + 0.2, synth, 0.4, label="synthetic")
+        if k <= 60:
+            ax.set_xticks(x, [str(s)[:14] for s in dist["labels"]], rotation=90, fontsize=7)
+        ax.set_ylabel("share of rows")
+        ax.set_title(name, fontsize=10)
+        ax.legend(fontsize=7)
+        out.append(_figure(fig, f"{name}: real vs synthetic"))
+    return out
+
+
+def heatmap_plot(matrix: Mapping) -> str:
+    """The 2-way TVD matrix as a heat map (``<figure>`` HTML)."""
+    from matplotlib.figure import Figure
+
+    attrs = matrix["attrs"]
+    values = np.array([[np.nan if v is None else v for v in row] for row in matrix["values"]], dtype=float)
+    size = min(max(4.0, 0.35 * len(attrs) + 2), 14)
+    fig = Figure(figsize=(size + 1, size))
+    ax = fig.add_subplot()
+    top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=max(top, 0.01))
+    ax.set_xticks(range(len(attrs)), attrs, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(attrs)), attrs, fontsize=7)
+    fig.colorbar(image, ax=ax, label="TVD")
+    return _figure(fig, "2-way marginals: total-variation distance, real vs synthetic")
+
+
+def rounds_plot(rounds: list[Mapping]) -> str:
+    """GUM's relative L1 error by round (``<figure>`` HTML)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3))
+    ax = fig.add_subplot()
+    ax.plot([r.get("round", i) for i, r in enumerate(rounds)], [r.get("l1_error") for r in rounds], marker="o")
+    ax.set_xlabel("round")
+    ax.set_ylabel("relative L1 error")
+    return _figure(fig, "GUM error by round")
+
+
+def budget_plot(ledger: list[Mapping]) -> str:
+    """The budget split: rho per step (ledger names up to ``:``), as bars (``<figure>`` HTML)."""
+    from matplotlib.figure import Figure
+
+    steps: dict[str, float] = {}
+    for entry in ledger:
+        step = str(entry.get("name", "?")).split(":")[0]
+        steps[step] = steps.get(step, 0.0) + float(entry.get("rho") or 0.0)
+    total = sum(steps.values()) or 1.0
+    fig = Figure(figsize=(5, 0.5 * len(steps) + 1))
+    ax = fig.add_subplot()
+    ax.barh(list(steps), list(steps.values()))
+    for i, value in enumerate(steps.values()):
+        ax.text(value, i, f" {value / total:.0%}", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("rho (zCDP)")
+    return _figure(fig, "Budget split: rho per step")
+
+
+_HEADLINES = (
+    ("epsilon", ("budget", "epsilon")), ("delta", ("budget", "delta")), ("rho (zCDP)", ("budget", "rho")),
+    ("synthetic rows", ("synthesis", "rows")),
+    ("1-way TVD (mean)", ("metrics", "tvd", "tvd_1way_mean")),
+    ("2-way TVD (mean)", ("metrics", "tvd", "tvd_2way_mean")),
+    ("2-way TVD (max)", ("metrics", "tvd", "tvd_2way_max")),
+    ("range queries: mean abs error", ("metrics", "range_queries", "mean_abs_error")),
+    ("ML accuracy, trained on synthetic", ("metrics", "ml_efficacy", "accuracy_synthetic")),
+    ("ML accuracy, trained on real", ("metrics", "ml_efficacy", "accuracy_real")),
+    ("ML accuracy, majority class", ("metrics", "ml_efficacy", "majority_accuracy")),
+    ("exact-match share: synthetic vs all real rows", ("metrics", "privacy_smoke", "synthetic_match_share")),
+    ("exact-match share: synthetic vs the rest", ("metrics", "privacy_smoke", "synthetic_match_share_rest")),
+    ("exact-match share: held-out real vs the rest", ("metrics", "privacy_smoke", "holdout_match_share")),
+    ("exact-match excess flagged", ("metrics", "privacy_smoke", "flag")),
+)
+
+
+def _summary(report: Mapping) -> str:
+    """The headline numbers, linked to their place in report.json."""
+    rows = []
+    for title, keys in _HEADLINES:
+        node, path = report, ""
+        for key in keys:
+            node = node.get(key) if isinstance(node, Mapping) else None
+            path = _pointer(path, key)
+        if node is not None:
+            rows.append(f"<tr><th>{html.escape(title)}</th><td>{_value(node, path)}</td></tr>")
+    return f"<h2>Summary</h2><table>{''.join(rows)}</table>" if rows else ""
+
+
+_GUIDE = """<ul>
+<li><b>TVD</b>: total-variation distance between the real and synthetic distributions of a marginal (half the
+L1 distance of the normalised counts): 0 is identical, 1 is disjoint. Averaged over all 1-way and 2-way marginals.</li>
+<li><b>Range queries</b> (as in the PrivSyn paper): random queries over 3 attributes with a random interval of codes
+per attribute; the error is the absolute difference of the fractions of rows they select.</li>
+<li><b>ML efficacy</b>: a classifier trained on the synthetic table and one trained on the real training part, both
+tested on the same held-out real rows, beside always predicting the majority class.</li>
+<li><b>Privacy smoke check</b>: the share of synthetic rows equal (on all codes) to a real row, beside the same
+share for held-out real rows against the rest of the real table. A flagged excess suggests copied records; no flag
+proves nothing: the guarantee is the differential privacy of the measurements.</li>
+</ul>"""
+
+
+def render_html(report: Mapping) -> str:
+    """The report as one self-contained HTML page (``report`` as returned by ``to_jsonable``)."""
+    run = report.get("run") or {}
+    title = f"privsyn-spark run report: {run.get('dataset') or ''} {run.get('run_id') or ''}".strip()
+    parts = [f"<h1>{html.escape(title)}</h1>",
+             f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
+             "Do not publish this report or pass it on with the synthetic table.</p>",
+             _summary(report)]
+    for section in list(SECTIONS) + [k for k in report if k not in SECTIONS]:
+        if section not in report:
+            continue
+        body = report[section]
+        parts.append(f"<h2>{html.escape(section.replace('_', ' ').capitalize())}</h2>")
+        if section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
+            parts.append(budget_plot(body["ledger"]))
+        if section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
+            parts.append(rounds_plot(body["rounds"]))
+        if section == "metrics":
+            parts.append(_GUIDE)
+        parts.append(_value(body, _pointer("", section)))
+        if section == "metrics" and isinstance(body, Mapping):
+            if body.get("tvd_2way_matrix") and len(body["tvd_2way_matrix"].get("attrs", ())) > 1:
+                parts.append("<h3>2-way TVD</h3>" + heatmap_plot(body["tvd_2way_matrix"]))
+            if body.get("distributions"):
+                parts.append("<h3>Real vs synthetic, per column</h3>" + "".join(histogram_plots(body["distributions"])))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(report: Mapping, folder: str | Path) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` into ``folder``; returns their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
+    json_path, html_path = folder / REPORT_JSON, folder / REPORT_HTML
+    _write_atomic(json_path, text)
+    _write_atomic(html_path, render_html(json.loads(text)))
+    return json_path, html_path
