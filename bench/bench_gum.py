@@ -1,0 +1,123 @@
+"""Benchmark GUM: the numpy kernel vs plain pandas, and GUM sharded over Spark (local[2] by default).
+
+Targets are Adult-like: exact 2-/3-way marginals of the Adult sample (binned as in the tests), plus,
+with ``--sigma``, Gaussian noise per cell (DP-like, inconsistent). Prints tables; asserts nothing.
+
+    .venv/bin/python bench/bench_gum.py                       # everything (10^7 records: ~15-25 min)
+    .venv/bin/python bench/bench_gum.py --part kernel         # kernel vs pandas only
+    .venv/bin/python bench/bench_gum.py --part sharded --n 2000000 --shards 1,2,8 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gum_pandas_reference import gum_pandas  # noqa: E402
+from privsyn_spark.synthesize.gum import GumConfig, synthesize  # noqa: E402
+from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded  # noqa: E402
+from tests.synthesize.adult_data import adult_targets  # noqa: E402
+from tests.synthesize.test_gum import DENSE  # noqa: E402
+
+
+def targets_for(sigma: float):
+    domain, records, exact = adult_targets(DENSE)
+    if sigma <= 0:
+        return domain, records, exact
+    rng = np.random.default_rng(2024)
+    return domain, records, {k: np.clip(t + rng.normal(0, sigma, t.shape), 0, None) for k, t in exact.items()}
+
+
+def bench_kernel(sigma: float, iterations: int) -> None:
+    domain, records, targets = targets_for(sigma)
+    n = records.shape[0]
+    plain = GumConfig(iterations=iterations, candidate_pool=1, improving_only_after=None,
+                      append_attributes=False, separate_components=False)
+    rows = []
+    started = time.perf_counter()
+    res = synthesize(domain, targets, n, plain, np.random.default_rng(0))
+    rows.append(("numpy kernel, paper updates", time.perf_counter() - started, sum(res.final_errors.values())))
+    started = time.perf_counter()
+    res = synthesize(domain, targets, n, GumConfig(iterations=iterations), np.random.default_rng(0))
+    rows.append(("numpy kernel, defaults", time.perf_counter() - started, sum(res.final_errors.values())))
+    started = time.perf_counter()
+    _, hist = gum_pandas(domain, targets, n, iterations, plain, seed=0)
+    rows.append(("pandas reference, paper updates", time.perf_counter() - started, sum(hist[-1].values())))
+
+    print(f"\nGUM on {n:,} records, {len(targets)} targets ({len(DENSE)} 2-/3-way), {iterations} iterations,"
+          f" sigma={sigma}")
+    print(f"| {'implementation':34} | {'wall s':>8} | {'s / iteration':>13} | {'sum L1 / n':>10} |")
+    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 15}|{'-' * 12}|")
+    for name, secs, err in rows:
+        print(f"| {name:34} | {secs:8.2f} | {secs / iterations:13.3f} | {err / n:10.4f} |")
+    print(f"pandas / numpy (paper updates): {rows[2][1] / rows[0][1]:.0f}x")
+
+
+def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, master: str) -> None:
+    from privsyn_spark.runtime.session import build_spark_session
+
+    domain, _, targets = targets_for(sigma)
+    started = time.perf_counter()
+    spark = build_spark_session(master=master, app_name="bench-gum", delta=False)
+    print(f"\nSpark session {spark.sparkContext.master}: {time.perf_counter() - started:.1f} s")
+    spark.range(0, 2, 1, 2).mapInArrow(lambda it: it, "id long").count()  # warm the Python workers
+
+    summary = []
+    for p in shards:
+        cfg = ShardedGumConfig(shard_size=-(-n // p), iterations_per_round=k, max_rounds=rounds)
+        with tempfile.TemporaryDirectory(prefix="bench-gum-") as work:
+            started = time.perf_counter()
+            result = synthesize_sharded(spark, domain, targets, n, seed=0, config=cfg,
+                                        checkpoint_dir=f"{work}/checkpoints")
+            gum_secs = time.perf_counter() - started
+            written = time.perf_counter()
+            result.records.write.mode("overwrite").parquet(f"{work}/out")
+            write_secs = time.perf_counter() - written
+        total = gum_secs + write_secs
+        print(f"\n{n:,} records, {p} shard(s) of ~{-(-n // p):,}, k={k} iterations per round, sigma={sigma}")
+        print(f"| {'round':>5} | {'wall s':>8} | {'worst L1/n':>10} | {'sum L1/n':>9} |")
+        print(f"|{'-' * 7}|{'-' * 10}|{'-' * 12}|{'-' * 11}|")
+        for r, (errs, secs) in enumerate(zip(result.history, result.round_seconds)):
+            print(f"| {r:5d} | {secs:8.1f} | {max(errs.values()) / n:10.5f} | {sum(errs.values()) / n:9.5f} |")
+        print(f"final (appended attributes included): worst L1/n {result.max_relative_error():.5f},"
+              f" sum L1/n {sum(result.final_errors.values()) / n:.5f}")
+        summary.append((p, gum_secs, write_secs, total, n / total, result.max_relative_error(),
+                        sum(result.final_errors.values()) / n))
+
+    print(f"\nSummary: {n:,} records on {spark.sparkContext.master}, {rounds} rounds x {k} iterations")
+    print(f"| {'shards':>6} | {'GUM s':>7} | {'write s':>7} | {'total s':>7} | {'records/s':>10} |"
+          f" {'worst L1/n':>10} | {'sum L1/n':>9} |")
+    print(f"|{'-' * 8}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
+    for p, g, w, t, rps, worst, tot in summary:
+        print(f"| {p:6d} | {g:7.1f} | {w:7.1f} | {t:7.1f} | {rps:10,.0f} | {worst:10.5f} | {tot:9.5f} |")
+    spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=["all", "kernel", "sharded"], default="all")
+    parser.add_argument("--n", type=int, default=10_000_000)
+    parser.add_argument("--shards", default="1,2,8")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--k", type=int, default=10, help="GUM iterations per round")
+    parser.add_argument("--kernel-iterations", type=int, default=30)
+    parser.add_argument("--sigma", type=float, default=0.0, help="noise per target cell (0: exact marginals)")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if args.part in ("all", "kernel"):
+        bench_kernel(args.sigma, args.kernel_iterations)
+    if args.part in ("all", "sharded"):
+        bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master)
+
+
+if __name__ == "__main__":
+    main()
