@@ -1,0 +1,89 @@
+"""DenseMarg: greedy 2-way marginal selection (PrivSyn Algorithm 1) and the budget allocation (PrivSyn Eq. 1).
+
+Pure post-processing of the noisy InDif scores and the public (merged) domain sizes.
+
+Error of a selection X (PrivSyn Section 4.2): noise error sum_{i in X} c_i sqrt(1/(pi rho_i)) plus
+dependency error sum_{i not in X} phi_i (phi_i = noisy InDif). With the optimal allocation (Eq. 1)
+rho_i = rho c_i^(2/3) / S, S = sum_{j in X} c_j^(2/3), the noise error collapses to
+S^(3/2) / sqrt(pi rho), so each candidate's error after adding pair i is the closed form
+(S + c_i^(2/3))^(3/2) / sqrt(pi rho) + (U - phi_i), U = sum of the unselected phi. One greedy step is
+therefore one vectorised pass over the candidates, O(m), instead of a recomputation per candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def allocate_rho(cells: Sequence[int] | np.ndarray, rho: float) -> np.ndarray:
+    """Optimal budget per marginal, rho_i = rho * c_i^(2/3) / sum_j c_j^(2/3) (PrivSyn Eq. 1)."""
+    w = np.power(np.asarray(cells, dtype=np.float64), 2.0 / 3.0)
+    if w.size == 0:
+        return w
+    return rho * w / w.sum()
+
+
+def noise_error(cells: Sequence[int] | np.ndarray, rho: float) -> float:
+    """Expected L1 noise error sum_i c_i sqrt(1/(pi rho_i)) under Eq. 1's allocation = S^(3/2)/sqrt(pi rho)."""
+    s = float(np.power(np.asarray(cells, dtype=np.float64), 2.0 / 3.0).sum())
+    return s ** 1.5 / math.sqrt(math.pi * rho) if s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """DenseMarg output: the chosen pairs in the order picked, and the total error after each step."""
+
+    pairs: list[tuple[str, ...]]
+    errors: list[float]   # errors[0] = sum of all phi (nothing selected); errors[t] after t picks
+
+
+def dense_marg(dependency: Mapping[tuple[str, ...], float], cells: Mapping[tuple[str, ...], int], rho: float,
+               min_improvement: float = 0.0, max_pairs: int | None = None) -> Selection:
+    """Greedy pair selection (PrivSyn Algorithm 1).
+
+    ``dependency``: pair -> phi_i (the noisy InDif); ``cells``: pair -> c_i (cells of the pair's
+    marginal on the merged domain); ``rho``: budget of the selected marginals. Each round adds the pair
+    minimising the total error; stops when the error no longer falls by more than ``min_improvement``
+    (0 = the paper's rule "stop when E_t >= E_{t-1}") or after ``max_pairs`` picks.
+    """
+    pairs = list(dependency)
+    m = len(pairs)
+    if m == 0 or rho <= 0:
+        total = float(sum(dependency.values()))
+        return Selection([], [total])
+    phi = np.array([float(dependency[p]) for p in pairs], dtype=np.float64)
+    w = np.power(np.array([float(cells[p]) for p in pairs], dtype=np.float64), 2.0 / 3.0)
+    norm = 1.0 / math.sqrt(math.pi * rho)
+    limit = m if max_pairs is None else min(m, int(max_pairs))
+
+    available = np.ones(m, dtype=bool)
+    s = 0.0                    # sum of c_j^(2/3) over the selection
+    u = float(phi.sum())       # sum of phi over the unselected pairs
+    error = u                  # E_0: nothing selected, all dependency error
+    chosen: list[int] = []
+    errors = [error]
+    while len(chosen) < limit:
+        # PrivSyn Algorithm 1, lines 3-6, for every candidate at once.
+        candidate = np.power(s + w, 1.5) * norm + (u - phi)
+        candidate[~available] = np.inf
+        best = int(np.argmin(candidate))
+        new_error = float(candidate[best])
+        if not new_error < error - min_improvement:  # line 8: stop when the error stops falling
+            break
+        available[best] = False
+        s += w[best]
+        u -= phi[best]
+        error = new_error
+        chosen.append(best)
+        errors.append(error)
+        if len(chosen) % 500 == 0:
+            logger.info("DenseMarg: %d pairs selected, error %.4g", len(chosen), error)
+    logger.info("DenseMarg selected %d of %d pairs (error %.4g -> %.4g)", len(chosen), m, errors[0], error)
+    return Selection([pairs[i] for i in chosen], errors)

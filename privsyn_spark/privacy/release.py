@@ -1,0 +1,235 @@
+"""The privacy core's orchestrator: exact counts in, the measurements artifact out (PrivSyn Algorithm 3, lines 1-5).
+
+Steps, all through one ``Accountant``:
+1. noisy 1-way marginals on the original domain (``split.one_way`` rho, evenly over the attributes);
+2. rare-value merging on them (post-processing) -> merged domain and value maps;
+3. noisy InDif of all d(d-1)/2 pairs (``split.indif`` rho, PrivSyn Theorem 5);
+4. DenseMarg selection on the merged cell counts (PrivSyn Algorithm 1) and combining (Algorithm 2);
+5. one marginal-engine pass for exactly the final marginals (with the value maps as recode), then
+   discrete Gaussian noise with the Eq. 1 allocation of ``split.selected`` rho over them.
+
+Budget edge cases (the total registered rho always equals the run's rho):
+- d == 1: there are no pairs, so no InDif and no selection; the whole rho goes to the 1-way marginal.
+- ``split.selected == 0``: InDif would be useless, so its share also goes to the 1-way marginals.
+- If the final set is empty (nothing selected, or ``split.indif == 0``), or some attributes are in no
+  selected marginal, those attributes get a 1-way marginal on the merged domain in the final set
+  (``SelectionConfig.measure_isolated``; always done when the set would otherwise be empty). The
+  paper's Algorithm 3 does not do this; the authors' code covers isolated attributes with a pair.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, eps_from_rho, rho_from_eps_delta
+from privsyn_spark.privacy.combine import DEFAULT_GAMMA, combine_marginals
+from privsyn_spark.privacy.densemarg import allocate_rho, dense_marg
+from privsyn_spark.privacy.indif import release_noisy_indif
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
+from privsyn_spark.privacy.rare_values import THETA_SIGMAS, merge_rare_values
+
+logger = logging.getLogger(__name__)
+
+#: The injected marginal engine: (marginals, recode) -> exact int counts keyed by canonical tuples,
+#: on the merged domain when ``recode`` (attr -> original code -> merged code) is given.
+CountMarginals = Callable[[Sequence[tuple[str, ...]], Mapping[str, np.ndarray] | None],
+                          Mapping[tuple[str, ...], np.ndarray]]
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """Knobs of PrivSyn's selection steps (defaults as in the paper)."""
+
+    gamma: float = DEFAULT_GAMMA          # combined marginals must have fewer cells than this (Algorithm 2)
+    combine: bool = True                  # run marginal combining at all
+    theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
+    indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise
+    min_improvement: float = 0.0          # DenseMarg stops when the error falls by no more than this
+    max_pairs: int | None = None          # optional cap on the number of selected pairs
+    combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)
+    measure_isolated: bool = True         # attributes in no selected marginal get a 1-way marginal
+
+
+def resolve_budget(epsilon: float | None, delta: float | None,
+                   rho: float | None) -> tuple[float, float | None, float | None]:
+    """(rho, epsilon, delta) of the run from either (epsilon, delta) or rho (+ optional delta to report epsilon)."""
+    if rho is not None:
+        if epsilon is not None:
+            raise ValueError("give either (epsilon, delta) or rho, not both")
+        rho = float(rho)
+        if not rho > 0:
+            raise ValueError(f"rho must be > 0, got {rho}")
+        return rho, (eps_from_rho(rho, delta) if delta is not None else None), delta
+    if epsilon is None or delta is None:
+        raise ValueError("give (epsilon, delta) or rho")
+    return rho_from_eps_delta(float(epsilon), float(delta)), float(epsilon), float(delta)
+
+
+def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray],
+                      indif_scores: Mapping[tuple[str, ...], float],
+                      count_marginals: CountMarginals,
+                      domain: Domain,
+                      *,
+                      run_id: str,
+                      schema_hash: str,
+                      epsilon: float | None = None,
+                      delta: float | None = None,
+                      rho: float | None = None,
+                      split: BudgetSplit = BudgetSplit(),
+                      selection: SelectionConfig = SelectionConfig(),
+                      sampler: NoiseSampler | None = None,
+                      artifact_dir: str | Path | None = None) -> Measurements:
+    """Run PrivSyn's private steps on exact counts and return the measurements artifact.
+
+    ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
+    ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif``); ``count_marginals``:
+    the injected marginal engine. ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
+    ``artifact_dir`` holds this run's artifact it is returned unchanged (nothing is spent); otherwise
+    the new artifact is saved there.
+    """
+    if artifact_dir is not None:
+        found = Measurements.load_for_run(artifact_dir, run_id, schema_hash)
+        if found is not None:
+            logger.info("run %s: reusing measurements in %s (no privacy spent)", run_id, artifact_dir)
+            return found
+    if len(domain) == 0:
+        raise ValueError("measure_privately: the domain has no attributes")
+    total_rho, epsilon, delta = resolve_budget(epsilon, delta, rho)
+    sampler = SecureDiscreteGaussian() if sampler is None else sampler
+    accountant = Accountant(total_rho)
+    d = len(domain)
+    attrs = domain.attrs
+    pairs = list(combinations(attrs, 2))  # canonical: domain order
+
+    # Budget per step (see module docstring for the edge cases).
+    rho_one_way, rho_indif, rho_selected = (split.one_way * total_rho, split.indif * total_rho,
+                                            split.selected * total_rho)
+    if d == 1:
+        rho_one_way, rho_indif, rho_selected = total_rho, 0.0, 0.0
+    elif rho_selected == 0.0:
+        rho_one_way, rho_indif = rho_one_way + rho_indif, 0.0
+
+    # Validate every input before the first release, so a bad call spends nothing.
+    exact_one_way = {a: _one_way(one_way_counts, a, domain[a]) for a in attrs}
+    exact_indif = _indif(indif_scores, domain, pairs) if rho_indif > 0 else {}
+
+    # 1. Noisy 1-way marginals on the original domain (PrivSyn Algorithm 3, line 1).
+    rho_attr = rho_one_way / d
+    one_way_noisy: dict[str, np.ndarray] = {}
+    sigma_one_way = 0.0
+    for a in attrs:
+        one_way_noisy[a], sigma_one_way = gaussian_mechanism(exact_one_way[a], rho_attr, accountant=accountant,
+                                                             sampler=sampler, name=f"one_way:{a}")
+
+    # 2. Rare-value merging (Algorithm 3, line 2): post-processing of the noisy 1-way counts.
+    merged = merge_rare_values(one_way_noisy, domain, sigma_one_way, selection.theta_sigmas)
+    mdomain = merged.domain
+    logger.info("rare-value merging: %d -> %d cells over %d attributes",
+                sum(domain.sizes), sum(mdomain.sizes), d)
+
+    # 3. Noisy InDif of all pairs (PrivSyn Theorem 5) and 4. DenseMarg + combining (Algorithms 1, 2).
+    selected: list[tuple[str, ...]] = []
+    final: list[tuple[str, ...]] = []
+    if pairs and rho_indif > 0:
+        noisy_indif = release_noisy_indif(exact_indif, pairs, rho_indif, accountant=accountant, sampler=sampler,
+                                          scale=selection.indif_scale)
+        cells = {p: mdomain.cells(p) for p in pairs}
+        selected = dense_marg(noisy_indif, cells, rho_selected, selection.min_improvement,
+                              selection.max_pairs).pairs
+        final = (combine_marginals(mdomain, selected, selection.gamma, selection.combine_max_steps)
+                 if selection.combine else [mdomain.canonical(p) for p in selected])
+    if rho_selected > 0:
+        covered = {a for m in final for a in m}
+        if selection.measure_isolated or not final:
+            final += [(a,) for a in attrs if a not in covered]
+
+    # 5. Count exactly the final marginals on the merged domain and add noise with Eq. 1's allocation.
+    # The 1-way marginals on the merged domain come first. Their merged-value cell is a sum of several
+    # noisy cells (variance k sigma^2) or zeroed; ``sigma`` is that of the other cells.
+    marginals = [NoisyMarginal((a,), merged.one_way[a], sigma_one_way, rho_attr) for a in attrs]
+    if final:
+        engine = [m for m in final if len(m) > 1]
+        counts = dict(count_marginals(engine, merged.value_maps)) if engine else {}
+        for m in final:
+            if len(m) == 1:  # isolated attribute: collapse its exact 1-way counts, no engine pass needed
+                counts[m] = _collapse(exact_one_way[m[0]], merged.value_maps[m[0]], mdomain[m[0]])
+        for m, rho_m in zip(final, allocate_rho([mdomain.cells(m) for m in final], rho_selected)):
+            table = np.asarray(counts[m])
+            if table.shape != mdomain.shape(m):
+                raise ValueError(f"count_marginals returned shape {table.shape} for {m}, expected {mdomain.shape(m)}")
+            noisy, sigma = gaussian_mechanism(table, float(rho_m), accountant=accountant, sampler=sampler,
+                                              name="marginal:" + ",".join(m))
+            marginals.append(NoisyMarginal(m, noisy, sigma, float(rho_m)))
+            if len(marginals) % 200 == 0:
+                logger.info("noised %d of %d marginals", len(marginals) - d, len(final))
+        logger.info("measured %d marginals (%d cells)", len(final), sum(mdomain.cells(m) for m in final))
+
+    if not accountant.is_exhausted():  # every path above spends the whole budget
+        raise RuntimeError(f"privacy core spent rho={accountant.spent} of {total_rho}")
+    result = Measurements(
+        run_id=run_id, schema_hash=schema_hash, original_domain=domain, domain=mdomain,
+        value_maps=merged.value_maps, one_way_original=one_way_noisy,
+        noisy_total=noisy_total(one_way_noisy, sigma_one_way, marginals[d:]),
+        marginals=marginals, ledger=accountant.ledger, rho=total_rho, epsilon=epsilon, delta=delta,
+        selected_pairs=list(selected))
+    if artifact_dir is not None:
+        result.save(artifact_dir)
+    return result
+
+
+def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others: Sequence[NoisyMarginal] = ()) -> float:
+    """Row-count estimate: inverse-variance weighted mean of the sums of the noisy tables (post-processing).
+
+    Each noisy table over all records is an unbiased estimate of n with variance cells * sigma^2.
+    Uses the 1-way tables on the original domain and ``others`` (the selected marginals, which cover
+    every record); the merged 1-way tables are left out (their zeroed cells bias the sum). Clipped at 0.
+    """
+    sums, weights = [], []
+    for table in one_way.values():
+        sums.append(float(np.sum(table)))
+        weights.append(1.0 / (table.size * sigma_one_way ** 2))
+    for m in others:
+        sums.append(float(np.sum(m.values)))
+        weights.append(1.0 / (m.values.size * m.sigma ** 2))
+    if not sums:
+        return 0.0
+    return max(0.0, float(np.dot(sums, weights) / np.sum(weights)))
+
+
+def _one_way(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray], attr: str, size: int) -> np.ndarray:
+    table = one_way_counts.get((attr,))
+    if table is None:
+        table = one_way_counts.get(attr)
+    if table is None:
+        raise KeyError(f"measure_privately: no exact 1-way counts for {attr!r}")
+    table = np.asarray(table)
+    if not np.issubdtype(table.dtype, np.integer):
+        raise TypeError(f"1-way counts of {attr!r} must be integers, got dtype {table.dtype}")
+    if table.shape != (size,):
+        raise ValueError(f"1-way counts of {attr!r} have shape {table.shape}, expected ({size},)")
+    return table
+
+
+def _indif(indif_scores: Mapping[tuple[str, ...], float], domain: Domain,
+           pairs: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
+    exact = {domain.canonical(p): float(v) for p, v in indif_scores.items()}
+    missing = [p for p in pairs if p not in exact]
+    if missing:
+        raise KeyError(f"measure_privately: no exact InDif for {len(missing)} pairs, e.g. {missing[:3]}")
+    if not all(np.isfinite(exact[p]) for p in pairs):
+        raise ValueError("measure_privately: exact InDif scores must be finite")
+    return exact
+
+
+def _collapse(counts: np.ndarray, value_map: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, value_map, np.asarray(counts, dtype=np.int64))
+    return out

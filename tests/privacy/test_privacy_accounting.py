@@ -1,0 +1,121 @@
+"""zCDP conversion (Canonne-Kamath-Steinke 2020, Corollary 13), the accountant and the budget split."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from privsyn_spark.privacy.accounting import (Accountant, BudgetExceededError, BudgetSplit, cdp_delta,
+                                              eps_from_rho, gaussian_rho, gaussian_sigma, rho_from_eps_delta)
+
+# Dense grid over the Renyi order alpha, independent of the bisection in the module.
+ALPHAS = 1.0 + np.logspace(-7, 6, 100_001)
+
+
+def grid_delta(rho: float, eps: float) -> float:
+    """CKS20 Cor. 13: delta = min over alpha of exp((a-1)(a rho - eps)) / (a-1) * (1-1/a)^a, on a grid."""
+    a = ALPHAS
+    log_delta = (a - 1) * (a * rho - eps) + a * np.log1p(-1 / a) - np.log(a - 1)
+    return float(min(1.0, np.exp(log_delta.min())))
+
+
+def grid_rho(eps: float, delta: float) -> float:
+    lo, hi = 0.0, 1.0
+    for _ in range(45):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if grid_delta(mid, eps) <= delta else (lo, mid)
+    return lo
+
+
+def bun_steinke_rho(eps: float, delta: float) -> float:
+    """Bun-Steinke 2016 Prop. 1.3 (eps = rho + 2 sqrt(rho log 1/delta)) solved for rho: a looser conversion."""
+    L = math.log(1 / delta)
+    return (math.sqrt(L + eps) - math.sqrt(L)) ** 2
+
+
+def gaussian_exact_delta(rho: float, eps: float) -> float:
+    """Exact delta of the Gaussian mechanism with mu = sqrt(2 rho) (Balle-Wang 2018, Thm. 8).
+
+    That mechanism is rho-zCDP, so no conversion valid for all rho-zCDP mechanisms can beat it.
+    """
+    mu = math.sqrt(2 * rho)
+    return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+
+def test_rho_for_eps1_delta1e9_matches_independent_grid():
+    # Expected value for (eps=1, delta=1e-9): rho = 0.014973... (also what Steinke's cdp2adp.cdp_rho gives
+    # for the same Corollary 13 bound); recomputed here by a dense alpha grid, independently of the module.
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    assert rho == pytest.approx(grid_rho(1.0, 1e-9), rel=1e-6)
+    assert rho == pytest.approx(0.0149731, rel=1e-5)
+    assert cdp_delta(rho, 1.0) <= 1e-9
+    assert grid_delta(rho * 1.001, 1.0) > 1e-9  # the largest such rho: a little more breaks delta
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 1e-9), (0.1, 1e-6), (5.0, 1e-5), (10.0, 1e-10)])
+def test_conversion_between_looser_bound_and_gaussian_limit(eps, delta):
+    rho = rho_from_eps_delta(eps, delta)
+    assert rho >= bun_steinke_rho(eps, delta)          # tighter than the classic conversion
+    assert gaussian_exact_delta(rho, eps) <= delta     # never claims more than a Gaussian actually gives
+    assert rho == pytest.approx(grid_rho(eps, delta), rel=1e-5)
+
+
+def test_conversion_is_monotone_and_round_trips():
+    eps_grid = [0.01, 0.05, 0.1, 0.3, 1.0, 2.0, 5.0, 10.0, 30.0]
+    rhos = [rho_from_eps_delta(e, 1e-9) for e in eps_grid]
+    assert all(a < b for a, b in zip(rhos, rhos[1:]))
+    rho_by_delta = [rho_from_eps_delta(1.0, d) for d in (1e-12, 1e-9, 1e-6, 1e-3)]
+    assert all(a < b for a, b in zip(rho_by_delta, rho_by_delta[1:]))
+    for e, r in zip(eps_grid, rhos):
+        assert eps_from_rho(r, 1e-9) == pytest.approx(e, rel=1e-6)
+    deltas = [cdp_delta(0.05, e) for e in (0.1, 0.5, 1.0, 2.0)]
+    assert all(a > b for a, b in zip(deltas, deltas[1:]))
+
+
+def test_gaussian_sigma_and_rho_are_inverse():
+    assert gaussian_sigma(1.0, 0.5) == pytest.approx(1.0)
+    assert gaussian_rho(1.0, gaussian_sigma(1.0, 0.0123)) == pytest.approx(0.0123)
+    assert gaussian_rho(4.0, 2.0) == pytest.approx(2.0)
+
+
+def test_accountant_refuses_to_overspend():
+    acct = Accountant(1.0)
+    acct.register("a", 0.6, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.6))
+    with pytest.raises(BudgetExceededError):
+        acct.register("b", 0.5, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.5))
+    assert acct.spent == pytest.approx(0.6)
+    assert [e["name"] for e in acct.ledger] == ["a"]        # the refused release left no trace
+    acct.register("c", 0.4, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.4))
+    assert acct.is_exhausted()
+    with pytest.raises(BudgetExceededError):
+        acct.register("d", 1e-6, sensitivity=1.0, sigma=gaussian_sigma(1.0, 1e-6))
+
+
+def test_accountant_float_tolerance_and_cannot_be_fooled():
+    acct = Accountant(0.3)
+    for i in range(3):  # 0.1 + 0.1 + 0.1 != 0.3 in floating point; must still fit
+        acct.register(f"part{i}", 0.1, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.1))
+    assert acct.is_exhausted()
+    acct = Accountant(1.0)
+    with pytest.raises(ValueError, match="less than"):  # sigma too small for the claimed rho
+        acct.register("understated", 0.1, sensitivity=1.0, sigma=0.5)
+    with pytest.raises(ValueError):
+        acct.register("zero", 0.0, sensitivity=1.0, sigma=1.0)
+    acct.register("x", 0.1, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.1))
+    with pytest.raises(ValueError, match="already"):
+        acct.register("x", 0.1, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.1))
+
+
+def test_budget_split_defaults_and_validation():
+    split = BudgetSplit()
+    assert (split.one_way, split.indif, split.selected) == (0.1, 0.1, 0.8)
+    BudgetSplit(0.2, 0.2, 0.6)
+    with pytest.raises(ValueError):
+        BudgetSplit(0.2, 0.2, 0.8)
+    with pytest.raises(ValueError):
+        BudgetSplit(0.0, 0.2, 0.8)
+    with pytest.raises(ValueError):
+        BudgetSplit(0.5, -0.1, 0.6)

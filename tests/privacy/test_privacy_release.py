@@ -1,0 +1,167 @@
+"""The orchestrator and the measurements artifact: the budget is spent exactly, edge cases, save/load/reuse."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.accounting import BudgetSplit, rho_from_eps_delta
+from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.privacy.release import SelectionConfig, measure_privately
+
+
+def run(table, seed: int = 0, **kw) -> Measurements:
+    kw.setdefault("epsilon", 1.0)
+    kw.setdefault("delta", 1e-9)
+    return measure_privately(table.one_way(), table.indif(), table.count_marginals, table.domain,
+                             run_id=kw.pop("run_id", "run-1"), schema_hash="schema-abc",
+                             sampler=SeededSamplerForTestsOnly(seed), **kw)
+
+
+def check_consistent(m: Measurements) -> None:
+    """Invariants every artifact must satisfy."""
+    assert sum(e["rho"] for e in m.ledger) == pytest.approx(m.rho, rel=1e-12)   # budget spent exactly
+    assert len({e["name"] for e in m.ledger}) == len(m.ledger)
+    assert sum(nm.rho for nm in m.marginals) + sum(e["rho"] for e in m.ledger if e["name"] == "indif") \
+        == pytest.approx(m.rho, rel=1e-12)
+    for nm in m.marginals:
+        assert nm.values.shape == m.domain.shape(nm.attrs) and nm.attrs == m.domain.canonical(nm.attrs)
+        assert np.all(nm.values == np.round(nm.values))  # noisy integers
+    for a in m.original_domain.attrs:
+        vmap = m.value_maps[a]
+        assert vmap.shape == (m.original_domain[a],) and vmap.min() >= 0 and vmap.max() == m.domain[a] - 1
+        assert m.one_way_original[a].shape == (m.original_domain[a],)
+    assert m.noisy_total >= 0
+
+
+def test_total_registered_rho_equals_budget(dependent_table):
+    m = run(dependent_table)
+    check_consistent(m)
+    assert m.rho == pytest.approx(rho_from_eps_delta(1.0, 1e-9))
+    names = [e["name"] for e in m.ledger]
+    assert names[:10] == [f"one_way:a{i}" for i in range(10)] and names[10] == "indif"
+    split = {k: sum(e["rho"] for e in m.ledger if e["name"].startswith(k)) for k in ("one_way", "indif", "marginal")}
+    assert split == pytest.approx({"one_way": 0.1 * m.rho, "indif": 0.1 * m.rho, "marginal": 0.8 * m.rho})
+    assert {e["noise_source"] for e in m.ledger} == {"SeededSamplerForTestsOnly"}
+    assert abs(m.noisy_total - 50_000) < 200  # post-processed estimate, not the true count
+
+
+def test_custom_split_and_rho_input(dependent_table):
+    m = run(dependent_table, epsilon=None, delta=1e-9, rho=0.02, split=BudgetSplit(0.2, 0.2, 0.6))
+    check_consistent(m)
+    assert m.rho == 0.02 and m.epsilon is not None and m.epsilon > 0
+    assert sum(e["rho"] for e in m.ledger if e["name"].startswith("marginal")) == pytest.approx(0.6 * 0.02)
+
+
+def test_one_column_table_gets_whole_budget(table_factory):
+    t = table_factory(1000, [7])
+    m = measure_privately(
+        t.one_way(), {}, t.count_marginals, t.domain, run_id="r", schema_hash="h", epsilon=1.0, delta=1e-9,
+        sampler=SeededSamplerForTestsOnly(0))
+    check_consistent(m)
+    assert [e["name"] for e in m.ledger] == ["one_way:a0"] and m.ledger[0]["rho"] == pytest.approx(m.rho)
+
+
+def test_empty_table(table_factory):
+    t = table_factory(0, [3, 4, 2])
+    m = run(t, epsilon=0.5)
+    check_consistent(m)
+    assert all(s >= 1 for s in m.domain.sizes)
+
+
+def test_nothing_selected_measures_one_way_marginals(table_factory):
+    t = table_factory(300, [3, 3, 3, 3], seed=4)
+    for cfg, split in ((SelectionConfig(max_pairs=0, measure_isolated=False), BudgetSplit()),
+                       (SelectionConfig(), BudgetSplit(0.2, 0.0, 0.8))):  # no InDif budget: no selection
+        m = run(t, epsilon=0.3, selection=cfg, split=split)
+        check_consistent(m)
+        assert m.selected_pairs == []
+        assert sorted(nm.attrs for nm in m.marginals[4:]) == [("a0",), ("a1",), ("a2",), ("a3",)]
+
+
+def test_split_without_selected_budget(dependent_table):
+    m = run(dependent_table, split=BudgetSplit(0.5, 0.5, 0.0))
+    check_consistent(m)
+    assert [e["name"] for e in m.ledger] == [f"one_way:a{i}" for i in range(10)]
+
+
+def test_engine_called_once_with_recode_for_the_final_marginals(dependent_table):
+    calls = []
+
+    def engine(marginals, recode):
+        calls.append((list(marginals), recode))
+        return dependent_table.count_marginals(marginals, recode)
+
+    m = measure_privately(dependent_table.one_way(), dependent_table.indif(), engine, dependent_table.domain,
+                          run_id="r", schema_hash="h", epsilon=1.0, delta=1e-9, sampler=SeededSamplerForTestsOnly(0))
+    assert len(calls) == 1
+    marginals, recode = calls[0]
+    assert set(recode) == set(dependent_table.domain.attrs)
+    assert marginals == [nm.attrs for nm in m.marginals[10:] if len(nm.attrs) > 1]
+
+
+def test_rare_values_are_merged_on_a_skewed_column(table_factory):
+    t = table_factory(20_000, [50, 4, 3], seed=2)
+    t.rows[:, 0] = np.minimum(t.rows[:, 0], 5)  # values 6..49 never occur, 5 is common
+    m = run(t)
+    check_consistent(m)
+    assert m.domain["a0"] <= 7 and m.original_domain["a0"] == 50
+    assert len(set(m.value_maps["a0"][6:].tolist())) == 1  # all absent values share one merged code
+
+
+def test_save_load_round_trip_and_reuse_spends_nothing(dependent_table, tmp_path):
+    m = run(dependent_table, artifact_dir=tmp_path / "meas")
+    assert Measurements.exists(tmp_path / "meas") and not Measurements.exists(tmp_path / "other")
+    loaded = Measurements.load(tmp_path / "meas")
+    assert loaded.run_id == m.run_id and loaded.schema_hash == m.schema_hash
+    assert loaded.domain == m.domain and loaded.original_domain == m.original_domain
+    assert loaded.ledger == json.loads(json.dumps(m.ledger))
+    assert loaded.selected_pairs == m.selected_pairs and loaded.noisy_total == m.noisy_total
+    assert (loaded.rho, loaded.epsilon, loaded.delta) == (m.rho, m.epsilon, m.delta)
+    for a, b in zip(loaded.marginals, m.marginals):
+        assert a.attrs == b.attrs and a.sigma == b.sigma and a.rho == b.rho and np.array_equal(a.values, b.values)
+    for attr in m.original_domain.attrs:
+        assert np.array_equal(loaded.value_maps[attr], m.value_maps[attr])
+        assert np.array_equal(loaded.one_way_original[attr], m.one_way_original[attr])
+
+    class NoNoise:
+        def discrete_gaussian(self, sigma, size):
+            raise AssertionError("a re-run must not draw noise")
+
+    def no_engine(marginals, recode):
+        raise AssertionError("a re-run must not count")
+
+    again = measure_privately(dependent_table.one_way(), dependent_table.indif(), no_engine, dependent_table.domain,
+                              run_id="run-1", schema_hash="schema-abc", epsilon=1.0, delta=1e-9, sampler=NoNoise(),
+                              artifact_dir=tmp_path / "meas")
+    assert again.ledger == loaded.ledger
+    with pytest.raises(ValueError, match="run"):
+        Measurements.load_for_run(tmp_path / "meas", "run-2", "schema-abc")
+    with pytest.raises(ValueError, match="schema"):
+        Measurements.load_for_run(tmp_path / "meas", "run-1", "other-schema")
+    assert Measurements.load_for_run(tmp_path / "nothing", "run-1", "schema-abc") is None
+
+
+def test_input_validation_spends_nothing(dependent_table):
+    class NoNoise:
+        def discrete_gaussian(self, sigma, size):
+            raise AssertionError("noise drawn before the inputs were validated")
+
+    t = dependent_table
+    common = dict(run_id="r", schema_hash="h", sampler=NoNoise())
+    with pytest.raises(ValueError):
+        measure_privately(t.one_way(), t.indif(), t.count_marginals, t.domain, epsilon=1.0, delta=1e-9, rho=0.1,
+                          **common)
+    incomplete = dict(list(t.indif().items())[:-1])
+    with pytest.raises(KeyError):
+        measure_privately(t.one_way(), incomplete, t.count_marginals, t.domain, epsilon=1.0, delta=1e-9, **common)
+    bad = dict(t.one_way())
+    bad[("a9",)] = bad[("a9",)].astype(np.float64)
+    with pytest.raises(TypeError):
+        measure_privately(bad, t.indif(), t.count_marginals, t.domain, epsilon=1.0, delta=1e-9, **common)
+    with pytest.raises(ValueError):
+        measure_privately({}, {}, t.count_marginals, Domain((), ()), epsilon=1.0, delta=1e-9, **common)

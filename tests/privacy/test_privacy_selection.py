@@ -1,0 +1,175 @@
+"""Rare-value merging, noisy InDif, DenseMarg (PrivSyn Algorithm 1, Eq. 1) and combining (Algorithm 2)."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_eps_delta
+from privsyn_spark.privacy.combine import combine_marginals
+from privsyn_spark.privacy.densemarg import allocate_rho, dense_marg, noise_error
+from privsyn_spark.privacy.indif import indif_noise_scale, release_noisy_indif
+from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.privacy.rare_values import merge_attribute, merge_rare_values
+from privsyn_spark.privacy.release import measure_privately
+
+
+# --- rare values -------------------------------------------------------------------------------
+
+def test_rare_values_merged_when_their_total_is_above_theta():
+    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, 5.0, -1.0]), theta=9.0)
+    assert vmap.tolist() == [0, 2, 1, 2, 2, 2]   # kept values in order, rare ones -> new last code
+    assert counts.tolist() == [100.0, 50.0, 10.0] and not zeroed
+
+
+def test_rare_values_zeroed_when_their_total_is_small():
+    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, -3.0]), theta=9.0)
+    assert vmap.tolist() == [0, 2, 1, 2, 2] and counts.tolist() == [100.0, 50.0, 0.0] and zeroed
+
+
+def test_rare_values_untouched_attribute_and_domain():
+    domain = Domain(("x", "y"), (3, 4))
+    merged = merge_rare_values({"x": np.array([50.0, 60.0, 70.0]), "y": np.array([50.0, 1.0, 0.0, 80.0])},
+                               domain, sigma=3.0)
+    assert merged.domain.to_dict() == {"x": 3, "y": 3}
+    assert merged.value_maps["x"].tolist() == [0, 1, 2] and merged.value_maps["y"].tolist() == [0, 2, 2, 1]
+    assert merged.merged_counts == {"x": 0, "y": 2} and merged.zeroed == {"x": False, "y": True}
+
+
+# --- InDif release -----------------------------------------------------------------------------
+
+def test_noisy_indif_integer_noise_and_widened_sensitivity():
+    pairs = list(combinations("abcde", 2))
+    scores = {p: 1000.0 + i * 0.123 for i, p in enumerate(pairs)}
+    acct = Accountant(1.0)
+    noisy = release_noisy_indif(scores, pairs, 0.25, accountant=acct, sampler=SeededSamplerForTestsOnly(1), scale=100)
+    assert set(noisy) == set(pairs)
+    assert all(abs(v * 100 - round(v * 100)) < 1e-6 for v in noisy.values())  # integers on the scaled grid
+    (entry,) = acct.ledger
+    m = len(pairs)
+    assert entry["sensitivity"] == pytest.approx(401 * math.sqrt(m))        # (4k + 1) sqrt(m)
+    assert gaussian_rho(entry["sensitivity"], entry["sigma"]) == pytest.approx(0.25)
+    # PrivSyn Theorem 5 noise sqrt(8 m / rho') widened by (1 + 1/(4k)) for the rounding
+    assert entry["sigma_indif"] == pytest.approx(math.sqrt(8 * m / 0.25) * (1 + 1 / 400))
+    assert indif_noise_scale(m, 0.25) == pytest.approx(entry["sigma_indif"])
+
+
+# --- DenseMarg ---------------------------------------------------------------------------------
+
+def brute_force_algorithm_1(phi: dict, cells: dict, rho: float) -> list:
+    """PrivSyn Algorithm 1 literally: per candidate, allocate by Eq. 1 and recompute the whole error."""
+    selected, unselected = [], list(phi)
+    best_error = sum(phi.values())
+    while unselected:
+        trials = []
+        for i in unselected:
+            chosen = selected + [i]
+            rhos = allocate_rho([cells[j] for j in chosen], rho)
+            err = sum(cells[j] * math.sqrt(1 / (math.pi * r)) for j, r in zip(chosen, rhos))
+            err += sum(phi[j] for j in unselected if j != i)
+            trials.append((err, i))
+        err, i = min(trials, key=lambda t: t[0])
+        if err >= best_error:
+            break
+        best_error = err
+        selected.append(i)
+        unselected.remove(i)
+    return selected
+
+
+def test_eq1_allocation_minimises_noise_error():
+    cells = [4, 100, 30, 2500]
+    rhos = allocate_rho(cells, 0.8)
+    assert rhos.sum() == pytest.approx(0.8)
+    assert rhos / rhos.sum() == pytest.approx(np.power(cells, 2 / 3) / np.power(cells, 2 / 3).sum())
+    closed = noise_error(cells, 0.8)
+    assert closed == pytest.approx(sum(c * math.sqrt(1 / (math.pi * r)) for c, r in zip(cells, rhos)))
+    even = sum(c * math.sqrt(1 / (math.pi * 0.2)) for c in cells)
+    assert closed < even
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_marg_matches_literal_algorithm_1(seed):
+    rng = np.random.default_rng(seed)
+    pairs = list(combinations(range(9), 2))
+    phi = {p: float(v) for p, v in zip(pairs, rng.gamma(0.6, 400.0, len(pairs)) - 50.0)}
+    cells = {p: int(c) for p, c in zip(pairs, rng.integers(4, 200, len(pairs)))}
+    for rho in (0.001, 0.05, 1.0):
+        fast = dense_marg(phi, cells, rho)
+        assert fast.pairs == brute_force_algorithm_1(phi, cells, rho)
+        assert all(a > b for a, b in zip(fast.errors, fast.errors[1:]))  # error falls at every pick
+
+
+# --- combining ---------------------------------------------------------------------------------
+
+def brute_force_algorithm_2(domain: Domain, pairs: list, gamma: float) -> list:
+    """Enumerate every clique, then filter by size (desc) in the module's order (attributes by size, then domain)."""
+    order = sorted(domain.attrs, key=lambda a: (domain[a], domain.attrs.index(a)))
+    edges = {frozenset(p) for p in pairs}
+    used, accepted = set(), []
+    for s in range(len(order), 2, -1):
+        for c in combinations(order, s):  # lexicographic in that order
+            if all(frozenset(e) in edges for e in combinations(c, 2)) and domain.cells(c) < gamma \
+                    and len(used & set(c)) <= 2:
+                accepted.append(domain.canonical(c))
+                used |= set(c)
+    covered = {frozenset(e) for c in accepted for e in combinations(c, 2)}
+    return accepted + [domain.canonical(p) for p in pairs if frozenset(p) not in covered]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_combining_matches_enumerate_then_filter(seed):
+    rng = np.random.default_rng(100 + seed)
+    d = 9
+    domain = Domain(tuple(f"c{i}" for i in range(d)), tuple(int(s) for s in rng.integers(2, 12, d)))
+    all_pairs = list(combinations(domain.attrs, 2))
+    pairs = [p for p in all_pairs if rng.random() < 0.6]
+    for gamma in (60, 500, 5000):
+        assert combine_marginals(domain, pairs, gamma) == brute_force_algorithm_2(domain, pairs, gamma)
+
+
+def test_combining_basic_triangle_and_threshold():
+    domain = Domain(("a", "b", "c", "d"), (2, 3, 4, 1000))
+    pairs = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]
+    assert combine_marginals(domain, pairs) == [("a", "b", "c"), ("c", "d")]
+    assert combine_marginals(domain, pairs, gamma=24) == [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]
+
+
+def test_combining_dense_graph_is_fast():
+    domain = Domain(tuple(f"c{i:03d}" for i in range(100)), tuple(2 + (i * 7) % 19 for i in range(100)))
+    out = combine_marginals(domain, list(combinations(domain.attrs, 2)))  # all 4,950 pairs selected
+    assert all(domain.cells(m) < 5000 for m in out if len(m) > 2)
+
+
+# --- selection on a constructed table ----------------------------------------------------------
+
+def selected_pairs(table, eps: float, seed: int) -> list:
+    m = measure_privately(table.one_way(), table.indif(), table.count_marginals, table.domain, run_id="t",
+                          schema_hash="h", epsilon=eps, delta=1e-9, sampler=SeededSamplerForTestsOnly(seed))
+    return m.selected_pairs, m
+
+
+def test_selection_picks_dependent_pairs_at_moderate_epsilon(dependent_table, dependent_pairs):
+    for seed in range(3):
+        picks, m = selected_pairs(dependent_table, 1.0, seed)
+        assert set(picks[:3]) == set(dependent_pairs)  # the three strongly dependent pairs come first
+        measured = [set(nm.attrs) for nm in m.marginals if len(nm.attrs) > 1]
+        assert all(any(set(p) <= s for s in measured) for p in dependent_pairs)
+
+
+def test_selection_picks_fewer_pairs_as_epsilon_falls(dependent_table, dependent_pairs):
+    for seed in range(3):
+        counts = [len(selected_pairs(dependent_table, eps, seed)[0]) for eps in (2.0, 0.5, 0.1)]
+        assert counts[0] > counts[1] > counts[2] >= 3, counts
+    # Without the InDif noise the trend is monotone over a fine grid and ends at the dependent pairs.
+    exact = dependent_table.indif()
+    cells = {p: dependent_table.domain.cells(p) for p in exact}
+    sizes = [len(dense_marg(exact, cells, 0.8 * rho_from_eps_delta(e, 1e-9)).pairs)
+             for e in (8, 4, 2, 1, 0.5, 0.25, 0.1, 0.05)]
+    assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > sizes[-1]
+    low = dense_marg(exact, cells, 0.8 * rho_from_eps_delta(0.1, 1e-9)).pairs
+    assert set(low) == set(dependent_pairs)
