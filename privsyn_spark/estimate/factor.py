@@ -15,11 +15,33 @@ import numpy as np
 from privsyn_spark.domain import Domain
 
 
+def sum_axes(values: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    """``values.sum(axis=axes)``, one axis at a time, largest first: numpy reduces a leading or middle
+    axis over contiguous blocks, so this avoids slow strided sums over tiny trailing axes."""
+    axes = tuple(axes)
+    if not axes:
+        return values
+    out = values
+    for ax in sorted(axes, key=lambda a: -values.shape[a]):
+        out = out.sum(axis=ax, keepdims=True)
+    return out.reshape([n for k, n in enumerate(values.shape) if k not in axes])
+
+
 def logsumexp(values: np.ndarray, axis: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Numerically stable ``log(sum(exp(values)))`` over ``axis`` (all-(-inf) slices give -inf)."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return np.log(np.sum(np.exp(values), axis=axis))
+    top = float(np.max(values))
+    if np.isfinite(top):  # fast path: one global shift; exact unless a whole slice underflows
+        shifted = np.subtract(values, top)
+        np.exp(shifted, out=shifted)
+        if axis is None:
+            sums = np.sum(shifted)
+        else:
+            sums = sum_axes(shifted, (axis,) if isinstance(axis, int) else axis)
+        if np.all(sums > 1e-290):
+            return np.log(sums) + top
     peak = np.max(values, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     with np.errstate(divide="ignore"):
@@ -118,9 +140,9 @@ def product(factors: Sequence[Factor], attrs: Sequence[str] | None = None) -> Fa
     if attrs is None:
         attrs = domain.canonical(set().union(*(f.attrs for f in factors)))
     attrs = tuple(attrs)
-    total = np.zeros(domain.shape(attrs))
-    for f in factors:
-        total = total + f.aligned(attrs)
+    total = np.array(np.broadcast_to(factors[0].aligned(attrs), domain.shape(attrs)), dtype=np.float64)
+    for f in factors[1:]:
+        total += f.aligned(attrs)
     return Factor(domain, attrs, total)
 
 

@@ -161,12 +161,10 @@ def greedy_elimination_order(
 
 
 def maximal_cliques(cliques: Iterable[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """Drop cliques contained in another (keeps first occurrence of duplicates)."""
+    """Drop duplicates and cliques strictly contained in another."""
     unique = list(dict.fromkeys(cliques))
-    sets = [set(c) for c in unique]
-    return [c for i, c in enumerate(unique)
-            if not any(i != j and sets[i] <= sets[j] and (sets[i] != sets[j] or j < i)
-                       for j in range(len(unique)))]
+    sets = [frozenset(c) for c in unique]
+    return [c for c, s in zip(unique, sets) if not any(s < other for other in sets)]
 
 
 def max_spanning_tree(cliques: Sequence[tuple[str, ...]]) -> list[tuple[int, int]]:

@@ -1,0 +1,298 @@
+"""Estimation: fit a graphical model to noisy marginals by entropic mirror descent.
+
+Loss (Private-PGM Section 3, L2): L(mu) = sum_i ||M_i mu - y_i||^2 / sigma_i^2, i.e. every residual
+weighted by 1/sigma_i, with mu the model's marginals in count scale (total from the measurements).
+Entropic mirror descent on the distribution p = mu / N turns each step into a potential update
+theta <- theta - eta * grad followed by a MARGINAL-ORACLE call (Private-PGM Algorithm 1); the
+accelerated variant (Private-PGM Algorithm 2) averages gradients and marginals with weights 2/(t+1).
+The gradient of f(p) = L(N p) is Lipschitz in (l1, l_inf) with constant 2 N^2 sum_i 1/sigma_i^2,
+which gives the fixed step; the line search tries larger steps and keeps one only if the
+descent lemma f(p+) <= f(p) + <grad f, p+ - p> + KL(p+ || p) / eta holds, so the loss never rises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTree, build_junction_tree
+from privsyn_spark.estimate.model import GraphicalModel
+from privsyn_spark.privacy.measurements import NoisyMarginal
+
+log = logging.getLogger(__name__)
+
+Tables = dict[tuple[str, ...], np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    clique: tuple[str, ...]  # canonical
+    y: np.ndarray            # canonical axis order
+    sigma: float
+
+
+@dataclass
+class EstimationResult:
+    """The fitted model and how the optimisation went."""
+
+    model: GraphicalModel
+    loss_history: list[float]
+    iterations: int
+    converged: bool
+    seconds: float
+    method: str
+    info: dict = field(default_factory=dict)
+
+    @property
+    def loss(self) -> float:
+        """Final loss."""
+        return self.loss_history[-1]
+
+
+class Estimator(Protocol):
+    """Anything that turns noisy marginals into a graphical model."""
+
+    def estimate(
+        self,
+        marginals: Sequence[NoisyMarginal],
+        domain: Domain,
+        total: float | None = None,
+        *,
+        tree: JunctionTree | None = None,
+    ) -> EstimationResult:
+        """Fit a model to ``marginals`` over ``domain`` with ``total`` records."""
+        ...
+
+
+def canonical_measurements(marginals: Sequence[NoisyMarginal], domain: Domain) -> list[_Measurement]:
+    """Validate and transpose each measurement to its canonical attribute order."""
+    out = []
+    for m in marginals:
+        clique = domain.canonical(m.attrs)
+        if len(clique) != len(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: repeated attribute")
+        values = np.asarray(m.values, dtype=np.float64)
+        if values.shape != domain.shape(m.attrs):
+            raise ValueError(f"measurement on {m.attrs}: shape {values.shape}, domain says {domain.shape(m.attrs)}")
+        if not m.sigma > 0:
+            raise ValueError(f"measurement on {m.attrs}: sigma must be positive, got {m.sigma}")
+        values = np.transpose(values, [m.attrs.index(a) for a in clique])
+        out.append(_Measurement(clique, values, float(m.sigma)))
+    if not out:
+        raise ValueError("no measurements to estimate from")
+    return out
+
+
+def estimate_total(marginals: Sequence[NoisyMarginal]) -> float:
+    """Inverse-variance weighted mean of the noisy tables' sums (variance cells * sigma^2), at least 1."""
+    sums = np.array([float(np.sum(m.values)) for m in marginals])
+    var = np.array([m.values.size * float(m.sigma) ** 2 for m in marginals])
+    return max(float(np.sum(sums / var) / np.sum(1.0 / var)), 1.0)
+
+
+def l2_loss(measurements: Sequence[_Measurement], mu: Mapping[tuple[str, ...], np.ndarray]) -> tuple[float, Tables]:
+    """Private-PGM L2 loss sum_i ||mu_Ci - y_i||^2 / sigma_i^2 and its gradient per clique."""
+    loss = 0.0
+    grad: Tables = {}
+    for m in measurements:
+        r = (mu[m.clique] - m.y) / m.sigma
+        loss += float(np.dot(r.ravel(), r.ravel()))
+        g = 2.0 * r / m.sigma
+        grad[m.clique] = grad[m.clique] + g if m.clique in grad else g
+    return loss, grad
+
+
+def _marginals(cal: Calibration, cliques: Sequence[tuple[str, ...]], total: float) -> Tables:
+    """Counts on ``cliques``, larger ones first so that smaller ones sum down from them."""
+    domain = cal.tree.domain
+    return {c: total * cal.probabilities(c) for c in sorted(cliques, key=lambda c: -domain.cells(c))}
+
+
+def _setup(
+    marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None,
+    tree: JunctionTree | None, cell_budget: float | None,
+) -> tuple[list[_Measurement], list[tuple[str, ...]], float, JunctionTree, float]:
+    measurements = canonical_measurements(marginals, domain)
+    cliques = list(dict.fromkeys(m.clique for m in measurements))
+    n = estimate_total(marginals) if total is None else float(total)
+    if not n > 0:
+        raise ValueError(f"total must be positive, got {n}")
+    if tree is None:
+        tree = build_junction_tree(domain, cliques, cell_budget)
+    lipschitz = 2.0 * n * n * sum(1.0 / m.sigma ** 2 for m in measurements)
+    return measurements, cliques, n, tree, lipschitz
+
+
+def mirror_descent(
+    marginals: Sequence[NoisyMarginal],
+    domain: Domain,
+    total: float | None = None,
+    *,
+    tree: JunctionTree | None = None,
+    max_iters: int = 1000,
+    tol: float = 1e-4,
+    line_search: bool = True,
+    cell_budget: float | None = DEFAULT_CELL_BUDGET,
+    potentials: Mapping[tuple[str, ...], np.ndarray] | None = None,
+    log_every: int = 50,
+) -> EstimationResult:
+    """Private-PGM Algorithm 1: entropic mirror descent, stopping when |dL| / L < ``tol``.
+
+    ``potentials`` warm-starts theta (default zeros: the uniform distribution, so that the fit is
+    the maximum-entropy one). With ``line_search`` the step doubles each iteration (held for a few
+    iterations after a backtrack) and halves until the descent lemma holds, never below 1 / Lipschitz.
+    """
+    start = time.perf_counter()
+    measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
+    if potentials is not None:
+        for c, v in potentials.items():
+            theta[domain.canonical(c)] = np.asarray(v, dtype=np.float64).copy()
+    base_step = 1.0 / lipschitz  # step on the gradient with respect to p
+    step = base_step
+    cal = calibrate(tree, theta)
+    mu = _marginals(cal, cliques, n)
+    loss, grad = l2_loss(measurements, mu)
+    history = [loss]
+    converged = False
+    calls = 1
+    t = 0
+    hold = 0  # iterations left before trying a larger step again (after a backtrack)
+    for t in range(1, max_iters + 1):
+        if not line_search:
+            step = base_step
+        elif hold > 0:
+            hold -= 1
+        else:
+            step *= 2.0
+        while True:
+            # Private-PGM Algorithm 1: theta <- theta - eta * grad_p L, mu <- MARGINAL-ORACLE(theta)
+            new_theta = {c: theta[c] - step * n * grad[c] for c in theta}
+            new_cal = calibrate(tree, new_theta)
+            calls += 1
+            new_mu = _marginals(new_cal, cliques, n)
+            new_loss, new_grad = l2_loss(measurements, new_mu)
+            if not line_search or step <= base_step:
+                break
+            linear = sum(float(np.vdot(grad[c], new_mu[c] - mu[c])) for c in grad)
+            kl = (-step * sum(float(np.vdot(new_mu[c], grad[c])) for c in grad)
+                  - (new_cal.log_z - cal.log_z))  # KL(p+ || p) = E_p+[theta+ - theta] - log Z+ + log Z
+            if new_loss <= loss + linear + kl / step + 1e-12 * abs(loss) and new_loss <= loss:
+                break
+            step = max(step / 2.0, base_step)
+            hold = 4
+        if new_loss > loss:  # only rounding can do this at step 1/L: the loss is at its floor
+            converged = True
+            break
+        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
+        theta, cal, mu, grad = new_theta, new_cal, new_mu, new_grad
+        loss = new_loss
+        history.append(new_loss)
+        if log_every and t % log_every == 0:
+            log.info("mirror descent: iteration %d, loss %.6g, step x%.3g of 1/L, %.1fs",
+                     t, new_loss, step / base_step, time.perf_counter() - start)
+        if change < tol:
+            converged = True
+            break
+    seconds = time.perf_counter() - start
+    log.info("mirror descent: %s after %d iterations (%d oracle calls), loss %.6g, %.2fs",
+             "converged" if converged else "stopped", t, calls, history[-1], seconds)
+    model = GraphicalModel(domain, tree, theta, n, calibration=cal)
+    return EstimationResult(model, history, len(history) - 1, converged, seconds, "mirror_descent",
+                            {"oracle_calls": calls, "lipschitz": lipschitz})
+
+
+def accelerated_mirror_descent(
+    marginals: Sequence[NoisyMarginal],
+    domain: Domain,
+    total: float | None = None,
+    *,
+    tree: JunctionTree | None = None,
+    max_iters: int = 1000,
+    tol: float = 1e-4,
+    cell_budget: float | None = DEFAULT_CELL_BUDGET,
+    polish_iters: int = 200,
+    log_every: int = 50,
+) -> EstimationResult:
+    """Private-PGM Algorithm 2 (accelerated dual averaging, O(1/t^2)), then a mirror-descent polish.
+
+    Algorithm 2's estimate w is an average of marginal vectors, not itself a model's marginals, so
+    the returned model starts from the last theta and runs up to ``polish_iters`` steps of
+    Algorithm 1 (line search, same stopping rule); ``loss_history`` holds L(w) then the polish.
+    """
+    start = time.perf_counter()
+    measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
+    v = _marginals(calibrate(tree, theta), cliques, n)
+    w = {c: x.copy() for c, x in v.items()}
+    gbar: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
+    loss, _ = l2_loss(measurements, w)
+    history = [loss]
+    converged = False
+    t = 0
+    for t in range(1, max_iters + 1):
+        c_t = 2.0 / (t + 1)  # Private-PGM Algorithm 2
+        u = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
+        _, g = l2_loss(measurements, u)
+        gbar = {c: (1 - c_t) * gbar[c] + c_t * n * g.get(c, 0.0) for c in cliques}
+        theta = {c: -t * (t + 1) / (4.0 * lipschitz) * gbar[c] for c in cliques}
+        v = _marginals(calibrate(tree, theta), cliques, n)
+        w = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
+        new_loss, _ = l2_loss(measurements, w)
+        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
+        loss = new_loss
+        history.append(loss)
+        if log_every and t % log_every == 0:
+            log.info("accelerated mirror descent: iteration %d, loss %.6g, %.1fs", t, loss, time.perf_counter() - start)
+        if change < tol:
+            converged = True
+            break
+    polish = mirror_descent(marginals, domain, n, tree=tree, max_iters=polish_iters, tol=tol,
+                            potentials=theta, log_every=log_every)
+    seconds = time.perf_counter() - start
+    log.info("accelerated mirror descent: %d iterations, L(w) %.6g, polished loss %.6g, %.2fs",
+             t, history[-1], polish.loss, seconds)
+    return EstimationResult(polish.model, history + polish.loss_history, t + polish.iterations,
+                            converged and polish.converged, seconds, "accelerated_mirror_descent",
+                            {"accelerated_iterations": t, "polish_iterations": polish.iterations,
+                             "lipschitz": lipschitz})
+
+
+@dataclass(frozen=True)
+class MirrorDescent:
+    """Estimator running Private-PGM Algorithm 1."""
+
+    max_iters: int = 1000
+    tol: float = 1e-4
+    line_search: bool = True
+    cell_budget: float | None = DEFAULT_CELL_BUDGET
+
+    def estimate(self, marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None = None,
+                 *, tree: JunctionTree | None = None) -> EstimationResult:
+        """Fit by mirror descent."""
+        return mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters, tol=self.tol,
+                              line_search=self.line_search, cell_budget=self.cell_budget)
+
+
+@dataclass(frozen=True)
+class AcceleratedMirrorDescent:
+    """Estimator running Private-PGM Algorithm 2 with a mirror-descent polish."""
+
+    max_iters: int = 1000
+    tol: float = 1e-4
+    polish_iters: int = 200
+    cell_budget: float | None = DEFAULT_CELL_BUDGET
+
+    def estimate(self, marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None = None,
+                 *, tree: JunctionTree | None = None) -> EstimationResult:
+        """Fit by accelerated mirror descent."""
+        return accelerated_mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters,
+                                          tol=self.tol, polish_iters=self.polish_iters,
+                                          cell_budget=self.cell_budget)

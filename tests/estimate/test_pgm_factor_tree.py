@@ -1,0 +1,96 @@
+"""Factor algebra and junction tree against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pgm_brute_force import STRUCTURES, aligned, structure
+from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.factor import Factor, logsumexp, product
+from privsyn_spark.estimate.junction_tree import (
+    JunctionTreeTooLarge,
+    build_junction_tree,
+    greedy_elimination_order,
+)
+
+
+def test_factor_product_marginalise_expand_transpose() -> None:
+    rng = np.random.default_rng(1)
+    dom = Domain.from_dict({"a": 2, "b": 3, "c": 4})
+    f = Factor(dom, ("a", "c"), rng.normal(size=(2, 4)))
+    g = Factor(dom, ("b", "c"), rng.normal(size=(3, 4)))
+    h = f + g
+    assert h.attrs == ("a", "b", "c")
+    brute = f.values[:, None, :] + g.values[None, :, :]
+    np.testing.assert_allclose(h.values, brute)
+    np.testing.assert_allclose(product([f, g]).values, brute)
+    np.testing.assert_allclose(h.logsumexp(("c", "a")).values, np.log(np.exp(brute).sum(axis=1)))
+    assert h.logsumexp(("c", "a")).attrs == ("a", "c")
+    e = f.expand(("c", "b", "a"))
+    assert e.values.shape == (4, 3, 2)
+    np.testing.assert_allclose(e.values[:, 1, :], f.values.T)
+    np.testing.assert_allclose(f.transpose(("c", "a")).values, f.values.T)
+    np.testing.assert_allclose((h - g).values, np.broadcast_to(f.values[:, None, :], (2, 3, 4)))
+    np.testing.assert_allclose(h.probabilities().sum(), 1.0)
+
+
+def test_logsumexp_is_stable() -> None:
+    x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]])
+    out = logsumexp(x, axis=1)
+    np.testing.assert_allclose(out[0], 1000.0 + np.log(2.0))
+    assert out[1] == -np.inf
+
+
+def test_factor_rejects_wrong_shape() -> None:
+    dom = Domain.from_dict({"a": 2, "b": 3})
+    with pytest.raises(ValueError):
+        Factor(dom, ("a", "b"), np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURES))
+def test_junction_tree_is_valid(name: str) -> None:
+    dom, cliques = structure(name)
+    tree = build_junction_tree(dom, cliques)
+    # covers every attribute and every measured clique
+    assert set().union(*map(set, tree.cliques)) == set(dom.attrs)
+    for c in cliques:
+        assert tree.containing(c) is not None
+    # a tree: n - 1 edges, connected
+    assert len(tree.edges) == len(tree.cliques) - 1
+    order, parent = tree.rooted(0)
+    assert sorted(order) == list(range(len(tree.cliques)))
+    # running intersection: the cliques holding any attribute form a connected subtree
+    for a in dom.attrs:
+        holding = {i for i, c in enumerate(tree.cliques) if a in c}
+        inner = sum(1 for i, j in tree.edges if i in holding and j in holding)
+        assert inner == len(holding) - 1
+    # no clique inside another
+    for c, d in itertools.permutations(tree.cliques, 2):
+        assert not set(c) <= set(d)
+    assert tree.max_clique_cells == max(dom.cells(c) for c in tree.cliques)
+
+
+def test_cycle_triangulates_to_two_three_cliques() -> None:
+    dom, cliques = structure("cycle")
+    tree = build_junction_tree(dom, cliques, method="min_fill")
+    assert sorted(len(c) for c in tree.cliques) == [3, 3]
+
+
+@pytest.mark.parametrize("method", ["min_fill", "min_size"])
+def test_elimination_order_covers_domain(method: str) -> None:
+    dom, cliques = structure("six_attrs")
+    order, formed = greedy_elimination_order(dom, cliques, method)
+    assert sorted(order) == sorted(dom.attrs)
+    assert all(order[k] in formed[k] for k in range(len(order)))
+
+
+def test_budget_refusal_is_explicit() -> None:
+    dom = Domain.from_dict({f"x{i}": 10 for i in range(8)})
+    ring = [(f"x{i}", f"x{(i + 1) % 8}") for i in range(8)] + [(f"x{i}", f"x{(i + 4) % 8}") for i in range(4)]
+    with pytest.raises(JunctionTreeTooLarge, match="cell budget") as err:
+        build_junction_tree(dom, ring, cell_budget=1e3)
+    assert err.value.cells > 1e3
+    assert build_junction_tree(dom, ring, cell_budget=None).max_clique_cells == err.value.cells
