@@ -14,7 +14,11 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${EXTRAS}]"
 
 JARS_DIR="${PRIVSYN_SPARK_JARS_DIR:-$HOME/.cache/privsyn-spark/jars}"
-if ! ls "$JARS_DIR"/delta-spark_*.jar >/dev/null 2>&1; then
+if ls "$JARS_DIR"/delta-spark_*.jar >/dev/null 2>&1; then
+  :
+elif ! command -v mvn >/dev/null; then
+  echo "mvn not found: Spark will try to resolve Delta itself (spark.jars.packages) at session start" >&2
+else
   mkdir -p "$JARS_DIR"
   # Spark already ships Hadoop, Scala, Parquet, Jackson, logging and compression jars: skip those.
   mvn -q -B -f deploy/spark/delta-jars.pom.xml dependency:copy-dependencies \
