@@ -232,9 +232,13 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
         gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds)
-        # reliable checkpoints under the run folder: a lost executor's shards are recomputed, not lost
+        # reliable checkpoints (spark.checkpoint.dir on a cluster, else under the run folder): a lost
+        # executor's shards are recomputed from them, not lost
+        checkpoints = (spark.sparkContext.getCheckpointDir()
+                       or spark.conf.get("spark.checkpoint.dir", None)
+                       or str((config.run_dir / "checkpoints").absolute()))
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
-                                    checkpoint_dir=str((config.run_dir / "checkpoints").absolute()))
+                                    checkpoint_dir=checkpoints)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
                    "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]

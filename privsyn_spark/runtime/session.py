@@ -50,10 +50,15 @@ def build_spark_session(
 
     conf = dict(conf or {})
     master = master or os.environ.get("PRIVSYN_SPARK_MASTER")
-    submitted = SparkConf().contains("spark.master")
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: read its --master/--conf from its JVM
+        from pyspark import SparkContext
+
+        SparkContext._ensure_initialized()
+    given = dict(SparkConf().getAll())  # what spark-submit / spark-defaults already set
+    submitted = "spark.master" in given
     if master is None and not submitted:
         master = "local[*]"
-    local = (master or SparkConf().get("spark.master", "")).startswith("local")
+    local = (master or os.environ.get("MASTER", "") or "").startswith("local")
 
     settings: dict[str, str] = {
         "spark.sql.session.timeZone": "UTC",
@@ -70,7 +75,7 @@ def build_spark_session(
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.databricks.delta.snapshotPartitions": "2" if local else "50",
         })
-        settings.update(_delta_jar_conf(conf))
+        settings.update(_delta_jar_conf({**given, **conf}))
     settings.update(conf)
 
     builder = SparkSession.builder.appName(app_name)

@@ -1,0 +1,133 @@
+"""privsyn-spark as an Airflow DAG: measure -> synthesize -> evaluate, each a spark-submit of jobs/.
+
+Every task gets the same arguments, filled from the DAG params (trigger with a config to override
+them). The run id defaults to the Airflow run id, so a retried task (or a cleared and re-run DAG
+run) finds the run's noisy measurements under ``<runs_dir>/<run id>`` and reuses them: retries
+spend no privacy budget, and synthesis with the same seed rewrites the same table. With a budget
+ledger (``ledger`` param) the measure step also refuses to start once the dataset's total budget
+(``dataset_epsilon``) would be exceeded, and a retry is never charged twice.
+
+Deployment settings come from the environment of the Airflow worker (the file imports nothing of
+privsyn-spark, which needs to be installed only where spark-submit runs the jobs):
+
+- ``PRIVSYN_SPARK_CONN_ID``  Spark connection id (default ``spark_default``), e.g. ``spark_local``
+  with ``AIRFLOW_CONN_SPARK_LOCAL='{"conn_type": "spark", "host": "local[2]"}'``
+- ``PRIVSYN_JOBS_DIR``       folder of the jobs/ scripts (default: ``jobs/`` of this repository)
+- ``PRIVSYN_SPARK_JARS_DIR`` Delta jars resolved by scripts/setup.sh (default
+  ``~/.cache/privsyn-spark/jars``); when it has none, Spark resolves ``PRIVSYN_SPARK_PACKAGES``
+  (default the Delta package) from Maven
+- ``PRIVSYN_PY_FILES``       zip/wheel of privsyn_spark shipped to executors (when they lack it)
+- ``PRIVSYN_PYSPARK_PYTHON`` Python of the driver and executors (spark-submit's PYSPARK_PYTHON)
+- ``PRIVSYN_DAG_WORKDIR``    where the default input/output/runs live (default a temp folder)
+- ``PRIVSYN_DAG_INPUT``, ``PRIVSYN_DAG_SCHEMA``, ``PRIVSYN_DAG_OUTPUT``, ``PRIVSYN_DAG_RUNS_DIR``,
+  ``PRIVSYN_DAG_LEDGER``  defaults of the matching params (the bundled Adult sample by default)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+try:  # Airflow 3.x
+    from airflow.sdk import DAG, Param
+except ImportError:  # Airflow 2.x
+    from airflow.models import DAG, Param
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+DAG_ID = "privsyn_spark"
+REPO = Path(__file__).resolve().parents[3]
+JOBS_DIR = Path(os.environ.get("PRIVSYN_JOBS_DIR", REPO / "jobs"))
+CONN_ID = os.environ.get("PRIVSYN_SPARK_CONN_ID", "spark_default")
+DELTA_PACKAGE = os.environ.get("PRIVSYN_SPARK_PACKAGES", "io.delta:delta-spark_4.2_2.13:4.4.0")
+JARS_DIR = Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
+WORKDIR = Path(os.environ.get("PRIVSYN_DAG_WORKDIR", Path(tempfile.gettempdir()) / "privsyn-spark"))
+
+
+def _delta_jars() -> tuple[str | None, str | None]:
+    """(jars, packages) for spark-submit: the Maven-resolved Delta jars if present, else the package."""
+    jars = sorted(JARS_DIR.glob("*.jar")) if JARS_DIR.is_dir() else []
+    if any(j.name.startswith("delta-spark_") for j in jars):
+        return ",".join(str(j) for j in jars), None
+    return None, DELTA_PACKAGE
+
+
+def safe_id(value: object) -> str:
+    """A run id usable as a folder name (Airflow's contain ':' and '+')."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "run"
+
+
+RUN_ID = "{{ (params.run_id or run_id) | safe_id }}"
+STEP_ARGS = [
+    "--input", "{{ params.input }}",
+    "--schema", "{{ params.schema }}",
+    "--output", "{{ params.output }}",
+    "--epsilon", "{{ params.epsilon }}",
+    "--delta", "{{ params.delta }}",
+    "--run-id", RUN_ID,
+    "--runs-dir", "{{ params.runs_dir }}",
+    "--seed", "{{ params.seed }}",
+    "--synthesizer", "{{ params.synthesizer }}",
+    # empty values mean "not set" to the CLI: dataset id = the input, no ledger, no dataset budget
+    "--dataset-id={{ params.dataset_id }}",
+    "--ledger={{ params.ledger }}",
+    "--dataset-epsilon={{ params.dataset_epsilon }}",
+]
+
+PARAMS = {
+    "input": Param(os.environ.get("PRIVSYN_DAG_INPUT", str(REPO / "privsyn_spark" / "sample" / "adult.csv.gz")),
+                   type="string", minLength=1, description="input table: Delta/Parquet/CSV path or catalog name"),
+    "schema": Param(os.environ.get("PRIVSYN_DAG_SCHEMA",
+                                   str(REPO / "privsyn_spark" / "sample" / "adult.schema.yaml")),
+                    type="string", minLength=1, description="schema file (YAML/JSON) of the public domain"),
+    "output": Param(os.environ.get("PRIVSYN_DAG_OUTPUT", str(WORKDIR / "synthetic")), type="string", minLength=1,
+                    description="synthetic Delta table: a path or a catalog table name"),
+    "epsilon": Param(1.0, type="number", exclusiveMinimum=0, description="privacy budget epsilon of the run"),
+    "delta": Param(1e-9, type="number", exclusiveMinimum=0, exclusiveMaximum=1,
+                   description="privacy budget delta (never derived from the data)"),
+    "dataset_id": Param("", type="string", description="dataset key in the budget ledger (empty: the input)"),
+    "ledger": Param(os.environ.get("PRIVSYN_DAG_LEDGER", ""), type="string",
+                    description="budget ledger Delta table (empty: no ledger)"),
+    "dataset_epsilon": Param(0, type="number", minimum=0,
+                             description="total epsilon the dataset may spend across runs (0: no limit)"),
+    "runs_dir": Param(os.environ.get("PRIVSYN_DAG_RUNS_DIR", str(WORKDIR / "runs")), type="string", minLength=1,
+                      description="folder of run artifacts, shared by the tasks (shared storage on a cluster)"),
+    "run_id": Param("", type="string",
+                    description="run id (empty: the Airflow run id, so retries reuse the measurements)"),
+    "seed": Param(0, type="integer", minimum=0, description="seed of synthesis (not of the privacy noise)"),
+    "synthesizer": Param("gum", enum=["gum", "pgm"], description="gum (default) or pgm sampling"),
+}
+
+_jars, _packages = _delta_jars()
+_env = {"PYSPARK_PYTHON": os.environ["PRIVSYN_PYSPARK_PYTHON"]} if os.environ.get("PRIVSYN_PYSPARK_PYTHON") else None
+
+with DAG(
+    dag_id=DAG_ID,
+    description="Differentially private synthetic data: measure -> synthesize -> evaluate on Spark",
+    schedule="@daily",
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    params=PARAMS,
+    user_defined_filters={"safe_id": safe_id},
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=2), "retry_exponential_backoff": True},
+    tags=["privsyn-spark", "privacy"],
+    doc_md=__doc__,
+) as dag:
+    tasks = [
+        SparkSubmitOperator(
+            task_id=step,
+            application=str(JOBS_DIR / f"{step}.py"),
+            application_args=list(STEP_ARGS),
+            conn_id=CONN_ID,
+            name=f"privsyn-{step}",
+            jars=_jars,
+            packages=_packages,
+            py_files=os.environ.get("PRIVSYN_PY_FILES") or None,
+            env_vars=_env,
+        )
+        for step in ("measure", "synthesize", "evaluate")
+    ]
+    tasks[0] >> tasks[1] >> tasks[2]

@@ -1,0 +1,142 @@
+"""The Airflow DAG: it imports cleanly (DagBag), and it runs end to end against local Spark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.jobs.conftest import DAGS_DIR, JOBS_DIR, REPO, SAMPLE_INPUT, SAMPLE_SCHEMA, VENV_BIN, airflow_env
+
+pytest.importorskip("airflow", reason="the airflow extra is not installed")
+
+VENV_AIRFLOW = VENV_BIN / "airflow"
+AIRFLOW_RUN_ID = "scheduled__2024-01-02T00:00:00+00:00"
+
+# Runs in a child process (Airflow reads AIRFLOW_HOME once, at import): loads the dags folder in a
+# DagBag and prints what the test checks, with each task's arguments rendered from the param defaults.
+_INSPECT = textwrap.dedent(f"""
+    import json, jinja2
+    from airflow.dag_processing.dagbag import DagBag
+    bag = DagBag(dag_folder={str(DAGS_DIR)!r})
+    dag = bag.dags.get("privsyn_spark")
+    out = {{"import_errors": {{str(k): str(v) for k, v in bag.import_errors.items()}}, "dag_ids": sorted(bag.dags)}}
+    if dag is not None:
+        env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+        env.filters.update(dag.user_defined_filters or {{}})
+        params = {{k: dag.params[k] for k in dag.params}}
+        out.update(
+            task_ids=dag.task_ids, params=params, schedule=str(dag.schedule),
+            upstream={{t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}},
+            retries={{t.task_id: t.retries for t in dag.tasks}},
+            applications={{t.task_id: t.application for t in dag.tasks}},
+            conn_ids={{t.task_id: t._conn_id for t in dag.tasks}},
+            jars={{t.task_id: [t.jars, t.packages] for t in dag.tasks}},
+            args={{t.task_id: [env.from_string(a).render(params=params, run_id={AIRFLOW_RUN_ID!r})
+                               for a in t.application_args] for t in dag.tasks}},
+        )
+    print("RESULT" + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def dag_info(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow_home")
+    done = subprocess.run([sys.executable, "-c", _INSPECT], env=airflow_env(home), capture_output=True, text=True,
+                          timeout=300, cwd=home)
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def test_dag_imports_without_errors(dag_info):
+    assert dag_info["import_errors"] == {}
+    assert dag_info["dag_ids"] == ["privsyn_spark"]
+
+
+def test_dag_has_the_steps_params_and_retries(dag_info):
+    assert dag_info["task_ids"] == ["measure", "synthesize", "evaluate"]
+    assert dag_info["upstream"] == {"measure": [], "synthesize": ["measure"], "evaluate": ["synthesize"]}
+    assert all(r > 0 for r in dag_info["retries"].values())
+    assert dag_info["schedule"] == "@daily"
+    assert {"input", "schema", "output", "epsilon", "delta", "dataset_id", "runs_dir", "run_id"} <= set(
+        dag_info["params"])
+    assert dag_info["params"]["input"] == str(SAMPLE_INPUT)
+    assert dag_info["params"]["schema"] == str(SAMPLE_SCHEMA)
+    for step, app in dag_info["applications"].items():
+        assert app == str(JOBS_DIR / f"{step}.py")
+        assert (JOBS_DIR / f"{step}.py").exists()
+    assert set(dag_info["conn_ids"].values()) == {"spark_local"}  # from PRIVSYN_SPARK_CONN_ID
+    for jars, packages in dag_info["jars"].values():
+        assert bool(jars) != bool(packages)  # the Delta jars, or the Delta package
+
+
+def test_dag_arguments_are_what_the_cli_expects(dag_info):
+    from privsyn_spark.cli import build_parser, config_from_args
+
+    for step, args in dag_info["args"].items():
+        config = config_from_args(build_parser().parse_args([step, *args]))
+        assert config.run_id == "scheduled__2024-01-02T00_00_00_00_00"  # the Airflow run id, folder-safe
+        assert config.input == str(SAMPLE_INPUT) and config.epsilon == 1.0 and config.delta == 1e-9
+        assert not config.ledger and config.dataset_rho_budget is None and not config.dataset_id
+
+
+def test_jobs_scripts_call_the_cli_with_their_step():
+    for step in ("run", "measure", "synthesize", "evaluate"):
+        done = subprocess.run([sys.executable, str(JOBS_DIR / f"{step}.py"), "--help"], capture_output=True,
+                              text=True, timeout=120, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        assert f"privsyn-spark {step}" in done.stdout
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
+    """`airflow dags test` (temporary AIRFLOW_HOME, SQLite) runs measure -> synthesize -> evaluate
+    with spark-submit on local[2] and writes the synthetic Delta table; the ledger charges the run once."""
+    from privsyn_spark.write.ledger import read_ledger
+
+    home, work = tmp_path / "airflow", tmp_path / "work"
+    home.mkdir()
+    env = airflow_env(home)
+    migrate = subprocess.run([str(VENV_AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True,
+                             timeout=600, cwd=home)
+    assert migrate.returncode == 0, migrate.stderr[-4000:]
+    output, ledger = work / "synthetic", work / "ledger"
+    conf = {"output": str(output), "runs_dir": str(work / "runs"), "ledger": str(ledger),
+            "dataset_id": "adult", "dataset_epsilon": 3.0, "seed": 7}
+    done = subprocess.run([str(VENV_AIRFLOW), "dags", "test", "privsyn_spark", "2024-01-02",
+                           "--conf", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=1800,
+                          cwd=home)
+    log = done.stdout + done.stderr
+    (tmp_path / "dags_test.log").write_text(log)
+    assert done.returncode == 0, log[-6000:]
+    assert (output / "_delta_log").is_dir()
+    table = spark.read.format("delta").load(str(output))
+    assert table.count() > 1000
+    assert set(table.columns) >= {"age", "workclass", "education", "income"}
+    runs = [p.name for p in (work / "runs").iterdir()]
+    assert len(runs) == 1 and runs[0].startswith("manual__"), runs  # the Airflow run id, folder-safe
+    assert (work / "runs" / runs[0] / "measurements").is_dir()
+    assert (work / "runs" / runs[0] / "report.json").exists()  # the evaluate task
+    rows = read_ledger(spark, str(ledger), "adult").collect()
+    assert [(r["run_id"], r["step"]) for r in rows] == [(runs[0], "measure")], \
+        "the measure step did not record its release in the budget ledger (is ledger.reserve_for_run plugged in?)"
+
+    # a retry of the measure task (same Airflow run id) reuses the measurements and is not charged again
+    from privsyn_spark.cli import build_parser, config_from_args
+    from privsyn_spark.pipeline import run_measure
+    from privsyn_spark.write.ledger import reserve_for_run
+
+    retry = config_from_args(build_parser().parse_args([
+        "measure", "--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--run-id", runs[0],
+        "--runs-dir", str(work / "runs"), "--ledger", str(ledger), "--dataset-id", "adult",
+        "--dataset-epsilon", "3"]))
+    before = (work / "runs" / runs[0] / "measurements").stat().st_mtime_ns
+    run_measure(spark, retry)
+    assert (work / "runs" / runs[0] / "measurements").stat().st_mtime_ns == before
+    assert not reserve_for_run(spark, retry).charged
+    assert read_ledger(spark, str(ledger), "adult").count() == 1
