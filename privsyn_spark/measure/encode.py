@@ -2,9 +2,8 @@
 
 Each kept column becomes one small integer column holding ``code * 4 + status`` (status: 0 in
 domain, 1 outside the declared domain, 2 a null where nulls fail), typed ``smallint`` or ``int``
-by the column's size. One expression per column keeps Spark's generated code small enough to be
-JIT-compiled (packing all codes into one bigint expression made the projection ~50x slower), and
-the narrow types keep the Arrow hand-off to Python (the marginal engine) small.
+by the column's size. Each column's lookup is evaluated once per row (it leads its CASE, so
+Spark's subexpression elimination shares it); contiguous integer categories use arithmetic.
 """
 
 from __future__ import annotations
@@ -32,12 +31,6 @@ class EncodedTable:
     @property
     def columns(self) -> list[str]:
         return list(self.domain.attrs)
-
-
-def split_code_status(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and statuses from an encoded column's values (numpy, vectorised)."""
-    values = values.astype(np.int64, copy=False)
-    return values >> STATUS_BITS, values & ((1 << STATUS_BITS) - 1)
 
 
 def code_column(df, name: str):
