@@ -1,0 +1,349 @@
+"""GUM's record-level operations: counts kept exact as records change, one marginal's update, appending.
+
+Part of PrivSyn's GUM (Section 5.3): over-counted cells lose records, under-counted cells gain them by
+Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort, ``np.repeat``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+
+log = logging.getLogger(__name__)
+
+from privsyn_spark.synthesize.gum_plan import GumConfig, GumPlan, Key
+
+def codes_dtype(domain: Domain) -> np.dtype:
+    """Smallest unsigned integer dtype holding every code of ``domain``."""
+    biggest = max(domain.sizes, default=1)
+    return np.dtype(np.uint8 if biggest <= 1 << 8 else np.uint16 if biggest <= 1 << 16 else np.int32)
+
+
+def cell_index(records: np.ndarray, cols: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Flat (C-order, as ``np.ravel_multi_index``) cell index of every record in a marginal over ``cols``."""
+    dtype = np.int32 if prod(shape) < 2**31 else np.int64
+    idx = records[:, cols[0]].astype(dtype)
+    for c, size in zip(cols[1:], shape[1:]):
+        idx *= size
+        idx += records[:, c]
+    return idx
+
+
+def marginal_counts(records: np.ndarray, domain: Domain, key: Key) -> np.ndarray:
+    """Count table (int64, axes in canonical order) of ``records`` over the attributes ``key``."""
+    key = domain.canonical(key)
+    shape = domain.shape(key)
+    cols = tuple(domain.attrs.index(a) for a in key)
+    return np.bincount(cell_index(records, cols, shape), minlength=prod(shape)).reshape(shape)
+
+
+def _stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
+    """Stable argsort of cell indices; LSD radix passes on 16-bit digits (deterministic on every CPU)."""
+    if cells <= 1 << 16:
+        return np.argsort(idx.astype(np.uint16), kind="stable")
+    if cells <= 1 << 32:
+        order = np.argsort((idx & 0xFFFF).astype(np.uint16), kind="stable")
+        high = (idx[order] >> 16).astype(np.uint16)
+        return order[np.argsort(high, kind="stable")]
+    return np.argsort(idx, kind="stable")
+
+
+def _stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Unbiased randomised rounding of non-negative reals to int64."""
+    low = np.floor(x)
+    return (low + (rng.random(x.shape) < (x - low))).astype(np.int64)
+
+
+def _round_fixed_total(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Round non-negative reals to integers keeping the (rounded) total: systematic sampling of the remainders."""
+    low = np.floor(x)
+    frac = x - low
+    extra = int(round(frac.sum()))
+    out = low.astype(np.int64)
+    if extra > 0:
+        cum = np.cumsum(frac)
+        points = (np.arange(extra) + rng.random()) * (cum[-1] / extra)
+        out += np.bincount(np.minimum(np.searchsorted(cum, points, side="right"), x.size - 1), minlength=x.size)
+    return out
+
+
+def _round_rows(want: np.ndarray, totals: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Round each row of ``want`` (rows summing to the integer ``totals``) to integers with exact row sums."""
+    cum = np.cumsum(want, axis=1)
+    cum[:, -1] = totals
+    y = np.floor(cum + rng.random((want.shape[0], 1))).astype(np.int64)
+    return np.diff(y, axis=1, prepend=0)
+
+
+def _pick_in_groups(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """From each group ``order[start:start+size]`` take ``count`` records from a random cyclic offset.
+
+    Positions are random (records are shuffled between passes), so a run from a random offset is a
+    random subset; counts above the group size wrap around (repeats, only for duplicate sources).
+    """
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=order.dtype)
+    offsets = rng.integers(0, sizes)
+    group = np.repeat(np.arange(counts.size), counts)
+    within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return order[starts[group] + (offsets[group] + within) % sizes[group]]
+
+
+def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> tuple[np.ndarray, float]:
+    """Per-cell removals ``min(excess, beta * current)`` summing to ``total``; returns them and beta.
+
+    PrivSyn Section 5.3: over-counted cells lose min(n_s - n_t, beta n_s), beta set by the additions.
+    """
+    over = np.flatnonzero(excess > 0)
+    if total >= excess[over].sum():
+        return excess.copy(), 1.0
+    ratio = excess[over] / current[over]
+    order = np.argsort(ratio, kind="stable")
+    q, e, s = ratio[order], excess[over][order], current[over][order]
+    done = np.concatenate(([0.0], np.cumsum(e)[:-1]))  # cells below position k are fully corrected
+    rest = np.cumsum(s[::-1])[::-1]                      # sum of n_s at positions >= k
+    k = min(int(np.searchsorted(done + q * rest, total)), q.size - 1)
+    beta = (total - done[k]) / rest[k]
+    out = np.zeros_like(excess)
+    out[over] = np.minimum(excess[over], beta * current[over])
+    return out, float(beta)
+
+
+# ------------------------------------------------------------------------------------------- records
+
+
+def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """``(n, d)`` codes (Fortran order) whose every attribute follows its 1-way table exactly, shuffled."""
+    domain = plan.domain
+    records = np.empty((n, len(domain)), dtype=codes_dtype(domain), order="F")
+    for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
+        one_way = tables.get((a,))
+        if one_way is None:
+            log.warning("attribute %r is in no target; its codes are uniform", a)
+            records[:, j] = rng.integers(0, size, n)
+            continue
+        total = one_way.sum()
+        p = one_way / total if total > 0 else np.full(size, 1.0 / size)
+        counts = _round_fixed_total(p * n, rng)
+        counts[np.argmax(counts)] += n - counts.sum()  # float round-off only
+        records[:, j] = rng.permutation(np.repeat(np.arange(size), counts))
+    return records
+
+
+def _shuffle_columns(records: np.ndarray, cols: list[int], rng: np.random.Generator) -> None:
+    """Shuffle the rows of the given columns in place (one permutation for all of them)."""
+    perm = rng.permutation(records.shape[0])
+    if len(cols) == records.shape[1]:
+        records[...] = np.take(records, perm, axis=0)
+    else:
+        records[:, cols] = np.take(records[:, cols], perm, axis=0)
+
+
+class MarginalSet:
+    """Count tables of the records over a set of marginals, kept exact while records change.
+
+    Counts are flat int64 arrays (C order over the canonical axes); targets are flat float64 tables.
+    After each update only the changed rows are re-counted, so tracking every target costs
+    ``O(changed rows)`` per update, not ``O(n)``.
+    """
+
+    def __init__(self, records: np.ndarray, domain: Domain, keys: Iterable[Key],
+                 tables: Mapping[Key, np.ndarray]) -> None:
+        self.keys = tuple(keys)
+        self.cols = [tuple(domain.attrs.index(a) for a in k) for k in self.keys]
+        self.shapes = [domain.shape(k) for k in self.keys]
+        self.targets = [np.asarray(tables[k], dtype=np.float64).ravel() for k in self.keys]
+        self.counts = [np.bincount(cell_index(records, c, s), minlength=t.size)
+                       for c, s, t in zip(self.cols, self.shapes, self.targets)]
+
+    def position(self, key: Key) -> int:
+        """Index of ``key`` in this set."""
+        return self.keys.index(key)
+
+    def l1(self) -> dict[Key, float]:
+        """Current L1 distance to every target."""
+        return {k: float(np.abs(c - t).sum()) for k, c, t in zip(self.keys, self.counts, self.targets)}
+
+    def excess_score(self, i: int, cells: np.ndarray) -> np.ndarray:
+        """(count - target) / sqrt(target + 1) of marginal ``i`` at ``cells``: > 0 where over-counted."""
+        t = self.targets[i][cells]
+        return (self.counts[i][cells] - t) / np.sqrt(t + 1.0)
+
+    def excess(self, i: int, cells: np.ndarray) -> np.ndarray:
+        """count - target of marginal ``i`` at ``cells``."""
+        return self.counts[i][cells] - self.targets[i][cells]
+
+    def replace_rows(self, old: np.ndarray, new: np.ndarray) -> None:
+        """Account for rows changing from ``old`` to ``new`` (both ``(k, d)``)."""
+        if old.shape[0] == 0:
+            return
+        for i, (cols, shape, target) in enumerate(zip(self.cols, self.shapes, self.targets)):
+            added, dropped = cell_index(new, cols, shape), cell_index(old, cols, shape)
+            if 8 * added.size < target.size:  # few rows, big table: touch only their cells
+                np.add.at(self.counts[i], added, 1)
+                np.subtract.at(self.counts[i], dropped, 1)
+            else:
+                self.counts[i] += np.bincount(added, minlength=target.size)
+                self.counts[i] -= np.bincount(dropped, minlength=target.size)
+
+
+@dataclass
+class UpdateStats:
+    """What one marginal update did."""
+
+    l1_before: float
+    changed: int
+    duplicated: int
+    beta: float
+
+
+def _choose(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, pool: int,
+            score, rng: np.random.Generator) -> np.ndarray:
+    """Pick ``counts[g]`` records of each cell group; with ``pool`` > 1, the best-scored of a random pool.
+
+    The pool of a cell holds up to ``pool * count`` of its records (random, see :func:`_pick_in_groups`);
+    records are ranked by ``score(rows)`` (higher first, ties in random order).
+    """
+    if pool <= 1 or counts.sum() == 0:
+        return _pick_in_groups(order, starts, sizes, counts, rng)
+    take = np.maximum(np.minimum(sizes, pool * counts), counts)
+    cand = _pick_in_groups(order, starts, sizes, take, rng)
+    group = np.repeat(np.arange(counts.size), take)
+    ranked = np.lexsort((-score(cand), group))  # by group, best score first, stable within ties
+    rank = np.arange(cand.size) - np.repeat(np.cumsum(take) - take, take)
+    return cand[ranked][rank < np.repeat(counts, take)]
+
+
+def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alpha: float, config: GumConfig,
+                    rng: np.random.Generator, copy_cols: list[int] | None = None,
+                    scored: Iterable[int] | None = None, improving_only: bool = False) -> UpdateStats:
+    """One GUM step toward marginal ``which`` of ``marginals`` (PrivSyn Section 5.3), in place.
+
+    ``copy_cols`` are the columns a Duplicate copies (the component's columns; None: whole records).
+    ``scored`` are the marginals (indices in ``marginals``) used to rank candidate records (default:
+    all but ``which``): removals prefer records in over-counted cells of those marginals, duplicate
+    sources records in under-counted ones. With ``improving_only``, a move is kept only if it lowers the
+    summed L1 over ``which`` and ``scored``. The counts in ``marginals`` are kept up to date.
+    """
+    n = records.shape[0]
+    cols, shape, target = marginals.cols[which], marginals.shapes[which], marginals.targets[which]
+    cells = target.size
+    current_i = marginals.counts[which]
+    current = current_i.astype(np.float64)
+    l1 = float(np.abs(current - target).sum())
+
+    # gains: min(n_t - n_s, alpha n_s) for under-counted cells, alpha n_t for empty ones
+    under = current < target
+    live = under & (current > 0)
+    empty = under & (current == 0)
+    gain = np.zeros(cells)
+    gain[live] = np.minimum(target[live] - current[live], alpha * current[live])
+    gain[empty] = np.minimum(target[empty], alpha * target[empty])
+    add = _stochastic_round(gain, rng)
+    total_add = int(add.sum())
+    if total_add == 0:
+        return UpdateStats(l1, 0, 0, 0.0)
+
+    # losses: min(n_s - n_t, beta n_s), beta solved so that losses match gains
+    loss, beta = _removal_amounts(np.where(current > target, current - target, 0.0), current, float(total_add))
+    remove = np.minimum(_round_fixed_total(loss, rng), current_i)
+    dup = np.zeros(cells, dtype=np.int64)  # gains made by Duplicate; the rest by Replace
+    dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
+    rep = add - dup
+
+    # group records by cell, pick removed records and duplicate sources
+    idx = cell_index(records, cols, shape)
+    order = _stable_argsort(idx, cells)
+    starts = np.cumsum(current_i) - current_i
+    pool = config.pool(total_add, n)
+    others = [i for i in (range(len(marginals.keys)) if scored is None else scored) if i != which]
+
+    def score(rows: np.ndarray) -> np.ndarray:
+        sub = records[rows]
+        total = np.zeros(rows.size)
+        for i in others:
+            total += marginals.excess_score(i, cell_index(sub, marginals.cols[i], marginals.shapes[i]))
+        return total
+
+    rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
+    removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
+    sources = _choose(order, starts[dc], current_i[dc], dup[dc], pool, lambda rows: -score(rows), rng)
+    rep_cells = np.repeat(np.arange(cells), rep)
+
+    # pair removed records with gain slots at random (fewer removals than gains only by rounding)
+    slots = rng.permutation(total_add)[: removed.size]
+    is_dup = slots < sources.size
+    old = records[removed]
+    new = old.copy()
+    d_rows = np.flatnonzero(is_dup)
+    if copy_cols is None or len(copy_cols) == records.shape[1]:
+        new[d_rows] = records[sources[slots[is_dup]]]
+    else:
+        new[np.ix_(d_rows, copy_cols)] = records[np.ix_(sources[slots[is_dup]], copy_cols)]
+    r_rows = np.flatnonzero(~is_dup)
+    values = np.unravel_index(rep_cells[slots[~is_dup] - sources.size], shape)
+    for c, v in zip(cols, values):
+        new[r_rows, c] = v
+    if improving_only:  # keep the moves that lower the summed L1 (each judged alone)
+        delta = np.zeros(removed.size)
+        for i in [which] + others:
+            co = cell_index(old, marginals.cols[i], marginals.shapes[i])
+            cn = cell_index(new, marginals.cols[i], marginals.shapes[i])
+            eo, en = marginals.excess(i, co), marginals.excess(i, cn)
+            delta += np.where(co != cn, np.abs(eo - 1) - np.abs(eo) + np.abs(en + 1) - np.abs(en), 0.0)
+        keep = delta < 0
+        removed, old, new, is_dup = removed[keep], old[keep], new[keep], is_dup[keep]
+    records[removed] = new
+    marginals.replace_rows(old, new)
+    return UpdateStats(l1, int(removed.size), int(is_dup.sum()), beta)
+
+
+def l1_errors(records: np.ndarray, domain: Domain, tables: Mapping[Key, np.ndarray],
+              keys: Iterable[Key]) -> dict[Key, float]:
+    """L1 distance between the records' counts and each table in ``keys``."""
+    return {k: float(np.abs(marginal_counts(records, domain, k) - tables[k]).sum()) for k in keys}
+
+
+def append_attributes(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray],
+                      rng: np.random.Generator) -> None:
+    """Attribute appending (PrivSyn Section 5.3), in place: fill each append group conditionally on its core.
+
+    Within each core cell the appended codes get the counts of the marginal's conditional distribution
+    (rounded with exact row totals), assigned to that cell's records in random order.
+    """
+    domain = plan.domain
+    n = records.shape[0]
+    for comp in plan.components:
+        for g in comp.appends:
+            table = tables[g.marginal]
+            axes = [g.marginal.index(a) for a in g.core] + [g.marginal.index(a) for a in g.attrs]
+            core_cells = domain.cells(g.core) if g.core else 1
+            app_shape = domain.shape(g.attrs)
+            cond = np.transpose(table, axes).reshape(core_cells, -1)
+            rows = cond.sum(axis=1, keepdims=True)
+            fallback = cond.sum(axis=0) + 1e-12
+            cond = np.where(rows > 0, cond / np.where(rows > 0, rows, 1.0), fallback / fallback.sum())
+            if g.core:
+                core_idx = cell_index(records, tuple(domain.attrs.index(a) for a in g.core), domain.shape(g.core))
+            else:
+                core_idx = np.zeros(n, dtype=np.int32)
+            have = np.bincount(core_idx, minlength=core_cells)
+            counts = _round_rows(cond * have[:, None], have, rng)
+            perm = rng.permutation(n)
+            order = perm[_stable_argsort(core_idx[perm], core_cells)]  # grouped by core cell, random within
+            app_cells = np.tile(np.arange(cond.shape[1]), core_cells)
+            values = np.unravel_index(np.repeat(app_cells, counts.ravel()), app_shape)
+            for a, v in zip(g.attrs, values):
+                records[order, domain.attrs.index(a)] = v
+
+
+# ------------------------------------------------------------------------------------------ synthesis
