@@ -310,11 +310,11 @@ def run_synthesize(spark, config: RunConfig):
 
 def run_evaluate(spark, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
-    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.runtime.tables import is_path, read_table
 
     measurements = _load_measurements(config)
     state = _load_state(config)
-    synthetic = read_table(spark, config.output, "delta" if "/" in config.output else None)
+    synthetic = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
     return _report(spark, config, measurements, state, synthetic)
 
 
@@ -323,11 +323,11 @@ def run(spark, config: RunConfig) -> dict:
     state = RunState(config)
     measurements = measure(spark, config, state)
     targets = estimate(measurements, config, state)
-    synthetic = synthesize(spark, config, measurements, targets, state)
+    synthesize(spark, config, measurements, targets, state)
     _save_state(config, state)
-    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.runtime.tables import is_path, read_table
 
-    written = read_table(spark, config.output, "delta" if "/" in config.output else None)
+    written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
     return _report(spark, config, measurements, state, written)
 
 

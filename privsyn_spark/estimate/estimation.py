@@ -154,7 +154,10 @@ def mirror_descent(
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
     if potentials is not None:
         for c, v in potentials.items():
-            theta[domain.canonical(c)] = np.asarray(v, dtype=np.float64).copy()
+            key = domain.canonical(c)
+            if key not in theta or tuple(c) != key or np.shape(v) != domain.shape(key):
+                raise ValueError(f"warm-start potential on {tuple(c)}: not a measured clique in canonical order")
+            theta[key] = np.asarray(v, dtype=np.float64).copy()
     base_step = 1.0 / lipschitz  # step on the gradient with respect to p
     step = base_step
     cal = calibrate(tree, theta)

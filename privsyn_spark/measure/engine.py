@@ -129,8 +129,9 @@ def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tup
                 word, offset, _ = layout[name]
                 if flagged[word]:
                     states[name] = (words[word] >> offset) & ((1 << STATUS_BITS) - 1)
-            for a, lut in luts.items():
-                codes[a] = lut[codes[a]]
+            for a in needed:
+                if a in luts:
+                    codes[a] = luts[a][codes[a]]
             for k, marginal in enumerate(computed):
                 index = codes[marginal[0]]
                 for a, size in zip(marginal[1:], shapes[k][1:]):

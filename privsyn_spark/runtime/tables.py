@@ -12,15 +12,17 @@ log = logging.getLogger(__name__)
 FORMATS = ("delta", "parquet", "csv", "table")
 
 
-def _is_path(source: str) -> bool:
-    return "://" in source or source.startswith(("/", ".", "~")) or Path(source).exists()
+def is_path(source: str) -> bool:
+    """Whether ``source`` names a file-system location (URI, or any path with a '/') rather than a
+    catalog table (``db.table``)."""
+    return "://" in source or "/" in source or source.startswith((".", "~")) or Path(source).exists()
 
 
 def detect_format(source: str) -> str:
     """Guess the format: a folder with ``_delta_log`` is Delta; ``.csv[.gz]`` CSV; ``.parquet`` or
     another existing path Parquet; a bare ``db.table`` name a catalog table."""
     lowered = source.lower()
-    if not _is_path(source):
+    if not is_path(source):
         return "table"
     if lowered.endswith((".csv", ".csv.gz", ".csv.bz2")):
         return "csv"
@@ -64,8 +66,7 @@ def write_delta(df, target: str, mode: str = "overwrite", properties: Mapping[st
         writer = writer.option("overwriteSchema", "true")
     if user_metadata:
         writer = writer.option("userMetadata", json.dumps(user_metadata, sort_keys=True, default=str))
-    is_path = _is_path(target)
-    if is_path:
+    if is_path(target):
         target = str(Path(target).expanduser().absolute()) if "://" not in target else target
         writer.save(target)
         table = DeltaTable.forPath(spark, target)
@@ -88,5 +89,5 @@ def _sql_string(value: object) -> str:
 
 def table_properties(spark, target: str) -> dict[str, str]:
     """A Delta table's properties (path or catalog name)."""
-    ref = f"delta.`{Path(target).expanduser().absolute()}`" if _is_path(target) else target
+    ref = f"delta.`{Path(target).expanduser().absolute()}`" if is_path(target) else target
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref}").collect()}

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
+from privsyn_spark.runtime.tables import is_path
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +74,9 @@ class Reservation:
     charged: bool
 
 
-def _is_path(ledger: str) -> bool:
-    return "://" in ledger or ledger.startswith(("/", ".", "~")) or Path(ledger).exists()
-
-
 def _location(ledger: str) -> str:
     """An absolute path for a path ledger; the name itself for a catalog table."""
-    if _is_path(ledger) and "://" not in ledger:
+    if is_path(ledger) and "://" not in ledger:
         return str(Path(ledger).expanduser().absolute())
     return ledger
 
@@ -106,7 +103,7 @@ def _delta_table(spark, ledger: str):
     from delta.tables import DeltaTable
 
     location = _location(ledger)
-    if _is_path(ledger):
+    if is_path(ledger):
         return DeltaTable.forPath(spark, location)
     return DeltaTable.forName(spark, location)
 
@@ -115,7 +112,7 @@ def _exists(spark, ledger: str) -> bool:
     from delta.tables import DeltaTable
 
     location = _location(ledger)
-    if _is_path(ledger):
+    if is_path(ledger):
         return DeltaTable.isDeltaTable(spark, location)
     return bool(spark.catalog.tableExists(location))
 
@@ -129,7 +126,7 @@ def ensure_ledger(spark, ledger: str, wait_seconds: float = 60.0) -> None:
         return
     location = _location(ledger)
     builder = DeltaTable.createIfNotExists(spark)
-    builder = builder.location(location) if _is_path(ledger) else builder.tableName(location)
+    builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
     builder = builder.addColumns(StructType.fromDDL(LEDGER_COLUMNS)).comment(
         "privsyn-spark privacy budget ledger (zCDP rho)")
     try:

@@ -50,7 +50,8 @@ def test_adult_k_way_and_recode(adult):
     counts = count_marginals(encoded, marginals)
     assert_all_tables_equal(counts, codes, encoded.domain)
     lut = np.arange(encoded.domain["native-country"]) .clip(max=3)  # codes >= 3 merged into 3
-    counts = count_marginals(encoded, [("native-country", "income")], recode={"native-country": lut})
+    identity = {a: np.arange(size) for a, size in zip(encoded.domain.attrs, encoded.domain.sizes)}
+    counts = count_marginals(encoded, [("native-country", "income")], recode={**identity, "native-country": lut})
     recoded = codes.assign(**{"native-country": lut[codes["native-country"]]})
     np.testing.assert_array_equal(counts.tables[("native-country", "income")],
                                   crosstab(recoded, ("native-country", "income"), (4, 4)))
