@@ -61,10 +61,24 @@ def bench_kernel(sigma: float, iterations: int) -> None:
     print(f"pandas / numpy (paper updates): {rows[2][1] / rows[0][1]:.0f}x")
 
 
-def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, master: str) -> None:
+def targets_from_measurements(folder: str):
+    """The pipeline's own targets for a run's measurements (Private-PGM or the consistency fallback)."""
+    from privsyn_spark.estimate.targets import consistent_targets
+    from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
+    from privsyn_spark.privacy.measurements import Measurements
+
+    m = Measurements.load(folder)
+    tables, method, _ = consistent_targets(m.marginals, m.domain, m.noisy_total)
+    print(f"targets from {folder}: epsilon={m.epsilon}, {len(tables)} tables via {method}")
+    return m.domain, drop_zeroed_values(tables, m.marginals, m.domain)
+
+
+def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, master: str,
+                  measurements: str | None = None) -> None:
     from privsyn_spark.runtime.session import build_spark_session
 
-    domain, _, targets = targets_for(sigma)
+    domain, targets = (targets_from_measurements(measurements) if measurements
+                       else targets_for(sigma)[::2])
     started = time.perf_counter()
     spark = build_spark_session(master=master, app_name="bench-gum", delta=False)
     print(f"\nSpark session {spark.sparkContext.master}: {time.perf_counter() - started:.1f} s")
@@ -111,12 +125,15 @@ def main() -> None:
     parser.add_argument("--kernel-iterations", type=int, default=30)
     parser.add_argument("--sigma", type=float, default=0.0, help="noise per target cell (0: exact marginals)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
+                                               "after scripts/quickstart.sh): use the pipeline's targets for it")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.part in ("all", "kernel"):
         bench_kernel(args.sigma, args.kernel_iterations)
     if args.part in ("all", "sharded"):
-        bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master)
+        bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master,
+                      args.measurements)
 
 
 if __name__ == "__main__":

@@ -89,8 +89,8 @@ def main() -> None:
     rows = args.rows
     print(f"\nMarginal engine, {rows:,} rows x {len(SIZES)} columns, {len(wanted)} tables, "
           f"master {args.master} ({cores} cores), best of {args.runs}\n")
-    print(f"| step | wall (s) | rows/s | rows/s per core |")
-    print(f"|---|---|---|---|")
+    print("| step | wall (s) | rows/s | rows/s per core |")
+    print("|---|---|---|---|")
     print(f"| (a) Spark scan, all 15 columns | {scan:.2f} | {rows / scan:,.0f} | {rows / scan / cores:,.0f} |")
     print(f"| (b) engine, all 1-/2-way tables | {engine:.2f} | {rows / engine:,.0f} | {rows / engine / cores:,.0f} |")
     print(f"| (c) numpy, one thread (after {load:.1f} s load) | {floor:.2f} | {rows / floor:,.0f} | {rows / floor:,.0f} |")
