@@ -295,13 +295,16 @@ def build_report(config: RunConfig, measurements: Measurements, state: RunState)
 
 def run_measure(spark, config: RunConfig) -> Measurements:
     """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present)."""
-    return measure(spark, config, RunState(config))
+    state = _load_state(config)
+    measurements = measure(spark, config, state)
+    _save_state(config, state)
+    return measurements
 
 
 def run_synthesize(spark, config: RunConfig):
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     measurements = _load_measurements(config)
-    state = RunState(config)
+    state = _load_state(config)  # what the measure step recorded (out-of-domain tallies, timings)
     targets = estimate(measurements, config, state)
     synthetic = synthesize(spark, config, measurements, targets, state)
     _save_state(config, state)
@@ -339,7 +342,7 @@ def _load_measurements(config: RunConfig) -> Measurements:
 
 
 def _save_state(config: RunConfig, state: RunState) -> None:
-    """Keep what synthesis found (rounds, errors, timings) for a later `evaluate` step's report."""
+    """Keep what the steps found (tallies, rounds, errors, timings) for the later steps' report."""
     doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
            "synthesis": state.synthesis, "output_version": state.output_version}
     (config.run_dir / "state.json").write_text(json.dumps(_jsonable(doc), default=str))
