@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+
+logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at interpreter exit hit closed streams
 
 
 @pytest.fixture(scope="session")
