@@ -34,7 +34,7 @@ from privsyn_spark.privacy.measurements import NoisyMarginal
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.release import measure_privately
 
-DEFAULT_DATA = Path("/work/shared/data/adult.csv.gz")
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample" / "adult.csv.gz"
 NUMERIC_BINS = {  # simple, public bin edges (no data-dependent binning)
     "age": np.arange(15, 100, 5),
     "fnlwgt": np.array([0, 50e3, 100e3, 150e3, 200e3, 250e3, 300e3, 400e3, 600e3, 2e6]),

@@ -11,7 +11,7 @@ import pandas as pd
 from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum import marginal_counts
 
-ADULT = Path("/work/shared/data/adult.csv.gz")
+ADULT = Path(__file__).resolve().parents[2] / "privsyn_spark" / "sample" / "adult.csv.gz"
 
 MARGINALS: tuple[tuple[str, ...], ...] = (
     ("age", "marital-status", "relationship"),
