@@ -5,14 +5,9 @@
 Takes the arguments of `privsyn-spark evaluate` (`privsyn-spark evaluate --help`); see deploy/spark/submit.sh.
 """
 
-import os
 import sys
 
 from privsyn_spark.cli import main
 
 if __name__ == "__main__":
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: connect to its JVM first, so the
-        from pyspark import SparkContext      # session sees the submitted --master and --conf settings
-
-        SparkContext._ensure_initialized()
     sys.exit(main(["evaluate", *sys.argv[1:]]))

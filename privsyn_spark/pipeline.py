@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
-from privsyn_spark.domain import Domain
+from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
                                                   measurements.noisy_total)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
-        state.estimation = {"method": method, "info": _jsonable(info)}
+        state.estimation = {"method": method, "info": to_jsonable(info)}
         save_targets(config.targets_dir, config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
     return tables
@@ -180,21 +180,6 @@ def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, s
             "privsyn.synthesizer": config.synthesizer, "privsyn.seed": str(config.seed)}
 
 
-def _jsonable(obj: Any) -> Any:
-    """Recursively turn numpy values and tuples into JSON-friendly ones."""
-    if isinstance(obj, dict):
-        return {str(k) if not isinstance(k, tuple) else ",".join(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Domain):
-        return obj.to_dict()
-    return obj
-
-
 def config_dict(config: RunConfig) -> dict[str, Any]:
     """The run configuration as a JSON-ready dict (for the report)."""
     return asdict(config)
@@ -214,7 +199,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     rows = config.synth_rows if config.synth_rows is not None else max(1, int(round(measurements.noisy_total)))
     with _Timer(state, "synthesize"):
         codes, info = _synthesize_codes(spark, config, measurements, targets, rows)
-        state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **_jsonable(info)}
+        state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
         decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
                                    config.seed)
     with _Timer(state, "write"):
@@ -275,7 +260,7 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
 def build_report(config: RunConfig, measurements: Measurements, state: RunState) -> dict:
     """The run report dict (see privsyn_spark.evaluate.report for how it is rendered)."""
     domain = measurements.domain
-    return _jsonable({
+    return to_jsonable({
         "run": {"run_id": config.run_id, "dataset": config.dataset_id or config.input, "input": config.input,
                 "output": config.output, "output_version": state.output_version, "version": __version__,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config_dict(config)},
@@ -345,7 +330,7 @@ def _save_state(config: RunConfig, state: RunState) -> None:
     """Keep what the steps found (tallies, rounds, errors, timings) for the later steps' report."""
     doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
            "synthesis": state.synthesis, "output_version": state.output_version}
-    (config.run_dir / "state.json").write_text(json.dumps(_jsonable(doc), default=str))
+    (config.run_dir / "state.json").write_text(json.dumps(to_jsonable(doc), default=str))
 
 
 def _load_state(config: RunConfig) -> RunState:

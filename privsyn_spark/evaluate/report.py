@@ -39,9 +39,10 @@ figcaption{font-size:.85em;color:#555}
 
 
 def to_jsonable(obj: Any) -> Any:
-    """A copy of ``obj`` that ``json`` accepts: numpy to Python, tuples to lists, NaN/inf to None."""
+    """A copy of ``obj`` that ``json`` accepts: numpy to Python, tuples to lists (as keys: "a,b"),
+    NaN/inf to None."""
     if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {",".join(k) if isinstance(k, tuple) else str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, np.ndarray)):
         return [to_jsonable(v) for v in (obj.tolist() if isinstance(obj, np.ndarray) else obj)]
     if isinstance(obj, np.generic):

@@ -40,7 +40,8 @@ def code_column(df, name: str):
     return F.shiftright(F.col(f"`{name}`"), STATUS_BITS)
 
 
-def _spark_type(dtype: str) -> str:
+def spark_type(dtype: str) -> str:
+    """The Spark SQL type of a schema dtype."""
     return {"string": "string", "int": "int", "long": "bigint", "double": "double", "float": "float",
             "boolean": "boolean", "date": "date", "timestamp": "timestamp"}[dtype]
 
@@ -63,7 +64,7 @@ def _categorical(raw, column: CategoricalColumn):
     """
     from pyspark.sql import functions as F
 
-    typed = raw.try_cast(_spark_type(column.dtype)) if column.dtype != "string" else F.trim(raw.cast("string"))
+    typed = raw.try_cast(spark_type(column.dtype)) if column.dtype != "string" else F.trim(raw.cast("string"))
     null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
     unseen_value = _packed(column.other_code or 0, STATUS_OUT_OF_DOMAIN)
     first = column.values[0]
@@ -71,7 +72,7 @@ def _categorical(raw, column: CategoricalColumn):
         # a contiguous integer range: arithmetic instead of a lookup
         found, code = (typed >= first) & (typed < first + len(column.values)), typed - first
     else:
-        values = F.array(*[F.lit(v).cast(_spark_type(column.dtype)) for v in column.values])
+        values = F.array(*[F.lit(v).cast(spark_type(column.dtype)) for v in column.values])
         position = F.array_position(values, typed)  # 1-based; 0 when absent; null when typed is null
         found, code = position > 0, position - 1
     return (F.when(found, code * (1 << STATUS_BITS))

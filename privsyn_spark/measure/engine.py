@@ -96,13 +96,12 @@ def _pack(encoded: EncodedTable):
     return encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)]), layout
 
 
-def _partition_counter(encoded: EncodedTable, domain: Domain, computed: list[tuple[str, ...]],
-                       recode: Mapping[str, np.ndarray]):
+def _partition_counter(encoded: EncodedTable, layout: dict[str, tuple[int, int, int]], domain: Domain,
+                       computed: list[tuple[str, ...]], recode: Mapping[str, np.ndarray]):
     """The function each partition runs: Arrow batches of encoded columns -> one row of partial counts."""
     import pyarrow as pa
 
     names = encoded.columns
-    _, layout = _pack(encoded)
     needed = sorted({a for m in computed for a in m})
     status_masks = [0] * (1 + max(w for w, _, _ in layout.values()))
     for word, offset, _ in layout.values():
@@ -177,10 +176,10 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
         raise CellCapExceeded(f"the {len(computed)} requested count tables hold {cells:,} cells, above the "
                               f"cap of {max_cells:,}; request fewer or smaller marginals or raise max_cells")
     start = time.perf_counter()
-    counter, offsets, shapes = _partition_counter(encoded, domain, computed, recode)
+    packed, layout = _pack(encoded)
+    counter, offsets, shapes = _partition_counter(encoded, layout, domain, computed, recode)
     spark = encoded.df.sparkSession
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
-    packed, _ = _pack(encoded)
     partials = packed.mapInArrow(counter, "counts binary, peak_kb long")
     zero = (np.zeros(offsets[-1] + 1 + 2 * len(encoded.columns), dtype=np.int64), 0)
     total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(

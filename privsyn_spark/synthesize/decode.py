@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import pyarrow as pa
 
+from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
 
@@ -23,13 +24,11 @@ OTHER_LABEL = "__other__"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
           "float": pa.float32(), "boolean": pa.bool_(), "date": pa.date32(),
           "timestamp": pa.timestamp("us", tz="UTC")}
-_SPARK = {"string": "string", "int": "int", "long": "bigint", "double": "double", "float": "float",
-          "boolean": "boolean", "date": "date", "timestamp": "timestamp"}
 
 
 def output_ddl(schema: Schema) -> str:
     """Spark DDL of the synthetic table: the schema's kept columns, in order, with their types."""
-    return ", ".join(f"`{c.name}` {_SPARK[c.dtype]}" for c in schema.columns)
+    return ", ".join(f"`{c.name}` {spark_type(c.dtype)}" for c in schema.columns)
 
 
 class Decoder:
