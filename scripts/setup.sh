@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything privsyn-spark needs on a fresh machine (Python >= 3.10, Java 17, Maven):
-# a virtualenv in .venv with the package and its extras, and the Delta Lake jars resolved from
-# Maven Central into ~/.cache/privsyn-spark/jars (Spark's own Ivy resolution is not relied on).
+# a virtualenv in .venv with the package and its extras, the Delta Lake jars resolved from Maven
+# Central into ~/.cache/privsyn-spark/jars (Spark's own Ivy resolution is not relied on), and the
+# marginal engine's counter jar compiled there with javac.
 # Usage: scripts/setup.sh [extras]   e.g. scripts/setup.sh dev,airflow
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +26,8 @@ else
     -DincludeScope=runtime -DoutputDirectory="$JARS_DIR" \
     -DexcludeGroupIds=org.apache.hadoop,org.scala-lang,org.apache.parquet,org.apache.logging.log4j,com.fasterxml.jackson.core,com.fasterxml.jackson.datatype,org.slf4j,org.xerial.snappy,com.github.luben,commons-logging,commons-pool,com.google.code.findbugs,javax.annotation,io.airlift,org.roaringbitmap,org.locationtech.jts
 fi
-echo "setup done: .venv ready, Delta jars in $JARS_DIR"
+# The marginal engine's JVM counter: compiled with javac against pyspark's jars (skipped without a JDK).
+.venv/bin/python -c "import logging, sys; logging.basicConfig(level=logging.INFO, format='%(message)s')
+from privsyn_spark.measure.jvm_counter import counter_jar; from privsyn_spark.runtime.session import jars_dir
+sys.exit(0 if counter_jar(jars_dir()) else 0)"
+echo "setup done: .venv ready, jars in $JARS_DIR"

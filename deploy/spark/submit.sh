@@ -12,8 +12,9 @@
 #   SPARK_DEPLOY_MODE         client (default) or cluster
 #   SPARK_SUBMIT              the spark-submit to use (default: spark-submit on PATH)
 #   PRIVSYN_SPARK_PROPERTIES  properties file (default deploy/spark/spark-defaults.conf; "none": Spark's own)
-#   PRIVSYN_SPARK_JARS_DIR    Delta jars resolved by scripts/setup.sh (default ~/.cache/privsyn-spark/jars);
-#                             without them --packages asks Maven for $PRIVSYN_SPARK_PACKAGES
+#   PRIVSYN_SPARK_JARS_DIR    jars prepared by scripts/setup.sh: Delta (resolved by Maven) and the marginal
+#                             engine's counter (default ~/.cache/privsyn-spark/jars); without the Delta
+#                             jars --packages asks Maven for $PRIVSYN_SPARK_PACKAGES
 #   PRIVSYN_SPARK_PACKAGES    Maven coordinates of Delta (default io.delta:delta-spark_4.2_2.13:4.4.0)
 #   PRIVSYN_PY_FILES          zip/wheel of privsyn_spark for the executors' --py-files; "build" (default)
 #                             zips this checkout's package; "none" when every node has it installed
@@ -26,7 +27,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 
 if [ $# -lt 1 ]; then
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 STEP="$1"; shift
@@ -46,9 +47,12 @@ fi
 
 JARS_DIR="${PRIVSYN_SPARK_JARS_DIR:-$HOME/.cache/privsyn-spark/jars}"
 if ls "$JARS_DIR"/delta-spark_*.jar >/dev/null 2>&1; then
-  ARGS+=(--jars "$(ls "$JARS_DIR"/*.jar | paste -sd, -)")
+  ARGS+=(--jars "$(ls "$JARS_DIR"/*.jar | paste -sd, -)")  # Delta and the marginal engine's counter
 else
   ARGS+=(--packages "${PRIVSYN_SPARK_PACKAGES:-io.delta:delta-spark_4.2_2.13:4.4.0}")
+  if ls "$JARS_DIR"/privsyn-spark-counter-*.jar >/dev/null 2>&1; then
+    ARGS+=(--jars "$(ls "$JARS_DIR"/privsyn-spark-counter-*.jar | paste -sd, -)")
+  fi
 fi
 
 PY_FILES="${PRIVSYN_PY_FILES:-build}"

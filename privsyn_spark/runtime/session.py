@@ -14,20 +14,35 @@ DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 """The Delta jar matching pyspark 4.2.0 / delta-spark 4.4.0 (4.4.1's jar is not on Maven Central)."""
 
 
-def delta_jars_dir() -> Path:
-    """Folder where `scripts/setup.sh` resolves the Delta jars with Maven (PRIVSYN_SPARK_JARS_DIR overrides)."""
+def jars_dir() -> Path:
+    """Folder of the jars `scripts/setup.sh` prepares (PRIVSYN_SPARK_JARS_DIR overrides): the Delta jars
+    resolved with Maven and the marginal engine's counter jar."""
     return Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
 
 
-def _delta_jar_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """Jar settings for Delta unless the caller already chose jars or packages."""
-    if "spark.jars.packages" in conf or "spark.jars" in conf:
-        return {}
-    jars = sorted(delta_jars_dir().glob("*.jar"))
-    if any(j.name.startswith("delta-spark_") for j in jars):
-        return {"spark.jars": ",".join(str(j) for j in jars)}
-    log.info("no Delta jars in %s; asking Spark to resolve %s from Maven", delta_jars_dir(), DELTA_PACKAGE)
-    return {"spark.jars.packages": DELTA_PACKAGE}
+def _jar_conf(conf: Mapping[str, str], delta: bool, submitted: bool = False) -> dict[str, str]:
+    """``spark.jars`` (and ``spark.jars.packages`` for Delta when it is not resolved locally).
+
+    Jars or packages the caller chose are kept; the counter jar is added to them when it can be built,
+    except under spark-submit, whose driver JVM already runs: there it must come with ``--jars``.
+    """
+    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, counter_jar
+
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    settings: dict[str, str] = {}
+    if delta and "spark.jars.packages" not in conf and "spark.jars" not in conf:
+        local = sorted(j for j in jars_dir().glob("*.jar") if not j.name.startswith(JAR_PREFIX))
+        if any(j.name.startswith("delta-spark_") for j in local):
+            jars += [str(j) for j in local]
+        else:
+            log.info("no Delta jars in %s; asking Spark to resolve %s from Maven", jars_dir(), DELTA_PACKAGE)
+            settings["spark.jars.packages"] = DELTA_PACKAGE
+    counter = None if submitted else counter_jar(jars_dir())
+    if counter is not None and not any(Path(j).name == counter.name for j in jars):
+        jars.append(str(counter))
+    if jars:
+        settings["spark.jars"] = ",".join(jars)
+    return settings
 
 
 def build_spark_session(
@@ -75,8 +90,8 @@ def build_spark_session(
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.databricks.delta.snapshotPartitions": "2" if local else "50",
         })
-        settings.update(_delta_jar_conf({**given, **conf}))
     settings.update(conf)
+    settings.update(_jar_conf({**given, **conf}, delta, submitted="PYSPARK_GATEWAY_PORT" in os.environ))
 
     builder = SparkSession.builder.appName(app_name)
     if master:

@@ -57,11 +57,11 @@ def spark_home() -> Path:
 
 def delta_jars() -> str:
     """The Maven-resolved Delta jars (comma-separated) for spark-submit --jars."""
-    from privsyn_spark.runtime.session import delta_jars_dir
+    from privsyn_spark.runtime.session import jars_dir
 
-    jars = sorted(delta_jars_dir().glob("*.jar"))
+    jars = sorted(jars_dir().glob("*.jar"))
     if not any(j.name.startswith("delta-spark_") for j in jars):
-        pytest.skip(f"no Delta jars in {delta_jars_dir()} (run scripts/setup.sh)")
+        pytest.skip(f"no Delta jars in {jars_dir()} (run scripts/setup.sh)")
     return ",".join(str(j) for j in jars)
 
 

@@ -1,5 +1,8 @@
 """The pipeline on a real Spark standalone cluster (a master and two workers on 127.0.0.1).
 
+The marginal engine on the cluster gives the local session's exact tables with both backends (the JVM
+counter's jar travels with ``--jars``).
+
 Measure once locally, synthesize locally and on the cluster with the same run id and seed: the two
 Delta tables hold the same rows, even though one worker is killed in the middle of the cluster's
 synthesis (its tasks are re-run on the other worker from the reliable checkpoints, and every shard's
@@ -10,10 +13,11 @@ from __future__ import annotations
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 from tests.jobs.conftest import (REPO, SAMPLE_INPUT, SAMPLE_SCHEMA, StandaloneCluster, base_env, delta_jars,
-                                 wait_for)
+                                 spark_home, wait_for)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -84,3 +88,26 @@ def test_cluster_synthesis_matches_local_and_survives_a_lost_worker(spark, stand
     assert "sharded GUM done" in log_text and "Lost executor" in log_text, log_text[-6000:]
     assert time.monotonic() > killed_at
     _same_rows(spark, str(local_out), str(cluster_out))
+
+
+def test_cluster_marginal_engine_counts_in_executor_jvms(spark, standalone_cluster, tmp_path):
+    """Both engine backends, on executors in other JVMs, give the local session's exact tables."""
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.measure.engine import count_marginals, one_and_two_way
+    from privsyn_spark.schema.schema import load_schema
+
+    out = tmp_path / "counts.npz"
+    submit = [str(spark_home() / "bin" / "spark-submit"), "--master", standalone_cluster.url,
+              "--jars", delta_jars(), "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
+              "--conf", "spark.ui.enabled=false", str(REPO / "tests" / "jobs" / "cluster_counts.py"),
+              str(SAMPLE_INPUT), str(SAMPLE_SCHEMA), str(out)]
+    done = subprocess.run(submit, env=base_env(), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert "executors: 2" in done.stdout
+    encoded = encode(spark.read.csv(str(SAMPLE_INPUT), header=True, inferSchema=True), load_schema(SAMPLE_SCHEMA))
+    local = count_marginals(encoded, one_and_two_way(encoded.domain), backend="arrow").tables
+    with np.load(out) as cluster:
+        assert len(cluster.files) == 2 * len(local) == 2 * 120
+        for m, table in local.items():
+            for backend in ("jvm", "arrow"):
+                np.testing.assert_array_equal(cluster[f"{backend}:{','.join(m)}"], table, err_msg=f"{backend} {m}")

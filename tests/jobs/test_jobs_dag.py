@@ -70,8 +70,8 @@ def test_dag_has_the_steps_params_and_retries(dag_info):
         assert app == str(JOBS_DIR / f"{step}.py")
         assert (JOBS_DIR / f"{step}.py").exists()
     assert set(dag_info["conn_ids"].values()) == {"spark_local"}  # from PRIVSYN_SPARK_CONN_ID
-    for jars, packages in dag_info["jars"].values():
-        assert bool(jars) != bool(packages)  # the Delta jars, or the Delta package
+    for jars, packages in dag_info["jars"].values():  # the local jars (Delta and the counter)
+        assert jars and "privsyn-spark-counter-" in jars and "delta-spark_" in jars and not packages
 
 
 def test_dag_arguments_are_what_the_cli_expects(dag_info):

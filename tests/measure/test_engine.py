@@ -21,6 +21,12 @@ from tests.reference import crosstab, encode_pandas
 ADULT = "privsyn_spark/sample/adult.csv.gz"
 
 
+@pytest.fixture(params=["jvm", "arrow"])
+def backend(request):
+    """Both counting backends must give the same exact tables."""
+    return request.param
+
+
 def assert_all_tables_equal(counts, codes, domain):
     for attrs, table in counts.tables.items():
         np.testing.assert_array_equal(table, crosstab(codes, attrs, domain.shape(attrs)), err_msg=str(attrs))
@@ -34,24 +40,25 @@ def adult(spark):
     return schema, frame, encode(df, schema)
 
 
-def test_adult_one_and_two_way_equal_pandas(adult):
+def test_adult_one_and_two_way_equal_pandas(adult, backend):
     schema, frame, encoded = adult
-    counts = count_marginals(encoded, one_and_two_way(encoded.domain))
+    counts = count_marginals(encoded, one_and_two_way(encoded.domain), backend=backend)
     assert counts.rows == len(frame) == 48842
     assert len(counts.tables) == 15 + 105
     assert_all_tables_equal(counts, encode_pandas(frame, schema), encoded.domain)
     assert check_domain_policies(encoded, counts) == {}
 
 
-def test_adult_k_way_and_recode(adult):
+def test_adult_k_way_and_recode(adult, backend):
     schema, frame, encoded = adult
     codes = encode_pandas(frame, schema)
     marginals = [("age", "education", "income"), ("race", "gender", "relationship", "workclass")]
-    counts = count_marginals(encoded, marginals)
+    counts = count_marginals(encoded, marginals, backend=backend)
     assert_all_tables_equal(counts, codes, encoded.domain)
     lut = np.arange(encoded.domain["native-country"]) .clip(max=3)  # codes >= 3 merged into 3
     identity = {a: np.arange(size) for a, size in zip(encoded.domain.attrs, encoded.domain.sizes)}
-    counts = count_marginals(encoded, [("native-country", "income")], recode={**identity, "native-country": lut})
+    counts = count_marginals(encoded, [("native-country", "income")], recode={**identity, "native-country": lut},
+                            backend=backend)
     recoded = codes.assign(**{"native-country": lut[codes["native-country"]]})
     np.testing.assert_array_equal(counts.tables[("native-country", "income")],
                                   crosstab(recoded, ("native-country", "income"), (4, 4)))
@@ -85,14 +92,14 @@ def random_frame(rng, n):
 
 
 @pytest.mark.parametrize("partitions", [1, 13])
-def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions):
+def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions, backend):
     rng = np.random.default_rng(partitions)
     frame = random_frame(rng, 20_000)
     schema = parse_schema(RANDOM_SCHEMA)
     df = spark.createDataFrame(frame.astype(object).where(frame.notna(), None)).repartition(partitions)
     encoded = encode(df, schema)
     wanted = one_and_two_way(encoded.domain) + [("cat", "num", "edges")]
-    counts = count_marginals(encoded, wanted)
+    counts = count_marginals(encoded, wanted, backend=backend)
     codes = encode_pandas(frame.astype(object).where(frame.notna(), None), schema)
     assert_all_tables_equal(counts, codes, encoded.domain)
     # every value outside the domain is counted, none dropped
@@ -111,37 +118,37 @@ def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions):
     assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
 
 
-def test_nan_counts_as_out_of_range_not_null(spark):
+def test_nan_counts_as_out_of_range_not_null(spark, backend):
     schema = parse_schema({"columns": [{"name": "x", "type": "numerical", "min": 0, "max": 1, "bins": 2}]})
     df = spark.createDataFrame([(0.2,), (float("nan"),), (None,)], "x double")
-    counts = count_marginals(encode(df, schema), [("x",)])
+    counts = count_marginals(encode(df, schema), [("x",)], backend=backend)
     assert counts.tables[("x",)].tolist() == [2, 0, 1] and counts.out_of_domain == {"x": 1}
 
 
-def test_fail_policy_names_the_column_and_count(spark):
+def test_fail_policy_names_the_column_and_count(spark, backend):
     schema = parse_schema({"columns": [
         {"name": "c", "type": "categorical", "values": ["a"], "unseen": "fail"},
         {"name": "n", "type": "numerical", "min": 0, "max": 1, "out_of_range": "fail", "nulls": "fail"}]})
     df = spark.createDataFrame([("a", 0.5), ("b", 2.0), ("b", None)], "c string, n double")
     encoded = encode(df, schema)
-    counts = count_marginals(encoded, [("c", "n")])
+    counts = count_marginals(encoded, [("c", "n")], backend=backend)
     with pytest.raises(SchemaError, match=r"column 'c': 2 values outside.*column 'n': 1 values outside.*"
                                           r"column 'n': 1 nulls"):
         check_domain_policies(encoded, counts)
 
 
-def test_empty_table(spark):
+def test_empty_table(spark, backend):
     schema = parse_schema(RANDOM_SCHEMA)
     df = spark.createDataFrame(random_frame(np.random.default_rng(0), 10)).limit(0)
-    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()))
+    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()), backend=backend)
     assert counts.rows == 0 and all(t.sum() == 0 for t in counts.tables.values())
     assert all(v == 0.0 for v in indif_scores({k: v for k, v in counts.tables.items() if len(k) == 2}).values())
 
 
-def test_one_column(spark):
+def test_one_column(spark, backend):
     schema = parse_schema({"columns": [{"name": "c", "type": "categorical", "values": ["a", "b"]}]})
     df = spark.createDataFrame([("a",), ("b",), ("b",), (None,)], "c string")
-    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()))
+    counts = count_marginals(encode(df, schema), one_and_two_way(schema.domain()), backend=backend)
     assert list(counts.tables) == [("c",)] and counts.tables[("c",)].tolist() == [1, 2, 0, 1]
 
 
@@ -162,3 +169,14 @@ def test_indif_matches_definition(adult):
         joint = pd.crosstab(codes[a], codes[b]).to_numpy().astype(float)
         expected = np.abs(joint - np.outer(joint.sum(1), joint.sum(0)) / len(codes)).sum()
         assert scores[(a, b)] == pytest.approx(expected, rel=1e-12)
+
+
+def test_auto_backend_counts_in_the_jvm(adult):
+    """The test session is built like every session: with the counter jar, so ``auto`` takes the JVM."""
+    _, _, encoded = adult
+    assert count_marginals(encoded, [("age",)]).backend == "jvm"
+
+
+def test_unknown_backend_is_refused(adult):
+    with pytest.raises(ValueError, match="backend must be one of"):
+        count_marginals(adult[2], [("age",)], backend="gpu")

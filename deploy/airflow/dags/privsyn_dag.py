@@ -47,11 +47,13 @@ WORKDIR = Path(os.environ.get("PRIVSYN_DAG_WORKDIR", Path(tempfile.gettempdir())
 
 
 def _delta_jars() -> tuple[str | None, str | None]:
-    """(jars, packages) for spark-submit: the Maven-resolved Delta jars if present, else the package."""
+    """(jars, packages) for spark-submit: the jars setup.sh prepared (Delta and the marginal engine's
+    counter); without the Delta jars, the Delta package (and the counter jar if built)."""
     jars = sorted(JARS_DIR.glob("*.jar")) if JARS_DIR.is_dir() else []
     if any(j.name.startswith("delta-spark_") for j in jars):
         return ",".join(str(j) for j in jars), None
-    return None, DELTA_PACKAGE
+    counter = [str(j) for j in jars if j.name.startswith("privsyn-spark-counter-")]
+    return ",".join(counter) or None, DELTA_PACKAGE
 
 
 def safe_id(value: object) -> str:

@@ -1,0 +1,72 @@
+"""The marginal engine's Python backend: ``mapInArrow`` + ``np.bincount`` per partition.
+
+Portable (it needs no jar, and runs wherever PySpark's Arrow UDFs run), but every row crosses
+from the JVM to a Python worker as Arrow; :mod:`privsyn_spark.measure.jvm_counter` avoids that.
+Per-partition memory: the requested cells (8 bytes each) plus one Arrow batch.
+"""
+
+from __future__ import annotations
+
+import resource
+
+import numpy as np
+
+from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
+from privsyn_spark.measure.packing import CountLayout
+
+BATCH_ROWS = 200_000  # Arrow batch size for the hand-off to Python
+
+
+def _partition_counter(layout: CountLayout):
+    """The function each partition runs: Arrow batches of packed words -> one row of partial counts."""
+    import pyarrow as pa
+
+    fields, needed, luts = layout.fields, layout.needed, layout.luts
+    masks = layout.status_masks()
+    sizes = [int(np.prod(s)) for s in layout.shapes]
+    offsets, tail = layout.offsets, layout.cells
+    status_field = (1 << STATUS_BITS) - 1
+
+    def count(batches):
+        acc = np.zeros(layout.length, dtype=np.int64)
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            words = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
+            flagged = [bool(np.any(w & m)) for w, m in zip(words, masks)]  # any status bit set?
+            codes = {}
+            for name in needed:
+                word, offset, bits = fields[name]
+                raw = (words[word] >> (offset + STATUS_BITS)) & ((1 << (bits - STATUS_BITS)) - 1)
+                codes[name] = luts[name][raw]
+            for k, marginal in enumerate(layout.tables):
+                index = codes[marginal[0]]
+                for a, size in zip(marginal[1:], layout.shapes[k][1:]):
+                    index = index * size + codes[a]
+                acc[offsets[k]:offsets[k + 1]] += np.bincount(index, minlength=sizes[k])
+            acc[tail] += batch.num_rows
+            for j, (word, offset, _) in enumerate(fields.values()):
+                if flagged[word]:
+                    state = (words[word] >> offset) & status_field
+                    acc[tail + 1 + 2 * j] += np.count_nonzero(state == STATUS_OUT_OF_DOMAIN)
+                    acc[tail + 2 + 2 * j] += np.count_nonzero(state == STATUS_NULL)
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary()), pa.array([peak_kb])],
+                                         ["counts", "peak_kb"])
+
+    return count
+
+
+def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
+    """Tree-aggregation step: add count vectors, keep the larger worker memory peak."""
+    return left[0] + right[0], max(left[1], right[1])
+
+
+def count_with_arrow(packed, layout: CountLayout) -> tuple[np.ndarray, float]:
+    """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB)."""
+    packed.sparkSession.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
+    partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
+    zero = (np.zeros(layout.length, dtype=np.int64), 0)
+    total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(
+        zero, _add_partial, _add_partial, depth=2)
+    return total, peak_kb / 1024

@@ -1,0 +1,215 @@
+package io.privsyn.spark;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Collections;
+import java.util.Iterator;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/**
+ * The marginal engine's JVM backend: exact count tables over bit-packed code columns.
+ *
+ * <p>Each Spark partition reads its rows as Spark's internal rows (no hand-off to Python), unpacks
+ * every attribute's code from the bigint words, recodes it through a lookup table, and adds one to
+ * each requested table's cell; the partition's count array is then summed with a tree reduction.
+ * Only count arrays reach the driver. The layout of the returned array (tables, row count, then
+ * out-of-domain and null-failure tallies per column) and of the plan is written by
+ * {@code privsyn_spark/measure/jvm_counter.py}, which is the only caller.
+ */
+public final class MarginalCounter {
+  private MarginalCounter() {}
+
+  /**
+   * Counts over {@code packed} (bigint columns only) following {@code plan} (little-endian int32s).
+   * Returns the summed count array as little-endian int64 bytes.
+   */
+  public static byte[] count(Dataset<Row> packed, byte[] plan, int depth) {
+    Layout layout = new Layout(plan);
+    JavaRDD<InternalRow> rows =
+        ((org.apache.spark.sql.classic.Dataset<Row>) packed).queryExecution().toRdd().toJavaRDD();
+    long[] total;
+    if (rows.getNumPartitions() == 0) {
+      total = new long[layout.length()];
+    } else {
+      total = rows.mapPartitions(
+              (Iterator<InternalRow> it) -> Collections.singletonList(layout.count(it)).iterator())
+          .treeReduce(MarginalCounter::add, depth);
+    }
+    ByteBuffer out = ByteBuffer.allocate(8 * total.length).order(ByteOrder.LITTLE_ENDIAN);
+    out.asLongBuffer().put(total);
+    return out.array();
+  }
+
+  private static long[] add(long[] left, long[] right) {
+    for (int i = 0; i < left.length; i++) {
+      left[i] += right[i];
+    }
+    return left;
+  }
+
+  /** The decoded plan: where each attribute's code sits, the tables, the status fields, the lookups. */
+  static final class Layout implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+    private static final int BLOCK = 4096;
+    final int words;
+    final int statusBits;
+    final int statusOutside;
+    final int statusNull;
+    final int cells;
+    final int[] attrWord;
+    final int[] attrShift;
+    final long[] attrMask;
+    final int[] attrLut;
+    final int[][] tableAttrs;
+    final int[][] tableSizes;
+    final int[] tableOffset;
+    final int[] statusWord;
+    final int[] statusShift;
+    final long[] statusMask;
+    final int[] luts;
+
+    Layout(byte[] bytes) {
+      ByteBuffer raw = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
+      int[] p = new int[bytes.length / 4];
+      raw.asIntBuffer().get(p);
+      int i = 0;
+      words = p[i++];
+      int attrs = p[i++];
+      int tables = p[i++];
+      int columns = p[i++];
+      cells = p[i++];
+      statusBits = p[i++];
+      statusOutside = p[i++];
+      statusNull = p[i++];
+      attrWord = new int[attrs];
+      attrShift = new int[attrs];
+      attrMask = new long[attrs];
+      attrLut = new int[attrs];
+      for (int a = 0; a < attrs; a++) {
+        attrWord[a] = p[i++];
+        attrShift[a] = p[i++];
+        attrMask[a] = (1L << p[i++]) - 1;
+        attrLut[a] = p[i++];
+      }
+      tableAttrs = new int[tables][];
+      tableSizes = new int[tables][];
+      tableOffset = new int[tables];
+      for (int k = 0; k < tables; k++) {
+        int arity = p[i++];
+        tableOffset[k] = p[i++];
+        tableAttrs[k] = new int[arity];
+        tableSizes[k] = new int[arity];
+        for (int j = 0; j < arity; j++) {
+          tableAttrs[k][j] = p[i++];
+        }
+        for (int j = 0; j < arity; j++) {
+          tableSizes[k][j] = p[i++];
+        }
+      }
+      statusWord = new int[columns];
+      statusShift = new int[columns];
+      statusMask = new long[words];
+      for (int c = 0; c < columns; c++) {
+        statusWord[c] = p[i++];
+        statusShift[c] = p[i++];
+        statusMask[statusWord[c]] |= ((1L << statusBits) - 1) << statusShift[c];
+      }
+      luts = java.util.Arrays.copyOfRange(p, i, p.length);
+    }
+
+    /** Cells, then the row count, then (out of domain, null failure) per column. */
+    int length() {
+      return cells + 1 + 2 * statusWord.length;
+    }
+
+    /**
+     * One partition's counts. Rows are decoded a block at a time into per-attribute code columns,
+     * then each table is counted over the block (one small table hot in cache at a time) into int
+     * counters, which are added to the long result before they could overflow.
+     */
+    long[] count(Iterator<InternalRow> rows) {
+      long[] acc = new long[length()];
+      int[] cellCounts = new int[cells];
+      int[][] code = new int[attrWord.length][BLOCK];
+      int[] index = new int[BLOCK];
+      long fieldMask = (1L << statusBits) - 1;
+      long n = 0;
+      long sinceFlush = 0;
+      while (rows.hasNext()) {
+        int size = 0;
+        while (size < BLOCK && rows.hasNext()) {
+          InternalRow row = rows.next();
+          for (int j = 0; j < words; j++) {
+            long w = row.getLong(j);
+            if ((w & statusMask[j]) != 0) {
+              tallyStatuses(acc, j, w, fieldMask);
+            }
+            for (int a = 0; a < attrWord.length; a++) {
+              if (attrWord[a] == j) {
+                code[a][size] = luts[attrLut[a] + (int) ((w >>> attrShift[a]) & attrMask[a])];
+              }
+            }
+          }
+          size++;
+        }
+        for (int k = 0; k < tableAttrs.length; k++) {
+          int[] attrs = tableAttrs[k];
+          int[] sizes = tableSizes[k];
+          int offset = tableOffset[k];
+          int[] first = code[attrs[0]];
+          if (attrs.length == 1) {
+            for (int r = 0; r < size; r++) {
+              cellCounts[offset + first[r]]++;
+            }
+            continue;
+          }
+          System.arraycopy(first, 0, index, 0, size);
+          for (int j = 1; j < attrs.length; j++) {
+            int[] next = code[attrs[j]];
+            int width = sizes[j];
+            for (int r = 0; r < size; r++) {
+              index[r] = index[r] * width + next[r];
+            }
+          }
+          for (int r = 0; r < size; r++) {
+            cellCounts[offset + index[r]]++;
+          }
+        }
+        n += size;
+        sinceFlush += size;
+        if (sinceFlush > Integer.MAX_VALUE - BLOCK) {
+          flush(cellCounts, acc);
+          sinceFlush = 0;
+        }
+      }
+      flush(cellCounts, acc);
+      acc[cells] = n;
+      return acc;
+    }
+
+    private void tallyStatuses(long[] acc, int word, long w, long fieldMask) {
+      for (int c = 0; c < statusWord.length; c++) {
+        if (statusWord[c] != word) {
+          continue;
+        }
+        long status = (w >>> statusShift[c]) & fieldMask;
+        if (status == statusOutside) {
+          acc[cells + 1 + 2 * c]++;
+        } else if (status == statusNull) {
+          acc[cells + 2 + 2 * c]++;
+        }
+      }
+    }
+
+    private static void flush(int[] cellCounts, long[] acc) {
+      for (int i = 0; i < cellCounts.length; i++) {
+        acc[i] += cellCounts[i];
+        cellCounts[i] = 0;
+      }
+    }
+  }
+}

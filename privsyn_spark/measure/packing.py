@@ -1,0 +1,98 @@
+"""Bit-packing of the encoded columns and the count layout both counting backends follow.
+
+The encoded columns (``code * 4 + status`` each) are packed in Spark SQL into as few bigint
+columns ("words") as fit, first fit at 63 bits each: fewer, wider columns are cheaper to move
+than one narrow column per attribute. :class:`CountLayout` says where every attribute sits in the
+words, how its code is recoded, and where every computed table, the row count and the
+out-of-domain / null-failure tallies live in the flat count array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from privsyn_spark.domain import Domain
+from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
+
+
+@dataclass(frozen=True)
+class CountLayout:
+    """Where codes sit in the packed words and where each count lands in the flat array."""
+
+    fields: dict[str, tuple[int, int, int]]
+    """Per encoded column: (word, bit offset, width); the status is the low ``STATUS_BITS`` bits."""
+    words: int
+    tables: list[tuple[str, ...]]
+    """The computed tables (canonical order), over the recoded domain."""
+    shapes: list[tuple[int, ...]]
+    offsets: np.ndarray
+    """Start of each table in the flat array; ``offsets[-1]`` is the total number of cells."""
+    luts: dict[str, np.ndarray]
+    """Per attribute used by a table: old code -> new code (identity when not recoded)."""
+
+    @property
+    def needed(self) -> list[str]:
+        """Attributes some table uses, in encoded-column order."""
+        return [name for name in self.fields if name in self.luts]
+
+    @property
+    def cells(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def length(self) -> int:
+        """Cells, then the row count, then (out of domain, null failure) per encoded column."""
+        return self.cells + 1 + 2 * len(self.fields)
+
+    def status_masks(self) -> list[int]:
+        """Per word, the bits holding some column's status."""
+        masks = [0] * self.words
+        for word, offset, _ in self.fields.values():
+            masks[word] |= ((1 << STATUS_BITS) - 1) << offset
+        return masks
+
+    def split(self, total: np.ndarray) -> tuple[dict[tuple[str, ...], np.ndarray], int, dict[str, int], dict[str, int]]:
+        """The flat array as (tables, rows, out-of-domain tallies, null-failure tallies)."""
+        tables = {m: total[self.offsets[k]:self.offsets[k + 1]].reshape(self.shapes[k])
+                  for k, m in enumerate(self.tables)}
+        tail = self.cells
+        names = list(self.fields)
+        return (tables, int(total[tail]),
+                {a: int(total[tail + 1 + 2 * j]) for j, a in enumerate(names)},
+                {a: int(total[tail + 2 + 2 * j]) for j, a in enumerate(names)})
+
+
+def pack(encoded: EncodedTable, domain: Domain, tables: Sequence[tuple[str, ...]],
+         recode: Mapping[str, np.ndarray]):
+    """The packed DataFrame (columns ``w0, w1, ...``) and its :class:`CountLayout`.
+
+    ``domain`` is the recoded domain the ``tables`` are over; ``recode`` maps old codes to new.
+    """
+    from pyspark.sql import functions as F
+
+    used: list[int] = []
+    fields: dict[str, tuple[int, int, int]] = {}
+    for column in encoded.schema.columns:
+        bits = int((column.size << STATUS_BITS) - 1).bit_length()
+        word = next((i for i, u in enumerate(used) if u + bits <= 63), None)
+        if word is None:
+            used.append(0)
+            word = len(used) - 1
+        fields[column.name] = (word, used[word], bits)
+        used[word] += bits
+    words = [None] * len(used)
+    for name, (word, offset, _) in fields.items():
+        term = F.shiftleft(F.col(f"`{name}`").cast("long"), offset)
+        words[word] = term if words[word] is None else words[word].bitwiseOR(term)
+    packed = encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)])
+
+    needed = {a for m in tables for a in m}
+    luts = {a: np.asarray(recode[a], dtype=np.int64) if a in recode else np.arange(encoded.domain[a])
+            for a in fields if a in needed}
+    shapes = [domain.shape(m) for m in tables]
+    offsets = np.concatenate([[0], np.cumsum([int(np.prod(s)) for s in shapes])]).astype(np.int64)
+    return packed, CountLayout(fields=fields, words=len(used), tables=list(tables), shapes=shapes,
+                               offsets=offsets, luts=luts)
