@@ -127,13 +127,14 @@ public final class MarginalCounter {
     }
 
     /**
-     * One partition's counts. Rows are decoded a block at a time into per-attribute code columns,
-     * then each table is counted over the block (one small table hot in cache at a time) into int
-     * counters, which are added to the long result before they could overflow.
+     * One partition's counts. Rows are read a block at a time into word columns and decoded into
+     * per-attribute code columns; then each table is counted over the block (one small table hot in
+     * cache at a time) into int counters, added to the long result before they could overflow.
      */
     long[] count(Iterator<InternalRow> rows) {
       long[] acc = new long[length()];
       int[] cellCounts = new int[cells];
+      long[][] block = new long[words][BLOCK];
       int[][] code = new int[attrWord.length][BLOCK];
       int[] index = new int[BLOCK];
       long fieldMask = (1L << statusBits) - 1;
@@ -144,17 +145,28 @@ public final class MarginalCounter {
         while (size < BLOCK && rows.hasNext()) {
           InternalRow row = rows.next();
           for (int j = 0; j < words; j++) {
-            long w = row.getLong(j);
-            if ((w & statusMask[j]) != 0) {
-              tallyStatuses(acc, j, w, fieldMask);
-            }
-            for (int a = 0; a < attrWord.length; a++) {
-              if (attrWord[a] == j) {
-                code[a][size] = luts[attrLut[a] + (int) ((w >>> attrShift[a]) & attrMask[a])];
-              }
-            }
+            block[j][size] = row.getLong(j);
           }
           size++;
+        }
+        for (int j = 0; j < words; j++) {
+          long[] column = block[j];
+          long mask = statusMask[j];
+          for (int r = 0; r < size; r++) {
+            if ((column[r] & mask) != 0) {
+              tallyStatuses(acc, j, column[r], fieldMask);
+            }
+          }
+        }
+        for (int a = 0; a < attrWord.length; a++) {
+          long[] column = block[attrWord[a]];
+          int[] out = code[a];
+          int shift = attrShift[a];
+          long mask = attrMask[a];
+          int base = attrLut[a];
+          for (int r = 0; r < size; r++) {
+            out[r] = luts[base + (int) ((column[r] >>> shift) & mask)];
+          }
         }
         for (int k = 0; k < tableAttrs.length; k++) {
           int[] attrs = tableAttrs[k];
