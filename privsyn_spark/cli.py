@@ -58,6 +58,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
     synth.add_argument("--shard-rows", type=int, default=1_000_000, help="records per GUM shard")
     synth.add_argument("--gum-rounds", type=int, default=8, help="GUM reconciliation rounds (cap)")
+    synth.add_argument("--gum-sweeps", type=int, default=0,
+                       help="GUM Gauss-Seidel sweeps after the rounds: each shard in turn fits the whole "
+                            "deficit (P serial rounds per sweep; worth it for few, small shards)")
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
@@ -99,7 +102,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
-        gum_rounds=args.gum_rounds, write_mode=args.write_mode, dataset_id=args.dataset_id, ledger=args.ledger,
+        gum_rounds=args.gum_rounds, gum_sweeps=args.gum_sweeps, write_mode=args.write_mode,
+        dataset_id=args.dataset_id, ledger=args.ledger,
         dataset_rho_budget=(rho_from_eps_delta(args.dataset_epsilon, args.delta)
                             if args.dataset_epsilon else None),
         label=args.label, evaluate=not args.no_evaluate)

@@ -44,6 +44,7 @@ class RunConfig:
     seed: int = 0
     shard_rows: int = 1_000_000
     gum_rounds: int = 8
+    gum_sweeps: int = 0                  # Gauss-Seidel sweeps after the rounds (ShardedGumConfig.sweeps)
     write_mode: str = "overwrite"
     dataset_id: str | None = None        # budget ledger key (default: the input)
     ledger: str | None = None            # Delta path/table of the budget ledger (None: no ledger)
@@ -216,7 +217,8 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     if config.synthesizer == "gum":
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
-        gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds)
+        gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds,
+                               sweeps=config.gum_sweeps)
         # reliable checkpoints (spark.checkpoint.dir on a cluster, else under the run folder): a lost
         # executor's shards are recomputed from them, not lost
         checkpoints = (spark.sparkContext.getCheckpointDir()

@@ -19,13 +19,18 @@ The kernel (PrivSyn Section 5.3):
 - separate-and-join: connected components of the marginal graph are updated independently (each
   component's columns are shuffled on their own, which makes the final join random).
 
-Two refinements beyond the paper, both switchable in :class:`GumConfig`: records removed from a cell
+Three refinements beyond the paper, all switchable in :class:`GumConfig`: records removed from a cell
 (and duplicate sources) are the best-ranked of a random candidate pool, ranked by how over- (under-)
 counted their cells are in the other marginals (``candidate_pool``; 1 = uniformly random records as in
-the reference implementation); and after ``improving_only_after`` iterations a move is kept only if it
-lowers the summed L1 (greedy polishing). On the Adult sample both together roughly halve the error
-floor that uniformly random moves settle at (unit-level churn between overlapping marginals), and the
-second makes the error non-increasing, which the sharded reconciliation relies on.
+the reference implementation); after ``improving_only_after`` iterations a move is kept only if it
+lowers the summed L1 (greedy polishing); and in those polishing updates each removed record goes, by
+Replace, to the gain cell of a few on offer where its move lowers the summed L1 most, cells taking one
+record per pass with the counts updated in between (``best_cell_candidates``, ``best_cell_pairs``; 0 =
+removed records paired with gain slots at random). They lower the error floor that uniformly random
+moves settle at (unit-level churn between overlapping marginals): on the Adult sample (22 2-/3-way
+marginals, 40 iterations) the summed L1 on exact targets goes from about 2700 (reference) to 340 with
+the first two and 180 with all three (12400 to 9800 on noisy targets with the third). The second makes
+the error non-increasing, which the sharded reconciliation relies on.
 
 Everything is vectorised (cell index, bincount, radix argsort, ``np.repeat``); Python loops run over
 iterations, components and marginals only, never over records or cells. The entry point is
@@ -58,6 +63,7 @@ from privsyn_spark.synthesize.gum_update import (  # noqa: F401
     MarginalSet,
     UpdateStats,
     append_attributes,
+    append_conditional,
     cell_index,
     codes_dtype,
     initialize_records,
@@ -70,8 +76,9 @@ from privsyn_spark.synthesize.gum_update import _shuffle_columns
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendGroup", "Component", "GumConfig", "GumPlan", "GumResult", "Key", "MarginalSet", "UpdateStats",
-           "append_attributes", "cell_index", "codes_dtype", "initialize_records", "l1_errors", "marginal_counts",
-           "plan_gum", "prepare_targets", "project", "run_gum", "scale_targets", "synthesize", "update_marginal"]
+           "append_attributes", "append_conditional", "cell_index", "codes_dtype", "initialize_records", "l1_errors",
+           "marginal_counts", "plan_gum", "prepare_targets", "project", "run_gum", "scale_targets", "synthesize",
+           "update_marginal"]
 
 
 def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray], config: GumConfig,

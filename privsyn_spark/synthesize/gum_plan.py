@@ -64,6 +64,13 @@ class GumConfig:
     improving_only_after: int | None = 20
     """From this iteration on, a move (a removed record rewritten) is kept only if it lowers the summed L1
     over the component's updated marginals: greedy polishing once the fit is close (None: never)."""
+    best_cell_candidates: int = 32
+    """In those improving-only updates, each removed record is offered this many gain cells (all of them
+    when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
+    take one record per pass, the counts updated between passes (see ``gum_update._best_cell_moves``)."""
+    best_cell_pairs: int = 400_000
+    """Largest removed records x offered cells for that; larger updates, and 0, pair removed records with
+    gain slots at random (the reference behaviour), judging each move alone."""
 
     def __post_init__(self) -> None:
         if self.iterations < 0:
@@ -82,6 +89,8 @@ class GumConfig:
             raise ValueError("GumConfig: pool_share must be in (0, 1]")
         if self.duplicate_error_scale <= 0:
             raise ValueError("GumConfig: duplicate_error_scale must be > 0")
+        if self.best_cell_pairs < 0 or self.best_cell_candidates < 1:
+            raise ValueError("GumConfig: need best_cell_pairs >= 0 and best_cell_candidates >= 1")
 
     def alpha(self, t: int) -> float:
         """Update rate at iteration ``t``."""

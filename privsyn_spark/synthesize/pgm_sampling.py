@@ -15,7 +15,8 @@ import numpy as np
 from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
-from privsyn_spark.synthesize.sharded import codes_schema, shard_sizes
+from privsyn_spark.synthesize.sharded import shard_sizes
+from privsyn_spark.synthesize.sharded_spark import codes_schema
 
 log = logging.getLogger(__name__)
 
