@@ -68,9 +68,11 @@ class GumConfig:
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
     take one record per pass, the counts updated between passes (see ``gum_update._best_cell_moves``)."""
-    best_cell_pairs: int = 400_000
-    """Largest removed records x offered cells for that; larger updates, and 0, pair removed records with
-    gain slots at random (the reference behaviour), judging each move alone."""
+    best_cell_pairs: int = 0
+    """Largest removed records x offered cells for that; larger updates, and 0 (the default), pair removed
+    records with gain slots at random (the reference behaviour), judging each move alone. Best-cell moves
+    lower the summed error floor on small tables (sharded GUM's sweeps use them) but cost time on large
+    updates and did not lower the worst per-target error on the epsilon = 1 Adult targets."""
 
     def __post_init__(self) -> None:
         if self.iterations < 0:

@@ -100,11 +100,15 @@ class ShardedGumConfig:
     can leave a local minimum)."""
     settle_sweeps: int = 3
     """Final sweeps whose turns are improving-only throughout."""
+    sweep_best_cell_pairs: int = 400_000
+    """``GumConfig.best_cell_pairs`` in the turns of a sweep (the Jacobi rounds use ``gum``'s own): in
+    improving-only updates, removed records go to their best gain cell, which sweeps need to get down to
+    a single shard's error floor."""
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.iterations_per_round < 1 or self.max_rounds < 1:
             raise ValueError("ShardedGumConfig: shard_size, iterations_per_round and max_rounds must be >= 1")
-        if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0:
+        if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
             raise ValueError("ShardedGumConfig: need sweeps >= 0, sweep_iterations >= 1, settle_sweeps >= 0")
         if not 0 <= self.settle_iterations <= self.sweep_iterations:
             raise ValueError("ShardedGumConfig: need 0 <= settle_iterations <= sweep_iterations")
@@ -202,7 +206,8 @@ def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, c
                deficit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A shard's Gauss-Seidel turn: the whole deficit, kept only if the union's error does not grow."""
     rng = shard_rng(ctx.seed, _TURN, shard, step.round)
-    return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, ctx.config.gum, rng, step,
+    gum = replace(ctx.config.gum, best_cell_pairs=ctx.config.sweep_best_cell_pairs)
+    return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, gum, rng, step,
                               tracked_mask(ctx.layout, ctx.tracked))
 
 
