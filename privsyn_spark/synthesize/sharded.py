@@ -35,8 +35,8 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 from math import ceil
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -92,7 +92,8 @@ class ShardedGumConfig:
     """Gauss-Seidel sweeps after the Jacobi rounds (``P`` rounds each: every shard in turn takes the whole
     deficit). They remove the ``P`` single-shard error floors that Jacobi rounds leave in the union; worth
     it when those matter (small ``n``, few shards), 0 to skip. On the Adult sample, 10 sweeps after 4
-    Jacobi rounds of 10 iterations bring 4 shards to the error of 1 shard, exact or noisy targets."""
+    Jacobi rounds of 10 iterations, with ``gum.best_cell_pairs`` on in the rounds too, bring 4 shards to
+    the error of 1 shard, exact or noisy targets (``tests/synthesize/test_sharded.py``)."""
     sweep_iterations: int = 3
     """Local iterations of a shard in its turn of a sweep."""
     settle_iterations: int = 2
@@ -109,7 +110,8 @@ class ShardedGumConfig:
         if self.shard_size < 1 or self.iterations_per_round < 1 or self.max_rounds < 1:
             raise ValueError("ShardedGumConfig: shard_size, iterations_per_round and max_rounds must be >= 1")
         if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
-            raise ValueError("ShardedGumConfig: need sweeps >= 0, sweep_iterations >= 1, settle_sweeps >= 0")
+            raise ValueError("ShardedGumConfig: need sweeps >= 0, sweep_iterations >= 1, settle_sweeps >= 0 and "
+                             "sweep_best_cell_pairs >= 0")
         if not 0 <= self.settle_iterations <= self.sweep_iterations:
             raise ValueError("ShardedGumConfig: need 0 <= settle_iterations <= sweep_iterations")
 
