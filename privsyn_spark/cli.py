@@ -13,6 +13,7 @@ import sys
 import uuid
 
 from privsyn_spark import __version__
+from privsyn_spark.errors import PrivsynError
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
 log = logging.getLogger("privsyn_spark")
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"privsyn-spark {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="print the full trace of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     helps = {
         "run": "the whole pipeline: measure, select, estimate, synthesize, write, evaluate, report",
@@ -110,8 +112,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `privsyn-spark` command."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
+    args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
+    try:
+        return _main(args)
+    except PrivsynError as err:
+        if args.debug:
+            log.exception("%s", err)
+        else:
+            print(f"privsyn-spark: error: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
 from privsyn_spark.measure.packing import pack
-from privsyn_spark.schema.columns import SchemaError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ DEFAULT_MAX_CELLS = 20_000_000
 BACKENDS = ("auto", "jvm", "arrow")
 
 
-class CellCapExceeded(ValueError):
+class CellCapExceeded(UsageError):
     """The requested count tables hold more cells than the configured cap."""
 
 
@@ -126,7 +126,7 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
 
 
 def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict[str, dict[str, int]]:
-    """Log every out-of-domain tally; raise SchemaError for columns whose policy is ``fail``.
+    """Log every out-of-domain tally; raise BadInputData for columns whose policy is ``fail``.
 
     Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report. These
     tallies read the private table: they go to operators, not into the release.
@@ -147,5 +147,5 @@ def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict
         if nulls:
             failures.append(f"column {column.name!r}: {nulls} nulls, and the schema says nulls: fail")
     if failures:
-        raise SchemaError("; ".join(failures))
+        raise BadInputData("; ".join(failures))
     return report

@@ -11,13 +11,15 @@ import logging
 import math
 from dataclasses import dataclass
 
+from privsyn_spark.errors import BudgetRefused
+
 logger = logging.getLogger(__name__)
 
 #: Relative slack for float round-off when comparing spent rho with the budget.
 RHO_TOLERANCE = 1e-9
 
 
-class BudgetExceededError(RuntimeError):
+class BudgetExceededError(BudgetRefused):
     """A release would spend more rho than the run has left."""
 
 

@@ -11,8 +11,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from privsyn_spark.errors import UsageError
 
-class SchemaError(ValueError):
+
+class SchemaError(UsageError):
     """A schema document or a table does not fit the rules; the message names the column."""
 
 

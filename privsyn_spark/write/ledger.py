@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from privsyn_spark.errors import BudgetRefused
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
 from privsyn_spark.runtime.tables import is_path
 
@@ -46,7 +47,7 @@ _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "Proto
                      "FileAlreadyExists")
 
 
-class BudgetExhausted(RuntimeError):
+class BudgetExhausted(BudgetRefused):
     """The dataset's cumulative rho plus the run's own would exceed its total budget."""
 
     def __init__(self, dataset_id: str, spent: float, asked: float, budget: float, run_id: str | None = None):

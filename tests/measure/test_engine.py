@@ -14,7 +14,7 @@ from privsyn_spark.measure.engine import (
     one_and_two_way,
 )
 from privsyn_spark.measure.indif import indif_scores
-from privsyn_spark.schema.columns import SchemaError
+from privsyn_spark.errors import BadInputData
 from privsyn_spark.schema.schema import load_schema, parse_schema
 from tests.reference import crosstab, encode_pandas
 
@@ -132,7 +132,7 @@ def test_fail_policy_names_the_column_and_count(spark, backend):
     df = spark.createDataFrame([("a", 0.5), ("b", 2.0), ("b", None)], "c string, n double")
     encoded = encode(df, schema)
     counts = count_marginals(encoded, [("c", "n")], backend=backend)
-    with pytest.raises(SchemaError, match=r"column 'c': 2 values outside.*column 'n': 1 values outside.*"
+    with pytest.raises(BadInputData, match=r"column 'c': 2 values outside.*column 'n': 1 values outside.*"
                                           r"column 'n': 1 nulls"):
         check_domain_policies(encoded, counts)
 
