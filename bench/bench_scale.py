@@ -1,0 +1,215 @@
+"""Scale benchmark (issue 11): the whole pipeline (no evaluation) on generated tables of known structure.
+
+Cases (each in its own process, so peak memory is per case; the Spark session start is excluded):
+  a  662,000 x 97, sizes 2-60, a random Bayesian network with up to two parents per column
+  b  10,000,000 x 50 (same kind of network)
+  c  10,000,000 and 100,000,000 x 15 (per-row cost at both lengths)
+  d  the bundled Adult sample (CSV, curated schema)
+
+For each: seconds per step (from the run report's timings), the bare Spark scan of the same table in the
+same process, every engine pass against that scan, peak driver Python and JVM memory, and, for the
+generated tables, the synthetic table's mean 2-way TVD to the input against independent noisy 1-way
+columns (from the run's own measurements), on all pairs (a sample) and on the pairs the network made
+dependent. Only this bench reads exact counts of the (generated, public) input; the pipeline does not.
+
+    .venv/bin/python bench/bench_scale.py --cases a,d [--master local[2]] [--workdir /tmp/privsyn-scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {
+    "a": [(662_000, 97)],
+    "b": [(10_000_000, 50)],
+    "c": [(10_000_000, 15), (100_000_000, 15)],
+    "d": [("adult", 15)],
+    "s": [(20_000, 20)],  # a smoke test of the bench itself
+}
+TVD_SAMPLE_PAIRS = 300
+ADULT_ROWS = 48_842  # the public sample's documented size (UCI), for the per-row figure only
+
+
+def _jvm_peak_mb(spark) -> float:
+    pid = spark.sparkContext._gateway.proc.pid
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _generate(spark, rows: int, columns: int, folder: Path) -> tuple[Path, Path, list[tuple[str, str]]]:
+    """Parquet table + schema file of a generated network (reused when already written)."""
+    from privsyn_spark.sample.generator import (bayes_net_structure, bayes_net_table, dependent_pairs,
+                                                generated_schema)
+
+    sizes, parents = bayes_net_structure(columns, seed=columns)
+    table, schema = folder / f"table_{rows}x{columns}", folder / f"schema_{rows}x{columns}.yaml"
+    if not (table / "_SUCCESS").exists():
+        partitions = max(2, rows // 2_000_000)
+        bayes_net_table(spark, rows, sizes, parents, seed=columns, partitions=partitions).write.mode(
+            "overwrite").parquet(str(table))
+    schema.write_text(yaml.safe_dump(generated_schema(sizes) | {"max_column_codes": 100, "reviewed": True}))
+    return table, schema, dependent_pairs(parents)
+
+
+def _tvds(spark, source: str, fmt: str, schema_path: Path, output: str, measurements_dir: Path,
+          dependent: list[tuple[str, str]]) -> dict[str, float]:
+    """Mean 2-way TVD of synthetic vs input and of independent noisy 1-way columns vs input."""
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.measure.engine import count_marginals
+    from privsyn_spark.privacy.measurements import Measurements
+    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.schema.schema import load_schema
+
+    schema = load_schema(str(schema_path))
+    real = encode(read_table(spark, source, fmt), schema)
+    synthetic = encode(spark.read.format("delta").load(output), schema)
+    attrs = list(real.domain.attrs)
+    rng = np.random.default_rng(0)
+    every = [(a, b) for i, a in enumerate(attrs) for b in attrs[i + 1:]]
+    sample = [every[i] for i in rng.choice(len(every), size=min(TVD_SAMPLE_PAIRS, len(every)), replace=False)]
+    pairs = sorted(set(sample) | set(tuple(real.domain.canonical(p)) for p in dependent))
+    real_t = count_marginals(real, pairs).tables
+    synth_t = count_marginals(synthetic, pairs).tables
+    one_way = Measurements.load(measurements_dir).one_way_original
+
+    def normalised(t: np.ndarray) -> np.ndarray:
+        t = np.clip(np.asarray(t, dtype=float), 0, None)
+        return t / max(t.sum(), 1e-12)
+
+    def tvd(p: np.ndarray, q: np.ndarray) -> float:
+        return 0.5 * float(np.abs(normalised(p) - normalised(q)).sum())
+
+    dep = {tuple(real.domain.canonical(p)) for p in dependent}
+    out: dict[str, list[float]] = {"synthetic": [], "independent": [], "synthetic_dep": [], "independent_dep": []}
+    for pair in pairs:
+        independent = np.outer(normalised(one_way[pair[0]]), normalised(one_way[pair[1]]))
+        s, i = tvd(real_t[pair], synth_t[pair]), tvd(real_t[pair], independent)
+        if pair in sample or pair[::-1] in sample:
+            out["synthetic"].append(s)
+            out["independent"].append(i)
+        if pair in dep:
+            out["synthetic_dep"].append(s)
+            out["independent_dep"].append(i)
+    return {k: float(np.mean(v)) if v else float("nan") for k, v in out.items()}
+
+
+def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float) -> dict:
+    """One case in this process: generate, scan, run the pipeline, measure fidelity."""
+    from pyspark.sql import functions as F
+
+    from privsyn_spark.cli import main as cli_main
+    from privsyn_spark.runtime.session import build_spark_session
+
+    spark = build_spark_session(master=master)
+    spark.range(1).count()  # the session is up and has run an action: excluded from the timings
+    workdir.mkdir(parents=True, exist_ok=True)
+    if rows == "adult":
+        source, fmt = str(ROOT / "privsyn_spark/sample/adult.csv.gz"), "csv"
+        schema, dependent = ROOT / "privsyn_spark/sample/adult.schema.yaml", []
+    else:
+        start = time.perf_counter()
+        table, schema, dependent = _generate(spark, rows, columns, workdir)
+        print(f"  generated {rows:,} x {columns} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        source, fmt = str(table), "parquet"
+    from privsyn_spark.runtime.tables import read_table
+
+    df = read_table(spark, source, fmt)
+    start = time.perf_counter()
+    df.select(*[F.sum(F.hash(c)) for c in df.columns]).collect()
+    scan = time.perf_counter() - start
+    run_id = f"scale-{rows}x{columns}"
+    output, runs = workdir / f"out_{run_id}", workdir / "runs"
+    shutil.rmtree(runs / run_id, ignore_errors=True)
+    shutil.rmtree(output, ignore_errors=True)
+    argv = ["run", "--input", source, "--input-format", fmt, "--schema", str(schema), "--output", str(output),
+            "--epsilon", str(epsilon), "--run-id", run_id, "--runs-dir", str(runs), "--no-evaluate",
+            "--master", master]
+    if "--no-ledger" in subprocess.run([sys.executable, "-m", "privsyn_spark.cli", "run", "--help"],
+                                       capture_output=True, text=True).stdout:
+        argv.append("--no-ledger")
+    start = time.perf_counter()
+    code = cli_main(argv)
+    wall = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"pipeline exited {code} on case {run_id}")
+    report = json.loads((runs / run_id / "report.json").read_text())
+    result = {"case": f"{rows:,} x {columns}" if rows != "adult" else "Adult sample", "rows": rows,
+              "columns": columns, "wall": wall, "scan": scan, "timings": report.get("timings", {}),
+              "estimation": (report.get("estimation") or {}).get("method"),
+              "marginals": len(report.get("selection", {}).get("marginals", [])),
+              "driver_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "jvm_mb": _jvm_peak_mb(spark)}
+    if rows != "adult":
+        result["tvd"] = _tvds(spark, source, fmt, schema, str(output), runs / run_id / "measurements", dependent)
+    spark.stop()
+    return result
+
+
+def _print_table(results: list[dict]) -> None:
+    steps = sorted({k for r in results for k in r["timings"]}, key=lambda k: list(results[0]["timings"]).index(k)
+                   if k in results[0]["timings"] else 99)
+    print("\n| case | " + " | ".join(f"{s} (s)" for s in steps) + " | end to end (s) | bare scan (s) | "
+          "count passes / scan | s per 10^6 rows | estimator | marginals | driver MB | JVM MB |")
+    print("|---" * (len(steps) + 10) + "|")
+    for r in results:
+        t = r["timings"]
+        passes = [v for k, v in t.items() if k.startswith("count")]
+        ratio = " / ".join(f"{v / r['scan']:.1f}x" for v in passes) or "-"
+        per_row = r["wall"] / ((r["rows"] if isinstance(r["rows"], int) else ADULT_ROWS) / 1e6)
+        print(f"| {r['case']} | " + " | ".join(f"{t.get(s, 0.0):.1f}" for s in steps)
+              + f" | {r['wall']:.1f} | {r['scan']:.1f} | {ratio} | {per_row:.2f} | {r['estimation']} | "
+              f"{r['marginals']} | {r['driver_mb']:,.0f} | {r['jvm_mb']:,.0f} |")
+    with_tvd = [r for r in results if "tvd" in r]
+    if with_tvd:
+        print("\n| case | 2-way TVD synthetic | independent 1-way | dependent pairs: synthetic | independent |")
+        print("|---|---|---|---|---|")
+        for r in with_tvd:
+            v = r["tvd"]
+            print(f"| {r['case']} | {v['synthetic']:.4f} | {v['independent']:.4f} | {v['synthetic_dep']:.4f} | "
+                  f"{v['independent_dep']:.4f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="a,d", help="comma-separated cases among a, b, c, d")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--workdir", default="/tmp/privsyn-scale")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one case, print its JSON
+    args = parser.parse_args()
+    if args.one:
+        rows, columns = json.loads(args.one)
+        print("RESULT " + json.dumps(run_case(rows, columns, args.master, Path(args.workdir), args.epsilon)))
+        return
+    results = []
+    for case in args.cases.split(","):
+        for rows, columns in CASES[case]:
+            print(f"case {case}: {rows} x {columns} (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
+            proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([rows, columns]), "--master",
+                                   args.master, "--epsilon", str(args.epsilon), "--workdir", args.workdir],
+                                  stdout=subprocess.PIPE, text=True)
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode != 0 or not lines:
+                print(f"case {case} {rows} x {columns} failed (exit {proc.returncode})", file=sys.stderr)
+                continue
+            results.append(json.loads(lines[-1][len("RESULT "):]))
+            _print_table(results)
+    print(f"\nmaster {args.master}, epsilon {args.epsilon}, load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
