@@ -92,14 +92,28 @@ class _Timer:
         log.info("step %s: done in %.1f s", self.step, seconds)
 
 
-def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurements:
-    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core."""
-    from privsyn_spark.measure.encode import encode
+def input_codes(spark, config: RunConfig):
+    """The run's input, read and encoded at most once (``InputCodes``); its scratch table under
+    ``<run_dir>/scratch/codes`` is deleted when the returned context manager exits."""
+    from privsyn_spark.measure.input_codes import InputCodes
+    from privsyn_spark.schema.schema import load_schema
+
+    return InputCodes(spark, config.input, config.input_format, load_schema(config.schema),
+                      str((config.run_dir / "scratch" / "codes").absolute()))
+
+
+def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
+    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core.
+
+    ``codes``: the run's ``input_codes`` (kept for later steps); without it the step reads the input
+    into its own scratch table and deletes it at the end.
+    """
+    from contextlib import nullcontext
+
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif import indif_scores
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
     from privsyn_spark.privacy.release import measure_privately
-    from privsyn_spark.runtime.tables import read_table
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.write.ledger import reserve_for_run
 
@@ -111,8 +125,8 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
                  config.run_id, config.measurements_dir)
         return existing
     reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
-    with _Timer(state, "measure"):
-        encoded = encode(read_table(spark, config.input, config.input_format), schema)
+    with _Timer(state, "measure"), (nullcontext(codes) if codes is not None else input_codes(spark, config)) as source:
+        encoded = source.packed()  # the one scan of the input; both passes read the persisted codes
         first = count_marginals(encoded, one_and_two_way(encoded.domain))
         state.domain_handling = check_domain_policies(encoded, first)
         one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
@@ -240,19 +254,20 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
 
 
-def _report(spark, config: RunConfig, measurements: Measurements, state: RunState, synthetic) -> dict:
-    """Evaluate (optional, not private) and write report.json / report.html into the run folder."""
+def _report(spark, config: RunConfig, measurements: Measurements, state: RunState, synthetic, codes) -> dict:
+    """Evaluate (optional, not private) and write report.json / report.html into the run folder.
+
+    The real side is read from ``codes`` (the run's ``input_codes``), not from the source again.
+    """
     from privsyn_spark.evaluate.report import write_report
 
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-        from privsyn_spark.runtime.tables import read_table
         from privsyn_spark.schema.schema import load_schema
 
         with _Timer(state, "evaluate"):
-            state.metrics = evaluate_tables(spark, read_table(spark, config.input, config.input_format),
-                                            synthetic, load_schema(config.schema), label=config.label,
-                                            seed=config.seed)
+            state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, load_schema(config.schema),
+                                            label=config.label, seed=config.seed)
     report = build_report(config, measurements, state)
     write_report(report, config.run_dir)
     log.info("run report: %s", config.run_dir / "report.html")
@@ -305,20 +320,22 @@ def run_evaluate(spark, config: RunConfig) -> dict:
     measurements = _load_measurements(config)
     state = _load_state(config)
     synthetic = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
-    return _report(spark, config, measurements, state, synthetic)
+    with input_codes(spark, config) as codes:
+        return _report(spark, config, measurements, state, synthetic, codes)
 
 
 def run(spark, config: RunConfig) -> dict:
-    """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go."""
-    state = RunState(config)
-    measurements = measure(spark, config, state)
-    targets = estimate(measurements, config, state)
-    synthesize(spark, config, measurements, targets, state)
-    _save_state(config, state)
+    """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
     from privsyn_spark.runtime.tables import is_path, read_table
 
-    written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
-    return _report(spark, config, measurements, state, written)
+    state = RunState(config)
+    with input_codes(spark, config) as codes:
+        measurements = measure(spark, config, state, codes)
+        targets = estimate(measurements, config, state)
+        synthesize(spark, config, measurements, targets, state)
+        _save_state(config, state)
+        written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
+        return _report(spark, config, measurements, state, written, codes)
 
 
 def _load_measurements(config: RunConfig) -> Measurements:

@@ -41,6 +41,8 @@ def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = N
              worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE) -> dict:
     """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
 
+    ``real_df`` may also be the real table already encoded (e.g. the run's persisted input codes).
+
     Fidelity (TVD, range queries) from engine counts; the privacy smoke check and, if ``label``
     is given, ML efficacy on a seeded held-out part (``test_fraction``) of the real table.
     ``seed`` fixes the range queries and the split.
@@ -49,7 +51,8 @@ def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = N
         raise ValueError(f"evaluate: label column {label!r} is not a kept column of the schema")
     # the encoded columns (small ints) are cached for the several passes below, which also pins
     # the seeded split; they are released at the end
-    real, synthetic = _cached(encode(real_df, schema)), _cached(encode(synthetic_df, schema))
+    real = real_df if isinstance(real_df, EncodedTable) else encode(real_df, schema)
+    real, synthetic = _cached(real), _cached(encode(synthetic_df, schema))
     try:
         return _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
                          smoke_tolerance)

@@ -26,7 +26,7 @@ from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
-from privsyn_spark.measure.packing import pack
+from privsyn_spark.measure.packing import PackedCodes, pack_codes
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,13 @@ def _choose_backend(spark, backend: str) -> str:
     return backend
 
 
-def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
+def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tuple[str, ...]],
                     recode: Mapping[str, np.ndarray] | None = None,
                     max_cells: int = DEFAULT_MAX_CELLS, backend: str = "auto") -> MarginalCounts:
     """Exact counts of every requested marginal in one pass over ``encoded``.
+
+    ``encoded`` is an encoded table (packed here, lazily) or already packed codes, e.g. the run's
+    persisted input (:class:`~privsyn_spark.measure.input_codes.InputCodes`), which a pass then reads as is.
 
     ``recode`` maps an attribute's codes to new codes (``lut[code]``), e.g. after rare-value
     merging; the tables are then over the recoded domain (sizes ``len(set)`` = ``lut.max()+1``).
@@ -105,12 +108,13 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
                               f"cap of {max_cells:,}; request fewer or smaller marginals or raise max_cells")
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
-    packed, layout = pack(encoded, domain, computed, recode)
+    packed = encoded if isinstance(encoded, PackedCodes) else pack_codes(encoded)
+    layout = packed.layout(domain, computed, recode)
     peak_mb = 0.0
     if backend == "jvm":
-        total = count_with_jvm(packed, layout)
+        total = count_with_jvm(packed.df, layout)
     else:
-        total, peak_mb = count_with_arrow(packed, layout)
+        total, peak_mb = count_with_arrow(packed.df, layout)
     tables, rows, out_of_domain, null_failures = layout.split(total)
     for m in wanted:
         if m not in tables:
@@ -125,7 +129,7 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
     return result
 
 
-def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict[str, dict[str, int]]:
+def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalCounts) -> dict[str, dict[str, int]]:
     """Log every out-of-domain tally; raise BadInputData for columns whose policy is ``fail``.
 
     Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report. These

@@ -10,12 +10,13 @@ out-of-domain / null-failure tallies live in the flat count array.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
+from privsyn_spark.schema.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,51 @@ class CountLayout:
                 {a: int(total[tail + 2 + 2 * j]) for j, a in enumerate(names)})
 
 
-def pack(encoded: EncodedTable, domain: Domain, tables: Sequence[tuple[str, ...]],
-         recode: Mapping[str, np.ndarray]):
-    """The packed DataFrame (columns ``w0, w1, ...``) and its :class:`CountLayout`.
+@dataclass(frozen=True)
+class PackedCodes:
+    """The encoded columns bit-packed into bigint words ``w0, w1, ...``: what a counting pass reads.
 
-    ``domain`` is the recoded domain the ``tables`` are over; ``recode`` maps old codes to new.
+    The word layout depends only on the schema, so one packed table serves every request; it can be
+    persisted (:mod:`~privsyn_spark.measure.input_codes`) and read back as it is.
     """
+
+    df: object  # pyspark.sql.DataFrame with columns w0, w1, ...
+    schema: Schema
+    domain: Domain
+    fields: dict[str, tuple[int, int, int]]
+    """Per encoded column: (word, bit offset, width); the status is the low ``STATUS_BITS`` bits."""
+
+    @property
+    def words(self) -> int:
+        return 1 + max((word for word, _, _ in self.fields.values()), default=-1)
+
+    def with_df(self, df) -> PackedCodes:
+        """The same layout over another DataFrame holding the same words (e.g. read back from storage)."""
+        return replace(self, df=df)
+
+    def layout(self, domain: Domain, tables: Sequence[tuple[str, ...]],
+               recode: Mapping[str, np.ndarray]) -> CountLayout:
+        """Where the ``tables`` (over the recoded ``domain``; ``recode`` maps old codes to new) land."""
+        needed = {a for m in tables for a in m}
+        luts = {a: np.asarray(recode[a], dtype=np.int64) if a in recode else np.arange(self.domain[a])
+                for a in self.fields if a in needed}
+        shapes = [domain.shape(m) for m in tables]
+        offsets = np.concatenate([[0], np.cumsum([int(np.prod(s)) for s in shapes])]).astype(np.int64)
+        return CountLayout(fields=self.fields, words=self.words, tables=list(tables), shapes=shapes,
+                           offsets=offsets, luts=luts)
+
+    def unpacked(self) -> EncodedTable:
+        """The ``code * 4 + status`` columns again (named as the attributes), as Spark expressions."""
+        from pyspark.sql import functions as F
+
+        columns = [F.shiftright(F.col(f"w{word}"), offset).bitwiseAND((1 << bits) - 1).cast(
+                   "smallint" if bits < 16 else "int").alias(name)
+                   for name, (word, offset, bits) in self.fields.items()]
+        return EncodedTable(self.df.select(*columns), self.schema, self.domain)
+
+
+def pack_codes(encoded: EncodedTable) -> PackedCodes:
+    """Pack ``encoded`` first fit into 63-bit words (lazily, in Spark SQL)."""
     from pyspark.sql import functions as F
 
     used: list[int] = []
@@ -88,11 +128,4 @@ def pack(encoded: EncodedTable, domain: Domain, tables: Sequence[tuple[str, ...]
         term = F.shiftleft(F.col(f"`{name}`").cast("long"), offset)
         words[word] = term if words[word] is None else words[word].bitwiseOR(term)
     packed = encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)])
-
-    needed = {a for m in tables for a in m}
-    luts = {a: np.asarray(recode[a], dtype=np.int64) if a in recode else np.arange(encoded.domain[a])
-            for a in fields if a in needed}
-    shapes = [domain.shape(m) for m in tables]
-    offsets = np.concatenate([[0], np.cumsum([int(np.prod(s)) for s in shapes])]).astype(np.int64)
-    return packed, CountLayout(fields=fields, words=len(used), tables=list(tables), shapes=shapes,
-                               offsets=offsets, luts=luts)
+    return PackedCodes(packed, encoded.schema, encoded.domain, fields)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def release_noisy_indif(scores: Mapping[tuple[str, ...], float], pairs: Sequence
         raise ValueError("release_noisy_indif: exact InDif scores must be finite")
     scaled = np.rint(exact * scale).astype(np.int64)       # each moves by <= 1/2
     sensitivity = (INDIF_SENSITIVITY * scale + 1) * math.sqrt(m)  # (4k + 1) sqrt(m), see module docstring
-    sigma = sensitivity * math.sqrt(1.0 / (2.0 * rho))
+    sigma = sampled_sigma(sampler, sensitivity * math.sqrt(1.0 / (2.0 * rho)))  # the scale drawn (>= requested)
     accountant.register(name, rho, sensitivity=sensitivity, sigma=sigma, mechanism="discrete_gaussian",
                         cells=m, indif_scale=scale, sigma_indif=sigma / scale,
                         noise_source=type(sampler).__name__)

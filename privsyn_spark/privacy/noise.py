@@ -1,20 +1,27 @@
 """Integer noise for the releases: the NoiseSampler protocol, the secure discrete Gaussian, the
 Gaussian mechanism on count vectors.
 
-Production noise is OpenDP's exact discrete Gaussian sampler (Canonne-Kamath-Steinke 2020,
-Algorithm 3, driven by OpenDP's cryptographically secure random source). ``SeededSamplerForTestsOnly``
-exists for reproducible tests and benchmarks; production code never constructs it (a test checks this).
+Production noise is ``SecureDiscreteGaussian``: the exact discrete Gaussian of Canonne-Kamath-Steinke
+2020 (Algorithms 1-3) vectorised on int64 (:mod:`~privsyn_spark.privacy.discrete_gaussian`), with
+every random bit from ``os.urandom`` (the operating system's cryptographically secure source). It
+samples sigma rounded *up* to a rational with small terms (at most 1e-5 relative, ``sigma_used``);
+the releases are charged the rho of the requested sigma and record the sigma sampled. Scales the
+int64 path cannot hold (sigma above ~8e7 or below ~0.03) go to OpenDP's exact sampler
+(``OpenDPDiscreteGaussian``, also the reference in the tests). ``SeededSamplerForTestsOnly`` exists
+for reproducible tests and benchmarks; production code never constructs it (a test checks this).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma
+from privsyn_spark.privacy.discrete_gaussian import RationalScale, UniformIntegers, discrete_gaussian
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +32,24 @@ MAX_SIGMA = 2.0 ** 62 / 40.0
 
 @runtime_checkable
 class NoiseSampler(Protocol):
-    """Source of privacy noise: i.i.d. discrete Gaussian N_Z(0, sigma^2) draws as an int64 array."""
+    """Source of privacy noise: i.i.d. discrete Gaussian N_Z(0, sigma^2) draws as an int64 array.
+
+    A sampler that draws at a scale slightly above the requested one also has
+    ``sigma_used(sigma) -> float`` (see :func:`sampled_sigma`).
+    """
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` independent draws from the discrete Gaussian with scale ``sigma`` (int64)."""
         ...
+
+
+def sampled_sigma(sampler: NoiseSampler, sigma: float) -> float:
+    """The scale ``sampler`` actually draws at when asked for ``sigma`` (>= sigma; sigma itself by default)."""
+    used = getattr(sampler, "sigma_used", None)
+    used = float(sigma) if used is None else float(used(sigma))
+    if not used >= sigma:
+        raise RuntimeError(f"sampler {type(sampler).__name__} would draw at sigma={used} < requested {sigma}")
+    return used
 
 
 def _check_args(sigma: float, size: int) -> tuple[float, int]:
@@ -45,11 +65,42 @@ def _check_args(sigma: float, size: int) -> tuple[float, int]:
 
 
 class SecureDiscreteGaussian:
-    """Production sampler: OpenDP's exact discrete Gaussian (``make_gaussian`` on i64 vectors).
+    """Production sampler: exact discrete Gaussian (CKS20 Algorithms 1-3, vectorised) from ``os.urandom``.
+
+    ``sigma_used(sigma)`` is the scale drawn: sigma rounded up so that sigma^2 is a rational with small
+    terms (:class:`~privsyn_spark.privacy.discrete_gaussian.RationalScale`). Scales outside the int64
+    path go to :class:`OpenDPDiscreteGaussian` at the requested sigma. About 1-2 million values/s
+    on one core (``bench/bench_noise.py``).
+    """
+
+    def __init__(self) -> None:
+        self._ints = UniformIntegers(os.urandom)
+        self._fallback: OpenDPDiscreteGaussian | None = None
+
+    def sigma_used(self, sigma: float) -> float:
+        """The scale actually sampled for a request of ``sigma`` (>= sigma, within 1e-5 relative)."""
+        sigma, _ = _check_args(sigma, 0)
+        scale = RationalScale.for_sigma(sigma)
+        return sigma if scale is None else max(sigma, scale.sigma)
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        """``size`` draws of N_Z(0, sigma_used(sigma)^2), as int64."""
+        sigma, size = _check_args(sigma, size)
+        scale = RationalScale.for_sigma(sigma)
+        if scale is not None:
+            return discrete_gaussian(self._ints, scale, size)
+        if self._fallback is None:
+            self._fallback = OpenDPDiscreteGaussian()
+        return self._fallback.discrete_gaussian(sigma, size)
+
+
+class OpenDPDiscreteGaussian:
+    """OpenDP's exact discrete Gaussian (``make_gaussian`` on i64 vectors, OpenDP's secure source).
 
     OpenDP is fed zero vectors, so it only produces the noise; callers add the counts in int64
     themselves, which keeps counts above 2^31 exact (OpenDP's ``T=int`` is i32 and saturates there).
-    Roughly 10 microseconds per value.
+    Roughly 12-50 microseconds per value, single-threaded: the fallback of ``SecureDiscreteGaussian``
+    and the reference in the tests and in ``bench/bench_noise.py``.
     """
 
     def __init__(self, chunk_size: int = 1_000_000) -> None:
@@ -123,17 +174,19 @@ def gaussian_mechanism(counts: np.ndarray, rho: float, *, accountant: Accountant
 
     A record adds 1 to exactly one cell, so sigma = sqrt(1 / (2 rho)) gives rho-zCDP (PrivSyn
     Theorem 6; CKS20 for the discrete Gaussian). Registers with ``accountant`` before sampling.
-    Returns (noisy counts as float64 holding integers, same shape; sigma).
+    The sampler may draw at a slightly larger scale (``sampled_sigma``); the ledger records both.
+    Returns (noisy counts as float64 holding integers, same shape; the sigma drawn).
     """
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError(f"gaussian_mechanism({name!r}): counts must be integers, got dtype {counts.dtype}")
     sigma = gaussian_sigma(1.0, rho)
-    accountant.register(name, rho, sensitivity=1.0, sigma=sigma, mechanism="discrete_gaussian",
-                        cells=int(counts.size), noise_source=type(sampler).__name__)
+    used = sampled_sigma(sampler, sigma)  # >= sigma: charged rho as before, the sigma drawn recorded
+    accountant.register(name, rho, sensitivity=1.0, sigma=used, mechanism="discrete_gaussian",
+                        cells=int(counts.size), noise_source=type(sampler).__name__, sigma_requested=sigma)
     noise = np.asarray(sampler.discrete_gaussian(sigma, counts.size))
     if noise.dtype != np.int64 or noise.shape != (counts.size,):
         raise TypeError(f"sampler {type(sampler).__name__} returned {noise.dtype}{noise.shape}, "
                         f"expected int64 ({counts.size},)")
     noisy = counts.astype(np.int64).reshape(-1) + noise  # exact int64 addition (counts may exceed 2^31)
-    return noisy.astype(np.float64).reshape(counts.shape), sigma
+    return noisy.astype(np.float64).reshape(counts.shape), used

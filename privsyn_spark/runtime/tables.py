@@ -31,8 +31,14 @@ def detect_format(source: str) -> str:
     return "parquet"
 
 
-def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None):
-    """Read ``source`` as a DataFrame (lazily). CSV gets a header and inferred types by default."""
+def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
+               infer_types: bool = True):
+    """Read ``source`` as a DataFrame (lazily). CSV gets a header, and inferred types if ``infer_types``.
+
+    Type inference reads a whole CSV once before the first action; with ``infer_types=False`` every
+    column is a string and only the header line is read up front (the pipeline does this: the
+    schema declares each column's type and encoding parses the strings against it).
+    """
     fmt = fmt or detect_format(source)
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r}; use one of {FORMATS}")
@@ -40,7 +46,7 @@ def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str,
         return spark.table(source)
     reader = spark.read.format(fmt)
     if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
+        reader = reader.option("header", "true").option("inferSchema", "true" if infer_types else "false")
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     path = str(Path(source).expanduser()) if "://" not in source else source
