@@ -30,7 +30,7 @@ _INSPECT = textwrap.dedent(f"""
         params = {{k: dag.params[k] for k in dag.params}}
         out.update(
             task_ids=dag.task_ids, params=params, schedule=str(dag.schedule),
-            task_types=sorted({type(t).__name__ for t in dag.tasks}),
+            task_types=sorted({{type(t).__name__ for t in dag.tasks}}),
             non_retryable=list(sys.modules[type(dag.tasks[0]).__module__].NON_RETRYABLE_EXIT_CODES),
             upstream={{t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}},
             retries={{t.task_id: t.retries for t in dag.tasks}},
