@@ -121,6 +121,11 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
     from privsyn_spark.runtime.tables import read_table
     from privsyn_spark.schema.schema import load_schema
 
+    from privsyn_spark.write.ledger_state import check_epsilon_delta
+
+    check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
+    if config.ledger and not config.dataset_id:
+        raise UsageError("a ledger needs a dataset id (never derived from the input)")
     state = state or RunState(config)
     schema = load_schema(config.schema)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from privsyn_spark.errors import BudgetRefused, UsageError
-from privsyn_spark.privacy.measurements import Measurements, content_hash
+from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
@@ -74,8 +74,14 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
 def local_artifact(config, spark=None) -> Measurements | None:
     """The runs dir's artifact of ``config.run_id`` (None if there is none)."""
     artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
-    data = artifacts.read("measurements", Path(artifacts.measurements).name)
-    return None if data is None else Measurements.from_bytes(data)
+    data = artifacts.read("measurements", ARTIFACT_FILE)
+    if data is None:
+        return None
+    try:
+        return Measurements.from_bytes(data)
+    except ArtifactUnreadable as err:
+        raise UsageError(f"run id {config.run_id!r}: {artifacts.measurements} cannot be read ({err}); "
+                         f"use a new run id or runs dir") from err
 
 
 def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
