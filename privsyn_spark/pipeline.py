@@ -120,7 +120,6 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
     from privsyn_spark.release_guard import guarded_measure, run_fingerprint
     from privsyn_spark.runtime.tables import read_table
     from privsyn_spark.schema.schema import load_schema
-
     from privsyn_spark.write.ledger_state import check_epsilon_delta
 
     check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
