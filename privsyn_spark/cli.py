@@ -1,8 +1,13 @@
 """The `privsyn-spark` command: the whole pipeline (`run`) or one step at a time.
 
+    privsyn-spark budget set --ledger ledger --dataset adult --epsilon 3 --delta 1e-9
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
-        --epsilon 1 --run-id demo
+        --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
+    privsyn-spark budget show --ledger ledger
     privsyn-spark infer-schema --input table --out draft.yaml
+
+Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
+1 anything else (retryable).
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import sys
 import uuid
 
 from privsyn_spark import __version__
-from privsyn_spark.errors import PrivsynError
+from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
 log = logging.getLogger("privsyn_spark")
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
+REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 
 
 def _spark_args(parser: argparse.ArgumentParser) -> None:
@@ -43,15 +49,23 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     run.add_argument("--run-id", default=None,
                      help="run id; artifacts go to <runs-dir>/<run-id> and a re-run with the same id reuses "
                           "its measurements without spending budget (default: a new random id)")
-    run.add_argument("--runs-dir", default="runs", help="folder of run artifacts (default: ./runs)")
+    run.add_argument("--runs-dir", default="runs",
+                     help="folder of run artifacts: a path or any Hadoop URI (file://, hdfs://, s3a://, abfss://); "
+                          "shared storage on a cluster (default: ./runs)")
     privacy = parser.add_argument_group("privacy")
     privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
-    privacy.add_argument("--dataset-id", help="dataset key in the budget ledger (default: the input)")
-    privacy.add_argument("--ledger", help="budget ledger Delta table (path or name); off when omitted")
-    privacy.add_argument("--dataset-epsilon", type=float,
-                         help="total epsilon the dataset may spend across runs (with --ledger; at --delta)")
+    privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
+                                          "(`privsyn-spark budget set`); required unless --no-ledger")
+    privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
+    privacy.add_argument("--no-ledger", action="store_true",
+                         help="run without a budget ledger: nothing limits or records what this dataset spends")
+    privacy.add_argument("--recharge", action="store_true",
+                         help="a run id whose reserved measurements are lost pays for fresh ones (charged again)")
+    privacy.add_argument("--log-exact-counts", action="store_true",
+                         help="operators only: put exact tallies of the private table in the log and errors")
+    privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
     synth = parser.add_argument_group("synthesis")
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
@@ -93,22 +107,65 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--null-token", action="append", default=[], help="string read as null (repeatable)")
     infer.add_argument("--bins", type=int, default=16, help="bins per numerical column (default 16)")
     _spark_args(infer)
+    budget = sub.add_parser("budget", help="a dataset's total privacy budget in the ledger: set it, show it",
+                            description="The ledger holds each dataset's total budget; runs read it.")
+    actions = budget.add_subparsers(dest="action", required=True)
+    setter = actions.add_parser("set", help="store a dataset's total budget (once; --replace to change it)")
+    setter.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
+    setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
+    setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
+    setter.add_argument("--replace", action="store_true",
+                        help="change an existing budget (recorded in the ledger; spent stays spent)")
+    _spark_args(setter)
+    show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
+    show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    show.add_argument("--dataset", help="one dataset only")
+    _spark_args(show)
     return parser
+
+
+def validate_run_args(args: argparse.Namespace) -> None:
+    """Everything a run can be refused for without Spark: epsilon, delta, ledger or --no-ledger,
+    dataset id, runs dir, schema (an unreviewed draft is refused), a local run id reused with other
+    settings. Raises a one-line :class:`UsageError`."""
+    from privsyn_spark.release_guard import check_same_run, local_artifact, run_fingerprint
+    from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.write.ledger_state import check_epsilon_delta
+
+    if args.dataset_epsilon is not None:
+        raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
+                         "set --ledger L --dataset ID --epsilon E --delta D`; runs read it from the ledger")
+    check_epsilon_delta(args.epsilon, args.delta)
+    args.ledger, args.dataset_id = args.ledger or None, args.dataset_id or None  # empty (a DAG param): unset
+    if args.ledger and args.no_ledger:
+        raise UsageError("give --ledger or --no-ledger, not both")
+    if not args.ledger and not args.no_ledger:
+        raise UsageError("a run needs a budget ledger: pass --ledger L --dataset-id ID (after `privsyn-spark "
+                         "budget set`), or --no-ledger to run without any limit or record")
+    if args.ledger and not args.dataset_id:
+        raise UsageError("--ledger needs --dataset-id: the dataset's key in the ledger (never derived from the input)")
+    if args.recharge and not args.ledger:
+        raise UsageError("--recharge needs --ledger")
+    if not (args.runs_dir or "").strip():
+        raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
+    schema = load_schema(args.schema)
+    if args.run_id and "://" not in args.runs_dir:
+        config = config_from_args(args)
+        found = local_artifact(config)
+        if found is not None:
+            check_same_run(found, run_fingerprint(config, schema.schema_hash()), config.run_id)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/)."""
-    from privsyn_spark.privacy.accounting import rho_from_eps_delta
-
     return RunConfig(
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
         gum_rounds=args.gum_rounds, gum_sweeps=args.gum_sweeps, write_mode=args.write_mode,
-        dataset_id=args.dataset_id, ledger=args.ledger,
-        dataset_rho_budget=(rho_from_eps_delta(args.dataset_epsilon, args.delta)
-                            if args.dataset_epsilon else None),
-        label=args.label, evaluate=not args.no_evaluate)
+        dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
+        log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,22 +188,48 @@ def _main(args: argparse.Namespace) -> int:
     from privsyn_spark import pipeline
     from privsyn_spark.runtime.session import build_spark_session
 
+    if args.command in STEPS:
+        validate_run_args(args)  # before Spark starts
+    elif args.command == "budget" and args.action == "set":
+        from privsyn_spark.write.ledger_state import check_budget
+
+        check_budget(args.epsilon, args.delta)
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
+    if args.command == "budget":
+        return _budget(spark, args)
     if args.command == "infer-schema":
         from privsyn_spark.runtime.tables import read_table
         from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
         from privsyn_spark.schema.schema import save_schema
 
         draft = infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token), args.bins)
-        save_schema(draft, args.out, header=WARNING_HEADER)
+        save_schema(draft, args.out, header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return 0
     config = config_from_args(args)
-    log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_dir)
+    log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]
     step(spark, config)
+    return 0
+
+
+def _budget(spark, args: argparse.Namespace) -> int:
+    """`budget set` / `budget show`."""
+    from privsyn_spark.write import ledger
+    from privsyn_spark.write.ledger_state import describe
+
+    if args.action == "set":
+        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
+        states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
+    else:
+        states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
+                  else ledger.all_datasets(spark, args.ledger))
+        if not states:
+            print(f"ledger {args.ledger}: no datasets")
+    for state in states:
+        print("\n".join(describe(state)))
     return 0
 
 

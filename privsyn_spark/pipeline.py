@@ -1,14 +1,16 @@
 """The pipeline's steps glued together: measure, estimate, synthesize, write, evaluate, report.
 
-Artifacts of a run live in ``<runs_dir>/<run_id>/``: ``measurements/`` (the only thing read after
-measuring), ``targets/`` (consistent target marginals), ``report.json`` and ``report.html``.
-Steps are idempotent: measuring a run id whose measurements exist reuses them and spends nothing;
-synthesizing again with the same seed rewrites the same table.
+Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop file system URI, see
+:mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
+``targets/`` (consistent target marginals), ``report.json`` and ``report.html``.
+Steps are idempotent: measuring a run id again reuses its measurements and spends nothing (with a
+ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`); synthesizing again
+with the same seed rewrites the same table.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,7 +21,10 @@ import numpy as np
 
 from privsyn_spark import __version__
 from privsyn_spark.evaluate.report import to_jsonable
+from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.run_artifacts import RunArtifacts
+from privsyn_spark.runtime.storage import join
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +51,26 @@ class RunConfig:
     gum_rounds: int = 8
     gum_sweeps: int = 0                  # Gauss-Seidel sweeps after the rounds (ShardedGumConfig.sweeps)
     write_mode: str = "overwrite"
-    dataset_id: str | None = None        # budget ledger key (default: the input)
-    ledger: str | None = None            # Delta path/table of the budget ledger (None: no ledger)
-    dataset_rho_budget: float | None = None  # total rho the dataset may ever spend (with a ledger)
+    dataset_id: str | None = None        # budget ledger key (required with a ledger; its budget: `budget set`)
+    ledger: str | None = None            # Delta path/table of the budget ledger (None: --no-ledger)
+    recharge: bool = False               # a reserved run whose artifact is lost pays for fresh measurements
+    log_exact_counts: bool = False       # operators only: exact tallies of the private table in the log
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
 
     @property
+    def run_location(self) -> str:
+        """``<runs_dir>/<run_id>`` as an absolute path or a URI."""
+        return join(self.runs_dir, self.run_id)
+
+    @property
     def run_dir(self) -> Path:
+        """The run folder as a local path (a local ``runs_dir`` only; see :attr:`run_location`)."""
         return Path(self.runs_dir).expanduser() / self.run_id
 
     @property
     def measurements_dir(self) -> Path:
         return self.run_dir / "measurements"
-
-    @property
-    def targets_dir(self) -> Path:
-        return self.run_dir / "targets"
 
 
 @dataclass
@@ -92,18 +100,28 @@ class _Timer:
         log.info("step %s: done in %.1f s", self.step, seconds)
 
 
+def _artifacts(config: RunConfig, spark=None) -> RunArtifacts:
+    """The run folder's artifacts (a URI runs dir needs the active session's Hadoop file system)."""
+    if spark is None and "://" in config.runs_dir:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    return RunArtifacts(config.runs_dir, config.run_id, spark)
+
+
 def input_codes(spark, config: RunConfig):
     """The run's input, read and encoded at most once (``InputCodes``); its scratch table under
-    ``<run_dir>/scratch/codes`` is deleted when the returned context manager exits."""
+    ``<run>/scratch/codes`` is deleted when the returned context manager exits."""
     from privsyn_spark.measure.input_codes import InputCodes
     from privsyn_spark.schema.schema import load_schema
 
     return InputCodes(spark, config.input, config.input_format, load_schema(config.schema),
-                      str((config.run_dir / "scratch" / "codes").absolute()))
+                      _artifacts(config, spark).location("scratch", "codes"))
 
 
 def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
-    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core.
+    """Measure privately once per run id (two engine passes + the privacy core) or reuse the run's
+    measurements; with a ledger, under its reservation (:func:`privsyn_spark.release_guard.guarded_measure`).
 
     ``codes``: the run's ``input_codes`` (kept for later steps); without it the step reads the input
     into its own scratch table and deletes it at the end.
@@ -114,32 +132,36 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     from privsyn_spark.measure.indif import indif_scores
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
     from privsyn_spark.privacy.release import measure_privately
+    from privsyn_spark.release_guard import guarded_measure, run_fingerprint
     from privsyn_spark.schema.schema import load_schema
-    from privsyn_spark.write.ledger import reserve_for_run
+    from privsyn_spark.write.ledger_state import check_epsilon_delta
 
+    check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
+    if config.ledger and not config.dataset_id:
+        raise UsageError("a ledger needs a dataset id (never derived from the input)")
     state = state or RunState(config)
     schema = load_schema(config.schema)
-    existing = Measurements.load_for_run(config.measurements_dir, config.run_id, schema.schema_hash())
-    if existing is not None:
-        log.info("run %s: measurements exist in %s; reusing them, no privacy budget spent",
-                 config.run_id, config.measurements_dir)
-        return existing
-    reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
-    with _Timer(state, "measure"), (nullcontext(codes) if codes is not None else input_codes(spark, config)) as source:
-        encoded = source.packed()  # the one scan of the input; both passes read the persisted codes
-        first = count_marginals(encoded, one_and_two_way(encoded.domain))
-        state.domain_handling = check_domain_policies(encoded, first)
-        one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
-        scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
-        del first  # exact counts stay inside this step
 
-        def engine(marginals, recode):
-            return count_marginals(encoded, marginals, recode).tables
+    def draw(sampler, provenance: dict) -> Measurements:
+        with _Timer(state, "measure"), (nullcontext(codes) if codes is not None
+                                        else input_codes(spark, config)) as source:
+            encoded = source.packed()  # the one scan of the input; both passes read the persisted codes
+            first = count_marginals(encoded, one_and_two_way(encoded.domain))
+            state.domain_handling = check_domain_policies(encoded, first, log_exact_counts=config.log_exact_counts)
+            one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
+            scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
+            del first  # exact counts stay inside this step
 
-        return measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
-                                 schema_hash=schema.schema_hash(), epsilon=config.epsilon,
-                                 delta=config.delta, sampler=SecureDiscreteGaussian(),
-                                 artifact_dir=config.measurements_dir)
+            def engine(marginals, recode):
+                return count_marginals(encoded, marginals, recode).tables
+
+            measurements = measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
+                                             schema_hash=schema.schema_hash(), epsilon=config.epsilon,
+                                             delta=config.delta, sampler=sampler)
+            return dataclasses.replace(measurements, provenance=provenance)
+
+    return guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,
+                           SecureDiscreteGaussian())
 
 
 def estimate(measurements: Measurements, config: RunConfig,
@@ -149,7 +171,8 @@ def estimate(measurements: Measurements, config: RunConfig,
     from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
 
     state = state or RunState(config)
-    cached = load_targets(config.targets_dir, config.run_id)
+    artifacts = _artifacts(config)
+    cached = artifacts.load_targets(config.run_id)
     if cached is not None:
         tables, state.estimation = cached
         return tables
@@ -158,33 +181,9 @@ def estimate(measurements: Measurements, config: RunConfig,
                                                   measurements.noisy_total)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
         state.estimation = {"method": method, "info": to_jsonable(info)}
-        save_targets(config.targets_dir, config.run_id, tables, state.estimation)
+        artifacts.save_targets(config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
     return tables
-
-
-def save_targets(folder: Path, run_id: str, tables: dict[tuple[str, ...], np.ndarray], meta: dict) -> None:
-    """Persist target tables (npz) and their description (json, written last: it marks completeness)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    keys = list(tables)
-    np.savez_compressed(folder / "targets.npz", **{f"t{i}": tables[k] for i, k in enumerate(keys)})
-    doc = {"run_id": run_id, "keys": [list(k) for k in keys], **meta}
-    tmp = folder / "targets.json.tmp"
-    tmp.write_text(json.dumps(doc, default=str))
-    tmp.replace(folder / "targets.json")
-
-
-def load_targets(folder: Path, run_id: str):
-    """``(tables, meta)`` saved for ``run_id`` in ``folder``, or None."""
-    if not (folder / "targets.json").exists():
-        return None
-    doc = json.loads((folder / "targets.json").read_text())
-    if doc.get("run_id") != run_id:
-        return None
-    with np.load(folder / "targets.npz") as arrays:
-        tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
-    doc.pop("run_id")
-    return tables, doc
 
 
 def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, str]:
@@ -210,7 +209,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     state = state or RunState(config)
     schema = load_schema(config.schema)
     if schema.schema_hash() != measurements.schema_hash:
-        raise ValueError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
+        raise UsageError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
     rows = config.synth_rows if config.synth_rows is not None else max(1, int(round(measurements.noisy_total)))
     with _Timer(state, "synthesize"):
         codes, info = _synthesize_codes(spark, config, measurements, targets, rows)
@@ -237,7 +236,7 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         # executor's shards are recomputed from them, not lost
         checkpoints = (spark.sparkContext.getCheckpointDir()
                        or spark.conf.get("spark.checkpoint.dir", None)
-                       or str((config.run_dir / "checkpoints").absolute()))
+                       or _artifacts(config, spark).checkpoints)
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
                                     checkpoint_dir=checkpoints)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
@@ -259,8 +258,6 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
 
     The real side is read from ``codes`` (the run's ``input_codes``), not from the source again.
     """
-    from privsyn_spark.evaluate.report import write_report
-
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
         from privsyn_spark.schema.schema import load_schema
@@ -269,8 +266,7 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
             state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, load_schema(config.schema),
                                             label=config.label, seed=config.seed)
     report = build_report(config, measurements, state)
-    write_report(report, config.run_dir)
-    log.info("run report: %s", config.run_dir / "report.html")
+    log.info("run report: %s", _artifacts(config, spark).write_report(report))
     return report
 
 
@@ -305,7 +301,7 @@ def run_measure(spark, config: RunConfig) -> Measurements:
 
 def run_synthesize(spark, config: RunConfig):
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
-    measurements = _load_measurements(config)
+    measurements = _load_measurements(spark, config)
     state = _load_state(config)  # what the measure step recorded (out-of-domain tallies, timings)
     targets = estimate(measurements, config, state)
     synthetic = synthesize(spark, config, measurements, targets, state)
@@ -317,7 +313,7 @@ def run_evaluate(spark, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
     from privsyn_spark.runtime.tables import is_path, read_table
 
-    measurements = _load_measurements(config)
+    measurements = _load_measurements(spark, config)
     state = _load_state(config)
     synthetic = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
     with input_codes(spark, config) as codes:
@@ -338,25 +334,46 @@ def run(spark, config: RunConfig) -> dict:
         return _report(spark, config, measurements, state, written, codes)
 
 
-def _load_measurements(config: RunConfig) -> Measurements:
-    if not Measurements.exists(config.measurements_dir):
-        raise FileNotFoundError(f"run {config.run_id} has no measurements in {config.measurements_dir}; "
-                                f"run the `measure` step first")
-    return Measurements.load(config.measurements_dir)
+def _load_measurements(spark, config: RunConfig) -> Measurements:
+    """The run's measurements for the post-processing steps: with a ledger, the committed artifact
+    (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
+    from privsyn_spark.release_guard import (ArtifactLost, check_same_run, find_committed, local_artifact,
+                                             run_fingerprint)
+    from privsyn_spark.schema.schema import load_schema
+
+    fingerprint = run_fingerprint(config, load_schema(config.schema).schema_hash())
+    if config.ledger:
+        from privsyn_spark.write.ledger import dataset_state
+
+        held = dataset_state(spark, config.ledger, config.dataset_id).active(config.run_id)
+        if held is None or held.artifact_sha256 is None:
+            raise UsageError(f"run {config.run_id!r} has no committed measurements in ledger {config.ledger} "
+                             f"(dataset {config.dataset_id!r}); run the `measure` step first")
+        found = find_committed(spark, _artifacts(config, spark), held)
+        if found is None:
+            raise ArtifactLost(f"run {config.run_id!r}: its measurements ({held.artifact}) are missing or do not "
+                               f"match the ledger's hash")
+        measurements = found[0]
+    else:
+        measurements = local_artifact(config, spark)
+        if measurements is None:
+            raise UsageError(f"run {config.run_id!r} has no measurements in {config.run_location}; "
+                             f"run the `measure` step first")
+    check_same_run(measurements, fingerprint, config.run_id)
+    return measurements
 
 
 def _save_state(config: RunConfig, state: RunState) -> None:
     """Keep what the steps found (tallies, rounds, errors, timings) for the later steps' report."""
     doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
            "synthesis": state.synthesis, "output_version": state.output_version}
-    (config.run_dir / "state.json").write_text(json.dumps(to_jsonable(doc), default=str))
+    _artifacts(config).write_json(to_jsonable(doc), "state.json")
 
 
 def _load_state(config: RunConfig) -> RunState:
     state = RunState(config)
-    path = config.run_dir / "state.json"
-    if path.exists():
-        doc = json.loads(path.read_text())
+    doc = _artifacts(config).read_json("state.json")
+    if doc is not None:
         state.timings, state.domain_handling = doc["timings"], doc["domain_handling"]
         state.estimation, state.synthesis = doc["estimation"], doc["synthesis"]
         state.output_version = doc["output_version"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole pipeline on the bundled Adult sample in local mode:
 # epsilon = 1, a local Delta table in out/adult_synthetic, artifacts and report in runs/quickstart.
+# A local demo, so no budget ledger (--no-ledger); see README "Privacy guarantees" for real runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
@@ -9,6 +10,6 @@ exec .venv/bin/privsyn-spark run \
   --schema privsyn_spark/sample/adult.schema.yaml \
   --output out/adult_synthetic \
   --epsilon 1 --delta 1e-9 \
-  --run-id quickstart --runs-dir runs \
+  --run-id quickstart --runs-dir runs --no-ledger \
   --label income \
   --master "local[2]" "$@"

@@ -5,7 +5,8 @@
 #   deploy/spark/submit.sh STEP [privsyn-spark arguments...]
 #   STEP: run | measure | synthesize | evaluate
 #   e.g. SPARK_MASTER=spark://host:7077 deploy/spark/submit.sh run --input s3a://b/t --schema t.yaml \
-#          --output s3a://b/synthetic --epsilon 1 --run-id 2024-06-01 --runs-dir /shared/privsyn/runs
+#          --output s3a://b/synthetic --epsilon 1 --run-id 2024-06-01 --runs-dir s3a://b/privsyn/runs \
+#          --ledger s3a://b/privsyn/ledger --dataset-id t
 #
 # Environment:
 #   SPARK_MASTER              master URL (default local[*])

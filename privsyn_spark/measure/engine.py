@@ -124,16 +124,19 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     result = MarginalCounts(tables={m: tables[m] for m in wanted}, rows=rows, out_of_domain=out_of_domain,
                             null_failures=null_failures, seconds=time.perf_counter() - start,
                             backend=backend, worker_peak_rss_mb=peak_mb)
-    log.info("counted %d marginals (%d computed, %s cells) over %s rows in %.1f s (%s backend)",
-             len(wanted), len(computed), f"{cells:,}", f"{result.rows:,}", result.seconds, backend)
+    # never the row count: it is a statistic of the private table (README, "Privacy guarantees")
+    log.info("counted %d marginals (%d computed, %s cells) in %.1f s (%s backend)",
+             len(wanted), len(computed), f"{cells:,}", result.seconds, backend)
     return result
 
 
-def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalCounts) -> dict[str, dict[str, int]]:
-    """Log every out-of-domain tally; raise BadInputData for columns whose policy is ``fail``.
+def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalCounts,
+                          log_exact_counts: bool = False) -> dict[str, dict[str, int]]:
+    """Apply the out-of-domain and null policies: raise BadInputData for columns whose policy is ``fail``.
 
-    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report. These
-    tallies read the private table: they go to operators, not into the release.
+    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report (operators only,
+    marked not private). The tallies read the private table, so the log and the error name the
+    columns only; the exact numbers appear there only with ``log_exact_counts``.
     """
     report: dict[str, dict[str, int]] = {}
     failures = []
@@ -143,13 +146,16 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalC
         policy = getattr(column, "unseen", None) or getattr(column, "out_of_range", None)
         if outside:
             report[column.name] = {"out_of_domain": outside, "handling": policy}
-            log.warning("column %r: %d values outside the declared domain (%s)", column.name, outside,
+            how_many = f"{outside} values" if log_exact_counts else "values (tally in the run report)"
+            log.warning("column %r: %s outside the declared domain (%s)", column.name, how_many,
                         {"other": "mapped to the 'other' code", "clip": "clipped to the edge bin",
                          "fail": "failing the job"}[policy])
             if policy == "fail":
-                failures.append(f"column {column.name!r}: {outside} values outside the declared domain")
+                failures.append(f"column {column.name!r}: {how_many if log_exact_counts else 'values'} "
+                                f"outside the declared domain (unseen/out_of_range: fail)")
         if nulls:
-            failures.append(f"column {column.name!r}: {nulls} nulls, and the schema says nulls: fail")
+            failures.append(f"column {column.name!r}: {f'{nulls} nulls' if log_exact_counts else 'nulls'}, "
+                            f"and the schema says nulls: fail")
     if failures:
         raise BadInputData("; ".join(failures))
     return report

@@ -62,8 +62,8 @@ def cdp_delta(rho: float, epsilon: float) -> float:
 
 def rho_from_eps_delta(epsilon: float, delta: float) -> float:
     """Largest rho whose rho-zCDP guarantee implies (epsilon, delta)-DP (CKS20 Cor. 13, by bisection)."""
-    if epsilon <= 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if not (math.isfinite(epsilon) and epsilon > 0):  # NaN and inf would give a meaningless rho
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon}")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     lo, hi = 0.0, 1.0

@@ -1,7 +1,14 @@
-"""The measurements artifact: the only thing later pipeline steps may read (see docs/ARCHITECTURE.md)."""
+"""The measurements artifact: the only thing later pipeline steps may read (see docs/ARCHITECTURE.md).
+
+One file, ``measurements.npz``: the noisy arrays plus the description as a JSON entry. It is built
+as bytes (:meth:`Measurements.to_bytes`) so the caller can write it atomically to any storage and
+record its content hash (:func:`content_hash`) in the budget ledger; no Spark here.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,9 +29,18 @@ class NoisyMarginal:
     rho: float          # zCDP budget spent on this table
 
 
-ARTIFACT_JSON = "measurements.json"
-ARTIFACT_NPZ = "measurements.npz"
-FORMAT_VERSION = 1
+ARTIFACT_FILE = "measurements.npz"
+FORMAT_VERSION = 2
+_META = "__meta__"
+
+
+class ArtifactUnreadable(ValueError):
+    """Bytes that are not a measurements artifact of this format."""
+
+
+def content_hash(data: bytes) -> str:
+    """SHA-256 (hex) of an artifact's bytes, as recorded in the budget ledger."""
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -51,16 +67,15 @@ class Measurements:
     epsilon: float | None = None
     delta: float | None = None
     selected_pairs: list[tuple[str, ...]] = field(default_factory=list)  # DenseMarg picks, before combining
+    provenance: dict = field(default_factory=dict)  # what the run measured (input, attempt), set by the caller
 
     @property
     def spent_rho(self) -> float:
         """Sum of the rho of every ledger entry."""
         return float(sum(e["rho"] for e in self.ledger))
 
-    def save(self, folder: str | Path) -> Path:
-        """Write ``measurements.npz`` then ``measurements.json`` (atomically; the JSON marks completion)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+    def to_bytes(self) -> bytes:
+        """The artifact as the bytes of one ``.npz`` (arrays + a JSON description)."""
         arrays: dict[str, np.ndarray] = {}
         for j, attr in enumerate(self.original_domain.attrs):
             arrays[f"value_map_{j}"] = np.asarray(self.value_maps[attr], dtype=np.int64)
@@ -81,40 +96,57 @@ class Measurements:
                           for i, m in enumerate(self.marginals)],
             "selected_pairs": [list(p) for p in self.selected_pairs],
             "ledger": self.ledger,
+            "provenance": self.provenance,
         }
-        tmp_npz = folder / (ARTIFACT_NPZ + ".tmp.npz")
-        np.savez_compressed(tmp_npz, **arrays)
-        os.replace(tmp_npz, folder / ARTIFACT_NPZ)
-        tmp_json = folder / (ARTIFACT_JSON + ".tmp")
-        tmp_json.write_text(json.dumps(meta, indent=1, default=_json_default))
-        os.replace(tmp_json, folder / ARTIFACT_JSON)
+        text = json.dumps(meta, default=_json_default).encode("utf-8")
+        arrays[_META] = np.frombuffer(text, dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Measurements":
+        """Read an artifact made by :meth:`to_bytes`; ``ArtifactUnreadable`` if it is not one."""
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                meta = json.loads(npz[_META].tobytes().decode("utf-8"))
+                if meta.get("format_version") != FORMAT_VERSION:
+                    raise ArtifactUnreadable(f"unsupported measurements format {meta.get('format_version')}")
+                original = Domain.from_dict({a: int(s) for a, s in meta["original_domain"]})
+                merged = Domain.from_dict({a: int(s) for a, s in meta["domain"]})
+                value_maps = {a: npz[f"value_map_{j}"] for j, a in enumerate(original.attrs)}
+                one_way = {a: npz[f"one_way_original_{j}"] for j, a in enumerate(original.attrs)}
+                marginals = [NoisyMarginal(tuple(m["attrs"]), npz[m["array"]], float(m["sigma"]),
+                                           float(m["rho"])) for m in meta["marginals"]]
+        except ArtifactUnreadable:
+            raise
+        except Exception as err:  # noqa: BLE001 - truncated, corrupt or foreign bytes
+            raise ArtifactUnreadable(f"not a measurements artifact ({type(err).__name__})") from err
+        return cls(run_id=meta["run_id"], schema_hash=meta["schema_hash"], original_domain=original,
+                   domain=merged, value_maps=value_maps, one_way_original=one_way,
+                   noisy_total=float(meta["noisy_total"]), marginals=marginals, ledger=meta["ledger"],
+                   rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
+                   selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])],
+                   provenance=meta.get("provenance", {}))
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/measurements.npz`` atomically (a temporary file, then a rename)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / (ARTIFACT_FILE + ".tmp")
+        tmp.write_bytes(self.to_bytes())
+        os.replace(tmp, folder / ARTIFACT_FILE)
         return folder
 
     @staticmethod
     def exists(folder: str | Path) -> bool:
         """True if ``folder`` holds a complete measurements artifact."""
-        folder = Path(folder)
-        return (folder / ARTIFACT_JSON).is_file() and (folder / ARTIFACT_NPZ).is_file()
+        return (Path(folder) / ARTIFACT_FILE).is_file()
 
     @classmethod
     def load(cls, folder: str | Path) -> "Measurements":
         """Read an artifact written by ``save`` (numpy + json only, no Spark)."""
-        folder = Path(folder)
-        meta = json.loads((folder / ARTIFACT_JSON).read_text())
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder}: unsupported measurements format {meta.get('format_version')}")
-        original = Domain.from_dict({a: int(s) for a, s in meta["original_domain"]})
-        merged = Domain.from_dict({a: int(s) for a, s in meta["domain"]})
-        with np.load(folder / ARTIFACT_NPZ, allow_pickle=False) as npz:
-            value_maps = {a: npz[f"value_map_{j}"] for j, a in enumerate(original.attrs)}
-            one_way = {a: npz[f"one_way_original_{j}"] for j, a in enumerate(original.attrs)}
-            marginals = [NoisyMarginal(tuple(m["attrs"]), npz[m["array"]], float(m["sigma"]), float(m["rho"]))
-                         for m in meta["marginals"]]
-        return cls(run_id=meta["run_id"], schema_hash=meta["schema_hash"], original_domain=original,
-                   domain=merged, value_maps=value_maps, one_way_original=one_way,
-                   noisy_total=float(meta["noisy_total"]), marginals=marginals, ledger=meta["ledger"],
-                   rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
-                   selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])])
+        return cls.from_bytes((Path(folder) / ARTIFACT_FILE).read_bytes())
 
     @classmethod
     def load_for_run(cls, folder: str | Path, run_id: str, schema_hash: str) -> "Measurements | None":

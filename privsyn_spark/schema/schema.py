@@ -100,13 +100,22 @@ def load_schema(path: str | Path) -> Schema:
         doc = yaml.safe_load(text)
     else:
         doc = json.loads(text)
+    if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
+        if not isinstance(doc["reviewed"], bool):
+            raise SchemaError(f"schema {path}: 'reviewed' must be true or false, got {doc['reviewed']!r}")
+        if not doc["reviewed"]:
+            raise SchemaError(f"schema {path} is an unreviewed infer-schema draft (reviewed: false); review it "
+                              f"and set reviewed: true before a private run")
     return parse_schema(doc)
 
 
-def save_schema(schema: Schema, path: str | Path, header: str = "") -> None:
-    """Write a schema document as YAML (or JSON if the path ends in .json)."""
+def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bool | None = None) -> None:
+    """Write a schema document as YAML (or JSON if the path ends in .json); ``reviewed`` (when given)
+    becomes the top-level ``reviewed`` key (drafts: False, refused by :func:`load_schema`)."""
     path = Path(path)
     doc = schema.to_document()
+    if reviewed is not None:
+        doc = {"reviewed": bool(reviewed), **doc}
     if path.suffix.lower() == ".json":
         path.write_text(json.dumps(doc, indent=2, default=str))
         return

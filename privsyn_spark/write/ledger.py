@@ -1,45 +1,45 @@
-"""The budget ledger: a Delta table of every privacy release per dataset, shared by all runs.
+"""The budget ledger: a Delta table holding each dataset's budget and every privacy release.
 
-One row per reservation: ``(dataset_id, seq, run_id, step, rho, recorded_at)``. ``seq`` numbers a
-dataset's reservations 1, 2, 3, ... with no gaps and no duplicates; that is what makes concurrent
-runs safe. A reservation
+Rows are only ever inserted (see :mod:`privsyn_spark.write.ledger_state` for their kinds and what
+they mean). ``seq`` numbers a dataset's rows 1, 2, 3, ... with no gaps and no duplicates; that is
+what makes concurrent writers safe. Every write
 
-1. reads the ledger and computes, for its dataset, the next ``seq`` (max + 1) and the rho spent
-   (zCDP composes additively: Bun-Steinke 2016, Lemma 2.3);
-2. refuses with :class:`BudgetExhausted` when spent + own rho would exceed the dataset's budget;
-3. otherwise inserts its row with an insert-only ``MERGE ... ON t.dataset_id = s.dataset_id AND
-   (t.seq >= s.seq OR t.run_id = s.run_id AND t.step = s.step) WHEN NOT MATCHED THEN INSERT``.
+1. reads the dataset's rows and decides, on that state, what to insert (or refuses: no budget, the
+   budget would be exceeded, a reused run id asks something else);
+2. inserts its row at ``seq = max + 1`` with an insert-only
+   ``MERGE ... ON t.dataset_id = s.dataset_id AND t.seq >= s.seq WHEN NOT MATCHED THEN INSERT``.
 
-Two reservations that read the same state race for the same ``seq``. Delta's optimistic commit
-decides: the loser either fails its commit with a concurrency exception (its MERGE read files the
-winner added) or, when its MERGE reads the winner's row, matches and inserts nothing. Both are seen
-here, and the loser re-reads the ledger (now counting the winner's rho) and tries again, a bounded
-number of times. So the ledger total of a dataset never exceeds its budget.
-
-Reserving is idempotent: a run id that already holds a reservation of the dataset for the step is
-not charged again (an Airflow retry, or two attempts racing, spend once). Reservations are never
-refunded: a run that fails after reserving may already have drawn noise.
+Two writers that read the same state race for the same ``seq``. Delta's optimistic commit decides:
+the loser either fails its commit with a concurrency exception or, when its MERGE reads the
+winner's row, matches and inserts nothing; it then re-reads (now seeing the winner's row) and
+decides again, a bounded number of times. So a dataset's spent rho never exceeds its budget, and
+of two attempts of one run racing exactly one holds the reservation (the only one that may draw
+noise). Creating the ledger is safe when several first writers do it at once.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from privsyn_spark.errors import BudgetRefused
+from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
 from privsyn_spark.runtime.tables import is_path
+from privsyn_spark.write.ledger_state import (BUDGET, COMMIT, REFUND, RESERVE, Budget, DatasetState, RunReservation,
+                                              check_budget, fingerprint_mismatch, fold)
 
 log = logging.getLogger(__name__)
 
-MEASURE_STEP = "measure"
-"""The only step of the pipeline that spends privacy budget."""
-
-LEDGER_COLUMNS = "dataset_id STRING, seq BIGINT, run_id STRING, step STRING, rho DOUBLE, recorded_at TIMESTAMP"
+LEDGER_COLUMNS = ("dataset_id STRING, seq BIGINT, kind STRING, run_id STRING, rho DOUBLE, epsilon DOUBLE, "
+                  "delta DOUBLE, attempt STRING, artifact STRING, artifact_sha256 STRING, fingerprint STRING, "
+                  "recorded_at TIMESTAMP")
 """The ledger table's schema (a DDL string)."""
 
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
@@ -58,25 +58,43 @@ class BudgetExhausted(BudgetRefused):
                          f"(left {max(budget - spent, 0.0):.6g})")
 
 
+class NoBudget(BudgetRefused):
+    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
+
+
+class RunMismatch(UsageError):
+    """A run id that already holds a reservation is asked for different epsilon/delta/schema/input."""
+
+
 class LedgerContention(RuntimeError):
-    """Too many concurrent reservations kept winning the race; nothing was reserved."""
+    """Too many concurrent writers kept winning the race; nothing was written."""
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """A row of the ledger held by a run (``charged`` is False when the run already held it)."""
+    """A run's reservation as one call saw it; ``charged`` is True when this call inserted it (then
+    this call's ``attempt`` holds it and is the only one that may draw the noise)."""
 
     dataset_id: str
-    run_id: str
-    step: str
-    rho: float
-    seq: int
-    spent_before: float
+    held: RunReservation
     charged: bool
+    spent_before: float
+
+    @property
+    def run_id(self) -> str:
+        return self.held.run_id
+
+    @property
+    def rho(self) -> float:
+        return self.held.rho
+
+    @property
+    def seq(self) -> int:
+        return self.held.seq
 
 
 def _location(ledger: str) -> str:
-    """An absolute path for a path ledger; the name itself for a catalog table."""
+    """An absolute path for a local path ledger; the URI or catalog name itself otherwise."""
     if is_path(ledger) and "://" not in ledger:
         return str(Path(ledger).expanduser().absolute())
     return ledger
@@ -86,13 +104,8 @@ def _is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is a Delta commit conflict (so re-reading and retrying is right)."""
     try:
         from delta.exceptions import DeltaConcurrentModificationException
-        from delta.exceptions.base import (ConcurrentAppendException, ConcurrentDeleteReadException,
-                                           ConcurrentTransactionException, ConcurrentWriteException,
-                                           MetadataChangedException, ProtocolChangedException)
 
-        if isinstance(exc, (DeltaConcurrentModificationException, ConcurrentAppendException,
-                            ConcurrentDeleteReadException, ConcurrentTransactionException,
-                            ConcurrentWriteException, MetadataChangedException, ProtocolChangedException)):
+        if isinstance(exc, DeltaConcurrentModificationException):
             return True
     except ImportError:  # pragma: no cover - delta-spark is a dependency
         pass
@@ -104,50 +117,48 @@ def _delta_table(spark, ledger: str):
     from delta.tables import DeltaTable
 
     location = _location(ledger)
-    if is_path(ledger):
-        return DeltaTable.forPath(spark, location)
-    return DeltaTable.forName(spark, location)
-
-
-def _exists(spark, ledger: str) -> bool:
-    from delta.tables import DeltaTable
-
-    location = _location(ledger)
-    if is_path(ledger):
-        return DeltaTable.isDeltaTable(spark, location)
-    return bool(spark.catalog.tableExists(location))
-
-
-def ensure_ledger(spark, ledger: str, wait_seconds: float = 60.0) -> None:
-    """Create the (empty) ledger table if it does not exist; safe when several runs create it at once."""
-    from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType
-
-    if _ready(spark, ledger):
-        return
-    location = _location(ledger)
-    builder = DeltaTable.createIfNotExists(spark)
-    builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
-    builder = builder.addColumns(StructType.fromDDL(LEDGER_COLUMNS)).comment(
-        "privsyn-spark privacy budget ledger (zCDP rho)")
-    try:
-        builder.execute()
-        log.info("created the budget ledger %s", location)
-    except Exception:  # another run may be creating it right now: wait for its first commit
-        deadline = time.monotonic() + wait_seconds
-        while time.monotonic() < deadline:
-            if _ready(spark, ledger):
-                return
-            time.sleep(0.2)
-        raise
+    return DeltaTable.forPath(spark, location) if is_path(ledger) else DeltaTable.forName(spark, location)
 
 
 def _ready(spark, ledger: str) -> bool:
     """Whether the ledger exists with at least its first commit."""
+    from delta.tables import DeltaTable
+
     try:
-        return _exists(spark, ledger) and _delta_table(spark, ledger) is not None
+        if is_path(ledger):
+            return bool(DeltaTable.isDeltaTable(spark, _location(ledger)))
+        return bool(spark.catalog.tableExists(ledger)) and _delta_table(spark, ledger) is not None
     except Exception:  # noqa: BLE001 - a folder without a first commit yet, or a concurrent create
         return False
+
+
+def ensure_ledger(spark, ledger: str, wait_seconds: float = 120.0) -> None:
+    """Create the (empty) ledger if it does not exist; several first writers at once all succeed
+    (a loser of the create race waits for the winner's first commit, then uses it)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StructType
+
+    deadline = time.monotonic() + wait_seconds
+    rng = random.Random()
+    while not _ready(spark, ledger):
+        location = _location(ledger)
+        builder = DeltaTable.createIfNotExists(spark)
+        builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
+        try:
+            builder.addColumns(StructType.fromDDL(LEDGER_COLUMNS)).comment(
+                "privsyn-spark privacy budget ledger (zCDP rho)").execute()
+            log.info("created the budget ledger %s", location)
+            break
+        except Exception as exc:  # noqa: BLE001 - another writer is creating it: wait for its commit
+            if time.monotonic() > deadline:
+                raise
+            log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
+            time.sleep(0.2 + 0.3 * rng.random())
+    columns = set(_delta_table(spark, ledger).toDF().columns)
+    missing = [c.split()[0] for c in LEDGER_COLUMNS.split(", ") if c.split()[0] not in columns]
+    if missing:
+        raise UsageError(f"{ledger} is not a budget ledger of this version (no columns {missing}); "
+                         f"use a new ledger location")
 
 
 def read_ledger(spark, ledger: str, dataset_id: str | None = None):
@@ -158,82 +169,68 @@ def read_ledger(spark, ledger: str, dataset_id: str | None = None):
     return df.where(F.col("dataset_id") == dataset_id) if dataset_id is not None else df
 
 
+def dataset_state(spark, ledger: str, dataset_id: str) -> DatasetState:
+    """The dataset's budget, spending and reservations (empty when the ledger does not exist)."""
+    if not _ready(spark, ledger):
+        return DatasetState(dataset_id)
+    return fold(dataset_id, [r.asDict() for r in read_ledger(spark, ledger, dataset_id).collect()])
+
+
+def all_datasets(spark, ledger: str) -> list[DatasetState]:
+    """Every dataset of the ledger, by id."""
+    rows = [r.asDict() for r in read_ledger(spark, ledger).collect()] if _ready(spark, ledger) else []
+    ids = sorted({r["dataset_id"] for r in rows})
+    return [fold(d, [r for r in rows if r["dataset_id"] == d]) for d in ids]
+
+
 def spent_rho(spark, ledger: str, dataset_id: str) -> float:
-    """Total rho the dataset's reservations hold (0 when the ledger does not exist)."""
-    if not _exists(spark, ledger):
-        return 0.0
-    return float(sum(r["rho"] for r in read_ledger(spark, ledger, dataset_id).select("rho").collect()))
+    """Total rho the dataset's unrefunded reservations hold (0 when the ledger does not exist)."""
+    return dataset_state(spark, ledger, dataset_id).spent_rho
 
 
-def _over_budget(spent: float, rho: float, budget: float | None) -> bool:
-    return budget is not None and spent + rho > budget * (1.0 + RHO_TOLERANCE)
+Decision = Callable[[DatasetState], "dict | None"]
 
 
-def reserve(spark, ledger: str, dataset_id: str, run_id: str, rho: float,
-            total_rho_budget: float | None, step: str = MEASURE_STEP, max_attempts: int = 25,
-            backoff_seconds: float = 0.05) -> Reservation:
-    """Reserve ``rho`` of ``dataset_id``'s budget for ``run_id`` (before the run draws any noise).
+def _append(spark, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
+            backoff_seconds: float = 0.05) -> tuple[dict | None, DatasetState]:
+    """Insert the row ``decide(state)`` returns at the next ``seq`` (see the module docstring).
 
-    Raises :class:`BudgetExhausted` when the dataset's recorded rho plus ``rho`` would exceed
-    ``total_rho_budget`` (None: no limit, the release is only recorded). A run id already holding
-    a reservation for (dataset, step) gets it back uncharged; asking it for more rho than it holds
-    is a ``ValueError``. Concurrent reservations are serialised by Delta's commit (see the module
-    docstring); after ``max_attempts`` lost races :class:`LedgerContention` is raised.
+    ``decide`` may raise (a refusal) or return None (nothing to write). Returns the inserted row (or
+    None) and the state it was decided on.
     """
-    from pyspark.sql import functions as F
-
-    if not rho > 0:
-        raise ValueError(f"rho must be > 0, got {rho}")
-    if total_rho_budget is not None and not total_rho_budget > 0:
-        raise ValueError(f"total_rho_budget must be > 0, got {total_rho_budget}")
     ensure_ledger(spark, ledger)
     rng = random.Random()
     for attempt in range(1, max_attempts + 1):
-        rows = (read_ledger(spark, ledger, dataset_id)
-                .select("seq", "run_id", "step", "rho").collect())
-        spent = float(sum(r["rho"] for r in rows))
-        mine = [r for r in rows if r["run_id"] == run_id and r["step"] == step]
-        if mine:
-            held = mine[0]
-            if rho > held["rho"] * (1.0 + RHO_TOLERANCE):
-                raise ValueError(f"run {run_id!r} already reserved rho={held['rho']:.6g} of dataset "
-                                 f"{dataset_id!r} for {step}; it cannot ask for rho={rho:.6g} now "
-                                 "(use a new run id)")
-            log.info("run %s already holds reservation #%d of dataset %s (rho=%.6g): nothing charged",
-                     run_id, held["seq"], dataset_id, held["rho"])
-            return Reservation(dataset_id, run_id, step, float(held["rho"]), int(held["seq"]),
-                               spent - float(held["rho"]), charged=False)
-        if _over_budget(spent, rho, total_rho_budget):
-            raise BudgetExhausted(dataset_id, spent, rho, float(total_rho_budget), run_id)
-        seq = max((int(r["seq"]) for r in rows), default=0) + 1
-        source = spark.createDataFrame(
-            [(dataset_id, seq, run_id, step, float(rho), datetime.now(timezone.utc).replace(tzinfo=None))],
-            LEDGER_COLUMNS)
+        state = dataset_state(spark, ledger, dataset_id)
+        row = decide(state)
+        if row is None:
+            return None, state
+        full = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
+        full.update(row, dataset_id=dataset_id, seq=state.next_seq,
+                    recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
+        source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
         try:
             metrics = (_delta_table(spark, ledger).alias("t")
-                       .merge(source.alias("s"),
-                              "t.dataset_id = s.dataset_id AND "
-                              "(t.seq >= s.seq OR (t.run_id = s.run_id AND t.step = s.step))")
-                       .whenNotMatchedInsertAll()
-                       .execute())
+                       .merge(source.alias("s"), "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
+                       .whenNotMatchedInsertAll().execute())
             inserted = _inserted_rows(metrics)
         except Exception as exc:
             if not _is_conflict(exc):
                 raise
-            log.info("ledger %s: reservation of dataset %s by run %s lost a commit race (attempt %d): %s",
-                     ledger, dataset_id, run_id, attempt, type(exc).__name__)
+            log.info("ledger %s: a write for dataset %s lost a commit race (attempt %d): %s",
+                     ledger, dataset_id, attempt, type(exc).__name__)
             inserted = 0
         if inserted is None:  # no metrics from MERGE: look for our row instead
+            from pyspark.sql import functions as F
+
             inserted = (read_ledger(spark, ledger, dataset_id)
-                        .where((F.col("seq") == seq) & (F.col("run_id") == run_id) & (F.col("step") == step))
-                        .count())
+                        .where((F.col("seq") == full["seq"]) & (F.col("kind") == full["kind"])
+                               & F.col("attempt").eqNullSafe(full["attempt"])).count())
         if inserted == 1:
-            log.info("run %s reserved rho=%.6g of dataset %s (reservation #%d; spent before %.6g, budget %s)",
-                     run_id, rho, dataset_id, seq, spent, total_rho_budget)
-            return Reservation(dataset_id, run_id, step, float(rho), seq, spent, charged=True)
+            return full, state
         time.sleep(backoff_seconds * min(attempt, 10) * (0.5 + rng.random()))
-    raise LedgerContention(f"could not reserve rho for run {run_id!r} on dataset {dataset_id!r} in ledger "
-                           f"{ledger}: {max_attempts} attempts lost to concurrent reservations")
+    raise LedgerContention(f"could not write to ledger {ledger} for dataset {dataset_id!r}: "
+                           f"{max_attempts} attempts lost to concurrent writers")
 
 
 def _inserted_rows(metrics) -> int | None:
@@ -243,25 +240,107 @@ def _inserted_rows(metrics) -> int | None:
     return int(metrics.first()["num_inserted_rows"])
 
 
-def reserve_for_run(spark, config) -> Reservation | None:
-    """Reserve the run's rho in its budget ledger before measuring; None when the run has no ledger.
+def set_budget(spark, ledger: str, dataset_id: str, epsilon: float, delta: float, replace: bool = False) -> Budget:
+    """Store the dataset's total budget (epsilon at delta). Setting the same budget again is a no-op;
+    a different one is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay)."""
+    if not dataset_id:
+        raise UsageError("a dataset id is required")
+    budget = check_budget(epsilon, delta)
 
-    ``config`` is a :class:`privsyn_spark.pipeline.RunConfig`: the ledger is ``config.ledger``, the
-    dataset ``config.dataset_id`` (default: ``config.input``), the run's rho comes from
-    (``config.epsilon``, ``config.delta``) exactly as the privacy core computes it, and the
-    dataset's budget is ``config.dataset_rho_budget`` (None: record only). Call it in the measure
-    step after the reuse check (a run whose measurements exist spends nothing) and before any
-    count is taken; :class:`BudgetExhausted` then stops the run before it reads the data.
+    def decide(state: DatasetState):
+        if state.budget == budget:
+            return None
+        if state.budget is not None and not replace:
+            raise UsageError(f"dataset {dataset_id!r} already has a budget (epsilon={state.budget.epsilon:g} at "
+                             f"delta={state.budget.delta:g}); changing it needs --replace")
+        return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta}
+
+    row, _ = _append(spark, ledger, dataset_id, decide)
+    if row is not None:
+        log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g)", ledger, dataset_id,
+                 budget.epsilon, budget.delta, budget.rho)
+    return budget
+
+
+def reserve(spark, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
+            fingerprint: dict, artifact: str, attempt: str | None = None,
+            recharge_of: int | None = None) -> Reservation:
+    """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
+
+    A run id with a reservation gets it back uncharged (``charged=False``: the caller must reuse its
+    artifact and draw nothing); asking it with another fingerprint raises :class:`RunMismatch`.
+    ``recharge_of=seq`` charges a fresh reservation in place of the run's reservation ``seq`` (its
+    artifact was lost; the lost release stays charged). Raises :class:`NoBudget` without a budget,
+    :class:`BudgetExhausted` when spent + ``rho`` would exceed it.
     """
-    if not config.ledger:
-        return None
-    from privsyn_spark.privacy.release import resolve_budget
+    if not rho > 0:
+        raise ValueError(f"rho must be > 0, got {rho}")
+    attempt = attempt or uuid.uuid4().hex
+    found: list[RunReservation] = []
 
-    rho, _, _ = resolve_budget(config.epsilon, config.delta, None)
-    return reserve(spark, config.ledger, dataset_id_of(config), config.run_id, rho,
-                   config.dataset_rho_budget, step=MEASURE_STEP)
+    def decide(state: DatasetState):
+        found.clear()
+        if state.budget is None:
+            raise NoBudget(f"dataset {dataset_id!r} has no budget in ledger {ledger}: set it once with "
+                           f"`privsyn-spark budget set --ledger {ledger} --dataset {dataset_id} --epsilon E --delta D`")
+        held = state.active(run_id)
+        if held is not None:
+            diff = fingerprint_mismatch(held.fingerprint, fingerprint)
+            if diff:
+                raise RunMismatch(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
+            if recharge_of is None or held.seq != recharge_of:
+                found.append(held)
+                return None
+        if state.spent_rho + rho > state.budget.rho * (1.0 + RHO_TOLERANCE):
+            raise BudgetExhausted(dataset_id, state.spent_rho, rho, state.budget.rho, run_id)
+        return {"kind": RESERVE, "run_id": run_id, "rho": float(rho), "epsilon": float(epsilon),
+                "delta": float(delta), "attempt": attempt, "artifact": artifact,
+                "fingerprint": json.dumps(fingerprint, sort_keys=True)}
+
+    row, state = _append(spark, ledger, dataset_id, decide)
+    if row is None:
+        held = found[0]
+        log.info("run %s holds reservation #%d of dataset %s (%s): nothing charged", run_id, held.seq,
+                 dataset_id, held.status)
+        return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
+    held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
+                          artifact, None, False, row["recorded_at"])
+    log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
+             row["seq"], state.spent_rho, state.budget.rho)
+    return Reservation(dataset_id, held, charged=True, spent_before=state.spent_rho)
 
 
-def dataset_id_of(config) -> str:
-    """The ledger key of a run's dataset: ``config.dataset_id``, else its input table."""
-    return config.dataset_id or config.input
+def commit(spark, ledger: str, reservation: Reservation, artifact: str, sha256: str) -> None:
+    """Record that the reservation's attempt wrote its artifact (location and content hash)."""
+    attempt = reservation.held.attempt
+
+    def decide(state: DatasetState):
+        mine = state.of_attempt(attempt)
+        if mine is None or mine.refunded:
+            raise RuntimeError(f"run {reservation.run_id!r}: no live reservation of attempt {attempt} to commit")
+        if mine.artifact_sha256 is not None:
+            if mine.artifact_sha256 != sha256:
+                raise RuntimeError(f"run {reservation.run_id!r}: attempt {attempt} committed another artifact")
+            return None
+        return {"kind": COMMIT, "run_id": reservation.run_id, "attempt": attempt, "artifact": artifact,
+                "artifact_sha256": sha256}
+
+    _append(spark, ledger, reservation.dataset_id, decide)
+
+
+def refund(spark, ledger: str, reservation: Reservation) -> bool:
+    """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks
+    both); never after a commit. True if it was refunded."""
+    attempt = reservation.held.attempt
+
+    def decide(state: DatasetState):
+        mine = state.of_attempt(attempt)
+        if mine is None or mine.refunded or mine.artifact_sha256 is not None:
+            return None
+        return {"kind": REFUND, "run_id": reservation.run_id, "attempt": attempt, "rho": mine.rho}
+
+    row, _ = _append(spark, ledger, reservation.dataset_id, decide)
+    if row is not None:
+        log.info("run %s failed before drawing noise: reservation #%d of dataset %s refunded",
+                 reservation.run_id, reservation.seq, reservation.dataset_id)
+    return row is not None

@@ -19,7 +19,7 @@ AIRFLOW_RUN_ID = "scheduled__2024-01-02T00:00:00+00:00"
 # Runs in a child process (Airflow reads AIRFLOW_HOME once, at import): loads the dags folder in a
 # DagBag and prints what the test checks, with each task's arguments rendered from the param defaults.
 _INSPECT = textwrap.dedent(f"""
-    import json, jinja2
+    import json, sys, jinja2
     from airflow.dag_processing.dagbag import DagBag
     bag = DagBag(dag_folder={str(DAGS_DIR)!r})
     dag = bag.dags.get("privsyn_spark")
@@ -30,6 +30,8 @@ _INSPECT = textwrap.dedent(f"""
         params = {{k: dag.params[k] for k in dag.params}}
         out.update(
             task_ids=dag.task_ids, params=params, schedule=str(dag.schedule),
+            task_types=sorted({{type(t).__name__ for t in dag.tasks}}),
+            non_retryable=list(sys.modules[type(dag.tasks[0]).__module__].NON_RETRYABLE_EXIT_CODES),
             upstream={{t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}},
             retries={{t.task_id: t.retries for t in dag.tasks}},
             applications={{t.task_id: t.application for t in dag.tasks}},
@@ -74,14 +76,66 @@ def test_dag_has_the_steps_params_and_retries(dag_info):
         assert jars and "privsyn-spark-counter-" in jars and "delta-spark_" in jars and not packages
 
 
-def test_dag_arguments_are_what_the_cli_expects(dag_info):
-    from privsyn_spark.cli import build_parser, config_from_args
+def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_dir(dag_info):
+    from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
+    from privsyn_spark.errors import NON_RETRYABLE_EXIT_CODES, UsageError
 
+    assert dag_info["task_types"] == ["PrivsynSparkSubmitOperator"]
+    assert tuple(dag_info["non_retryable"]) == NON_RETRYABLE_EXIT_CODES
+    filled = {"--ledger=": "--ledger=/shared/ledger", "--dataset-id=": "--dataset-id=adult"}
     for step, args in dag_info["args"].items():
-        config = config_from_args(build_parser().parse_args([step, *args]))
+        assert "--ledger=" in args and "--dataset-id=" in args and args[args.index("--runs-dir") + 1] == ""
+        with pytest.raises(UsageError, match="ledger"):  # no default ledger: the task exits 2, not retried
+            validate_run_args(build_parser().parse_args([step, *args]))
+        args = [filled.get(a, a) for a in args]
+        with pytest.raises(UsageError, match="runs-dir"):  # no default runs dir either
+            validate_run_args(build_parser().parse_args([step, *args]))
+        args[args.index("--runs-dir") + 1] = "hdfs:///privsyn/runs"
+        parsed = build_parser().parse_args([step, *args])
+        validate_run_args(parsed)
+        config = config_from_args(parsed)
         assert config.run_id == "scheduled__2024-01-02T00_00_00_00_00"  # the Airflow run id, folder-safe
         assert config.input == str(SAMPLE_INPUT) and config.epsilon == 1.0 and config.delta == 1e-9
-        assert not config.ledger and config.dataset_rho_budget is None and not config.dataset_id
+        assert (config.ledger, config.dataset_id, config.runs_dir) == ("/shared/ledger", "adult",
+                                                                       "hdfs:///privsyn/runs")
+
+
+# Runs the DAG's operator class on scripts exiting with a given code (spark-submit on local[1]).
+_EXECUTE = textwrap.dedent(f"""
+    import json, sys
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.exceptions import AirflowFailException
+    bag = DagBag(dag_folder={str(DAGS_DIR)!r})
+    operator = type(bag.dags["privsyn_spark"].get_task("measure"))
+    out = {{}}
+    for name, app, args in json.loads(sys.argv[1]):
+        task = operator(task_id=name, application=app, application_args=args, conn_id="spark_local")
+        try:
+            task.execute({{}})
+            out[name] = "ok"
+        except AirflowFailException:
+            out[name] = "failed, no retry"
+        except Exception as err:
+            out[name] = "retryable " + type(err).__name__
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_budget_refusals_and_bad_input_are_not_retried(tmp_path):
+    home = tmp_path / "airflow"
+    home.mkdir()
+    scripts = {}
+    for code in (1, 3, 4):
+        scripts[code] = tmp_path / f"exit{code}.py"
+        scripts[code].write_text(f"import sys\nsys.exit({code})\n")
+    cases = [["usage", str(JOBS_DIR / "measure.py"), ["--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA)]],
+             *[[f"exit{c}", str(p), []] for c, p in scripts.items()]]
+    done = subprocess.run([sys.executable, "-c", _EXECUTE, json.dumps(cases)], env=airflow_env(home),
+                          capture_output=True, text=True, timeout=600, cwd=home)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads([l for l in done.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+    assert result == {"usage": "failed, no retry", "exit3": "failed, no retry", "exit4": "failed, no retry",
+                      "exit1": "retryable AirflowException"}, result
 
 
 def test_jobs_scripts_call_the_cli_with_their_step():
@@ -97,7 +151,7 @@ def test_jobs_scripts_call_the_cli_with_their_step():
 def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     """`airflow dags test` (temporary AIRFLOW_HOME, SQLite) runs measure -> synthesize -> evaluate
     with spark-submit on local[2] and writes the synthetic Delta table; the ledger charges the run once."""
-    from privsyn_spark.write.ledger import read_ledger
+    from privsyn_spark.write.ledger import dataset_state, set_budget
 
     home, work = tmp_path / "airflow", tmp_path / "work"
     home.mkdir()
@@ -106,8 +160,9 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
                              timeout=600, cwd=home)
     assert migrate.returncode == 0, migrate.stderr[-4000:]
     output, ledger = work / "synthetic", work / "ledger"
+    set_budget(spark, str(ledger), "adult", 3.0, 1e-9)
     conf = {"output": str(output), "runs_dir": str(work / "runs"), "ledger": str(ledger),
-            "dataset_id": "adult", "dataset_epsilon": 3.0, "seed": 7}
+            "dataset_id": "adult", "seed": 7}
     done = subprocess.run([str(VENV_AIRFLOW), "dags", "test", "privsyn_spark", "2024-01-02",
                            "--conf", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=1800,
                           cwd=home)
@@ -122,21 +177,22 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     assert len(runs) == 1 and runs[0].startswith("manual__"), runs  # the Airflow run id, folder-safe
     assert (work / "runs" / runs[0] / "measurements").is_dir()
     assert (work / "runs" / runs[0] / "report.json").exists()  # the evaluate task
-    rows = read_ledger(spark, str(ledger), "adult").collect()
-    assert [(r["run_id"], r["step"]) for r in rows] == [(runs[0], "measure")], \
-        "the measure step did not record its release in the budget ledger (is ledger.reserve_for_run plugged in?)"
+    state = dataset_state(spark, str(ledger), "adult")
+    assert [(r.run_id, r.status) for r in state.reservations] == [(runs[0], "committed")], \
+        "the measure step did not record its release in the budget ledger"
 
-    # a retry of the measure task (same Airflow run id) reuses the measurements and is not charged again
-    from privsyn_spark.cli import build_parser, config_from_args
+    # a retry of the measure task (same Airflow run id, even from another runs dir) reuses the
+    # measurements the ledger points to and is not charged again
+    from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
     from privsyn_spark.pipeline import run_measure
-    from privsyn_spark.write.ledger import reserve_for_run
 
-    retry = config_from_args(build_parser().parse_args([
+    args = build_parser().parse_args([
         "measure", "--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--run-id", runs[0],
-        "--runs-dir", str(work / "runs"), "--ledger", str(ledger), "--dataset-id", "adult",
-        "--dataset-epsilon", "3"]))
-    before = (work / "runs" / runs[0] / "measurements").stat().st_mtime_ns
-    run_measure(spark, retry)
-    assert (work / "runs" / runs[0] / "measurements").stat().st_mtime_ns == before
-    assert not reserve_for_run(spark, retry).charged
-    assert read_ledger(spark, str(ledger), "adult").count() == 1
+        "--runs-dir", str(work / "elsewhere"), "--ledger", str(ledger), "--dataset-id", "adult"])
+    validate_run_args(args)
+    artifact = work / "runs" / runs[0] / "measurements" / "measurements.npz"
+    before = artifact.stat().st_mtime_ns
+    run_measure(spark, config_from_args(args))
+    assert artifact.stat().st_mtime_ns == before
+    assert (work / "elsewhere" / runs[0] / "measurements" / "measurements.npz").read_bytes() == artifact.read_bytes()
+    assert len(dataset_state(spark, str(ledger), "adult").reservations) == 1

@@ -1,95 +1,137 @@
-"""The budget ledger: refusals, idempotent retries, and concurrent runs racing for the last of a budget."""
+"""The budget ledger: budgets stored once, refusals, reservations reused, committed, refunded, and
+concurrent writers racing (for the last of a budget, for one run id, creating the ledger)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
-from types import SimpleNamespace
 
 import pytest
 
-from privsyn_spark.write.ledger import (BudgetExhausted, read_ledger, reserve, reserve_for_run, spent_rho)
+from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
+from privsyn_spark.write import ledger as L
+from privsyn_spark.write.ledger_state import check_budget, describe
+
+FP = {"epsilon": 1.0, "delta": 1e-9, "schema_hash": "h", "input": "/data/in.csv"}
 
 
-def _race(spark, ledger, dataset_id, asks, budget):
-    """Start one reservation per entry of ``asks`` at once (threads sharing the session)."""
-    barrier = threading.Barrier(len(asks))
-    results: list = [None] * len(asks)
+def _reserve(spark, ledger, run_id, rho, dataset="adult", **kw):
+    return L.reserve(spark, ledger, dataset, run_id, rho=rho, epsilon=1.0, delta=1e-9,
+                     fingerprint=kw.pop("fingerprint", FP), artifact=f"/runs/{run_id}/m.npz", **kw)
 
-    def worker(i, rho):
+
+def _race(calls):
+    """Run the callables at once (threads sharing the session); their results or exceptions."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def worker(i, call):
         barrier.wait()
         try:
-            results[i] = reserve(spark, ledger, dataset_id, f"run-{i}", rho, budget, backoff_seconds=0.01)
+            results[i] = call()
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             results[i] = exc
 
-    threads = [threading.Thread(target=worker, args=(i, rho)) for i, rho in enumerate(asks)]
+    threads = [threading.Thread(target=worker, args=(i, c)) for i, c in enumerate(calls)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=600)
     return results
 
 
+@pytest.mark.parametrize("epsilon, delta", [(0, 1e-9), (-1, 1e-9), (math.nan, 1e-9), (math.inf, 1e-9),
+                                            (1, 0), (1, 1), (1, math.nan)])
+def test_zero_negative_nan_budgets_are_rejected(epsilon, delta):
+    with pytest.raises(UsageError, match="epsilon|delta"):
+        check_budget(epsilon, delta)
+
+
 @pytest.mark.slow
-def test_refuses_over_budget_and_retries_are_free(spark, tmp_path):
+def test_budget_set_once_reservations_refusals_commit_and_refund(spark, tmp_path):
     ledger = str(tmp_path / "ledger")
-    first = reserve(spark, ledger, "adult", "r1", 0.4, 1.0)
-    assert first.charged and first.seq == 1 and first.spent_before == 0.0
-    again = reserve(spark, ledger, "adult", "r1", 0.4, 1.0)  # a retry of the same run
-    assert not again.charged and again.seq == 1
-    second = reserve(spark, ledger, "adult", "r2", 0.5, 1.0)
-    assert second.seq == 2 and second.spent_before == pytest.approx(0.4)
-    with pytest.raises(BudgetExhausted) as info:
-        reserve(spark, ledger, "adult", "r3", 0.2, 1.0)
-    message = str(info.value)
-    assert "'adult'" in message and "0.2" in message and "0.9" in message and "budget rho=1" in message
-    assert info.value.spent == pytest.approx(0.9)
-    with pytest.raises(ValueError, match="already reserved"):
-        reserve(spark, ledger, "adult", "r1", 0.6, 1.0)
+    with pytest.raises(L.NoBudget, match="budget set"):  # no budget yet: refused, nothing recorded
+        _reserve(spark, ledger, "r0", 0.1)
+    budget = L.set_budget(spark, ledger, "adult", 1.5, 1e-9)
+    assert budget.rho == pytest.approx(rho_from_eps_delta(1.5, 1e-9))
+    assert L.set_budget(spark, ledger, "adult", 1.5, 1e-9) == budget  # the same again: a no-op
+    with pytest.raises(UsageError, match="--replace"):
+        L.set_budget(spark, ledger, "adult", 100, 1e-9)
+    with pytest.raises(UsageError):
+        L.set_budget(spark, ledger, "adult", math.nan, 1e-9)
+
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    first = _reserve(spark, ledger, "demo", rho)
+    assert first.charged and first.spent_before == 0.0
+    again = _reserve(spark, ledger, "demo", rho)  # a retry: the same reservation, not charged
+    assert not again.charged and again.seq == first.seq and again.held.attempt == first.held.attempt
+    assert again.held.status == "uncommitted"
+    with pytest.raises(L.RunMismatch, match="epsilon"):
+        _reserve(spark, ledger, "demo", rho, fingerprint={**FP, "epsilon": 5.0})
+    L.commit(spark, ledger, first, "/runs/demo/m.npz", "abc")
+    held = L.dataset_state(spark, ledger, "adult").active("demo")
+    assert held.status == "committed" and held.artifact_sha256 == "abc"
+    assert not L.refund(spark, ledger, first)  # never after a commit
+
+    second = _reserve(spark, ledger, "demo2", rho)  # eps 1 + eps 1 compose to ~1.44 < 1.5 in zCDP
+    assert second.charged
+    with pytest.raises(L.BudgetExhausted) as info:
+        _reserve(spark, ledger, "demo3", rho)
+    assert isinstance(info.value, BudgetRefused) and "'adult'" in str(info.value)
+    assert L.refund(spark, ledger, second)  # demo2 failed before drawing noise: its rho is free again
+    assert _reserve(spark, ledger, "demo3", rho).charged
+    state = L.dataset_state(spark, ledger, "adult")
+    assert state.spent_rho == pytest.approx(2 * rho) and state.spent_rho <= state.budget.rho
+    assert [(r.run_id, r.status) for r in state.reservations] == [
+        ("demo", "committed"), ("demo2", "refunded"), ("demo3", "uncommitted")]
+    text = "\n".join(describe(state))
+    assert f"spent:  epsilon={eps_from_rho(2 * rho, 1e-9):.6g}" in text and "left:" in text
+    assert "run 'demo2'" in text and "refunded" in text
+
+    # a recharge: the lost release stays charged, a fresh one is charged on top
+    state_before = L.dataset_state(spark, ledger, "adult").spent_rho
+    L.set_budget(spark, ledger, "adult", 3.0, 1e-9, replace=True)
+    fresh = _reserve(spark, ledger, "demo3", rho, recharge_of=state.active("demo3").seq)
+    assert fresh.charged and fresh.seq != state.active("demo3").seq
+    after = L.dataset_state(spark, ledger, "adult")
+    assert after.spent_rho == pytest.approx(state_before + rho)
+    assert after.budget.epsilon == 3.0 and len(after.budget_history) == 2
     # other datasets have their own budget
-    assert reserve(spark, ledger, "census", "r3", 0.2, 1.0).charged
-    assert spent_rho(spark, ledger, "adult") == pytest.approx(0.9)
-    rows = read_ledger(spark, ledger).orderBy("dataset_id", "seq").collect()
-    assert [(r["dataset_id"], r["seq"], r["run_id"], r["step"]) for r in rows] == [
-        ("adult", 1, "r1", "measure"), ("adult", 2, "r2", "measure"), ("census", 1, "r3", "measure")]
-    assert all(r["recorded_at"] is not None for r in rows)
-
-
-def test_reserve_for_run_uses_the_runs_rho(spark, tmp_path):
-    from privsyn_spark.privacy.accounting import rho_from_eps_delta
-
-    config = SimpleNamespace(ledger=str(tmp_path / "ledger"), dataset_id=None, input="in.csv", run_id="x",
-                             epsilon=1.0, delta=1e-9, dataset_rho_budget=rho_from_eps_delta(1.2, 1e-9))
-    held = reserve_for_run(spark, config)
-    assert held.dataset_id == "in.csv" and held.rho == pytest.approx(rho_from_eps_delta(1.0, 1e-9))
-    with pytest.raises(BudgetExhausted, match="in.csv"):
-        reserve_for_run(spark, SimpleNamespace(**{**vars(config), "run_id": "y"}))
-    assert reserve_for_run(spark, SimpleNamespace(**{**vars(config), "ledger": None})) is None
+    with pytest.raises(L.NoBudget):
+        _reserve(spark, ledger, "r", 0.01, dataset="census")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("repeat", range(3))
-def test_two_concurrent_runs_cannot_both_spend_the_last_of_the_budget(spark, tmp_path, repeat):
+def test_two_first_runs_on_a_fresh_ledger_both_succeed(spark, tmp_path):
+    ledger = str(tmp_path / f"ledger-{uuid.uuid4().hex[:6]}")  # created by the racing writers themselves
+
+    def first_run(dataset):
+        L.set_budget(spark, ledger, dataset, 2.0, 1e-9)
+        return _reserve(spark, ledger, f"run-{dataset}", 0.01, dataset=dataset)
+
+    results = _race([lambda: first_run("a"), lambda: first_run("b")])
+    assert all(not isinstance(r, Exception) for r in results), [repr(r)[:2000] for r in results]
+    assert all(r.charged for r in results)
+    assert {d.dataset_id for d in L.all_datasets(spark, ledger)} == {"a", "b"}
+
+
+@pytest.mark.slow
+def test_racing_for_the_last_of_a_budget_and_for_one_run_id(spark, tmp_path):
     ledger = str(tmp_path / "ledger")
-    reserve(spark, ledger, "warmup", "w", 0.1, None)  # the ledger exists: the race is on the commit
-    results = _race(spark, ledger, "adult", [0.6, 0.6], 1.0)
+    L.set_budget(spark, ledger, "adult", 1.0, 1e-9)
+    rho = rho_from_eps_delta(0.8, 1e-9)  # one fits, two do not
+    results = _race([lambda i=i: _reserve(spark, ledger, f"run-{i}", rho) for i in range(2)])
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
     assert len(won) == 1 and won[0].charged, results
-    assert len(lost) == 1 and isinstance(lost[0], BudgetExhausted), results
-    assert spent_rho(spark, ledger, "adult") == pytest.approx(0.6)
-    assert read_ledger(spark, ledger, "adult").count() == 1
+    assert len(lost) == 1 and isinstance(lost[0], L.BudgetExhausted), results
 
-
-@pytest.mark.slow
-def test_many_concurrent_runs_on_a_fresh_ledger(spark, tmp_path):
-    ledger = str(tmp_path / f"ledger-{uuid.uuid4().hex[:6]}")  # created by the racing runs themselves
-    results = _race(spark, ledger, "adult", [0.3] * 4, 1.0)
-    won = [r for r in results if not isinstance(r, Exception)]
-    assert len(won) == 3, results
-    errors = [r for r in results if isinstance(r, Exception)]
-    assert len(errors) == 1 and isinstance(errors[0], BudgetExhausted), [repr(e)[:2000] for e in errors]
-    rows = read_ledger(spark, ledger, "adult").collect()
-    assert sorted(r["seq"] for r in rows) == [1, 2, 3]
-    assert sum(r["rho"] for r in rows) <= 1.0
+    # two attempts of one run: exactly one holds the reservation (the only one that may draw noise)
+    L.set_budget(spark, ledger, "census", 5.0, 1e-9)
+    results = _race([lambda: _reserve(spark, ledger, "same", 0.01, dataset="census") for _ in range(2)])
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert sorted(r.charged for r in results) == [False, True]
+    assert len({r.held.attempt for r in results}) == 1
+    assert len(L.dataset_state(spark, ledger, "census").reservations) == 1

@@ -2,10 +2,21 @@
 
 Every task gets the same arguments, filled from the DAG params (trigger with a config to override
 them). The run id defaults to the Airflow run id, so a retried task (or a cleared and re-run DAG
-run) finds the run's noisy measurements under ``<runs_dir>/<run id>`` and reuses them: retries
-spend no privacy budget, and synthesis with the same seed rewrites the same table. With a budget
-ledger (``ledger`` param) the measure step also refuses to start once the dataset's total budget
-(``dataset_epsilon``) would be exceeded, and a retry is never charged twice.
+run) is the same run: the budget ledger charges it once and hands every attempt the measurements
+its first attempt drew, wherever they ran; synthesis with the same seed rewrites the same table.
+
+Required by default (a task fails with exit code 2, not retried, while they are missing):
+
+- a budget ledger and the dataset's id: ``PRIVSYN_DAG_LEDGER`` (a Delta path on shared storage or a
+  catalog table) and ``PRIVSYN_DAG_DATASET_ID``, or the ``ledger`` / ``dataset_id`` params; store the
+  dataset's total budget once, before the first run:
+  ``privsyn-spark budget set --ledger L --dataset ID --epsilon E --delta D``;
+- a runs dir every task's driver can read: ``PRIVSYN_DAG_RUNS_DIR`` or the ``runs_dir`` param, e.g.
+  ``hdfs:///privsyn/runs``, ``s3a://bucket/privsyn/runs``, ``abfss://c@account.dfs.core.windows.net/runs``
+  or a shared mount (a local temp folder per worker is not: synthesize could not find the measurements).
+
+A refused budget (exit 3), bad input data (4) or a usage error (2) fails the task at once
+(``AirflowFailException``): retrying cannot help. Any other failure (1) is retried.
 
 Deployment settings come from the environment of the Airflow worker (the file imports nothing of
 privsyn-spark, which needs to be installed only where spark-submit runs the jobs):
@@ -18,9 +29,10 @@ privsyn-spark, which needs to be installed only where spark-submit runs the jobs
   (default the Delta package) from Maven
 - ``PRIVSYN_PY_FILES``       zip/wheel of privsyn_spark shipped to executors (when they lack it)
 - ``PRIVSYN_PYSPARK_PYTHON`` Python of the driver and executors (spark-submit's PYSPARK_PYTHON)
-- ``PRIVSYN_DAG_WORKDIR``    where the default input/output/runs live (default a temp folder)
+- ``PRIVSYN_DAG_WORKDIR``    where the default output lives (default a temp folder)
 - ``PRIVSYN_DAG_INPUT``, ``PRIVSYN_DAG_SCHEMA``, ``PRIVSYN_DAG_OUTPUT``, ``PRIVSYN_DAG_RUNS_DIR``,
-  ``PRIVSYN_DAG_LEDGER``  defaults of the matching params (the bundled Adult sample by default)
+  ``PRIVSYN_DAG_LEDGER``, ``PRIVSYN_DAG_DATASET_ID``  defaults of the matching params (the bundled
+  Adult sample by default; no default runs dir, ledger or dataset id)
 """
 
 from __future__ import annotations
@@ -33,7 +45,9 @@ from pathlib import Path
 
 try:  # Airflow 3.x
     from airflow.sdk import DAG, Param
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2.x
+    from airflow.exceptions import AirflowException, AirflowFailException
     from airflow.models import DAG, Param
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -56,6 +70,38 @@ def _delta_jars() -> tuple[str | None, str | None]:
     return ",".join(counter) or None, DELTA_PACKAGE
 
 
+NON_RETRYABLE_EXIT_CODES = (2, 3, 4)
+"""privsyn-spark's exit codes for a usage error, a refused budget and bad input data
+(privsyn_spark.errors.NON_RETRYABLE_EXIT_CODES; this file imports nothing of privsyn-spark)."""
+
+
+def spark_submit_exit_code(hook, error: BaseException) -> int | None:
+    """The job's exit code after a failed spark-submit: the driver's (Kubernetes) if known, else the
+    spark-submit process's, else the one in the hook's error message."""
+    driver = getattr(hook, "_spark_exit_code", None)
+    if driver not in (None, 0):
+        return int(driver)
+    process = getattr(getattr(hook, "_submit_sp", None), "returncode", None)
+    if process not in (None, 0):
+        return int(process)
+    found = re.search(r"(?:Error|exit) code is: (\d+)", str(error))
+    return int(found.group(1)) if found else None
+
+
+class PrivsynSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator that fails at once (no retry) when the job exits 2, 3 or 4."""
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except AirflowException as err:
+            code = spark_submit_exit_code(self._hook, err)
+            if code in NON_RETRYABLE_EXIT_CODES:
+                raise AirflowFailException(f"privsyn-spark exited {code} (2 usage, 3 budget refused, 4 bad input "
+                                           f"data): not retried; see the task log") from err
+            raise
+
+
 def safe_id(value: object) -> str:
     """A run id usable as a folder name (Airflow's contain ':' and '+')."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "run"
@@ -72,10 +118,9 @@ STEP_ARGS = [
     "--runs-dir", "{{ params.runs_dir }}",
     "--seed", "{{ params.seed }}",
     "--synthesizer", "{{ params.synthesizer }}",
-    # empty values mean "not set" to the CLI: dataset id = the input, no ledger, no dataset budget
+    # empty values mean "not set": the CLI then refuses the run (exit 2), there is no default
     "--dataset-id={{ params.dataset_id }}",
     "--ledger={{ params.ledger }}",
-    "--dataset-epsilon={{ params.dataset_epsilon }}",
 ]
 
 PARAMS = {
@@ -89,13 +134,13 @@ PARAMS = {
     "epsilon": Param(1.0, type="number", exclusiveMinimum=0, description="privacy budget epsilon of the run"),
     "delta": Param(1e-9, type="number", exclusiveMinimum=0, exclusiveMaximum=1,
                    description="privacy budget delta (never derived from the data)"),
-    "dataset_id": Param("", type="string", description="dataset key in the budget ledger (empty: the input)"),
+    "dataset_id": Param(os.environ.get("PRIVSYN_DAG_DATASET_ID", ""), type="string",
+                        description="dataset key in the budget ledger (required; its budget: `budget set`)"),
     "ledger": Param(os.environ.get("PRIVSYN_DAG_LEDGER", ""), type="string",
-                    description="budget ledger Delta table (empty: no ledger)"),
-    "dataset_epsilon": Param(0, type="number", minimum=0,
-                             description="total epsilon the dataset may spend across runs (0: no limit)"),
-    "runs_dir": Param(os.environ.get("PRIVSYN_DAG_RUNS_DIR", str(WORKDIR / "runs")), type="string", minLength=1,
-                      description="folder of run artifacts, shared by the tasks (shared storage on a cluster)"),
+                    description="budget ledger Delta table holding the dataset's budget (required)"),
+    "runs_dir": Param(os.environ.get("PRIVSYN_DAG_RUNS_DIR", ""), type="string",
+                      description="run artifacts on storage every task reads: hdfs://, s3a://, abfss://, a shared "
+                                  "mount (required)"),
     "run_id": Param("", type="string",
                     description="run id (empty: the Airflow run id, so retries reuse the measurements)"),
     "seed": Param(0, type="integer", minimum=0, description="seed of synthesis (not of the privacy noise)"),
@@ -119,7 +164,7 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
     tasks = [
-        SparkSubmitOperator(
+        PrivsynSparkSubmitOperator(
             task_id=step,
             application=str(JOBS_DIR / f"{step}.py"),
             application_args=list(STEP_ARGS),

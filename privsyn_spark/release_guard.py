@@ -1,0 +1,210 @@
+"""The measure step's contract with the budget ledger: the ledger owns the noise.
+
+With a ledger, a run id is charged once and its noise is drawn once:
+
+1. reserve the run's rho (refused without a budget, over budget, or when the run id was measured
+   with other settings); the reservation records the attempt and where the artifact goes;
+2. only the attempt that holds the reservation draws noise; it writes the artifact atomically
+   (never replacing one) and then records its content hash in the ledger (commit); nothing derived
+   from the measurements leaves the process before the artifact is written;
+3. any other call (a retry, a racing attempt, the same run id from another runs dir) reuses the
+   committed artifact wherever the ledger says it is (checked against its hash, copied into this
+   runs dir); an uncommitted reservation is adopted only if the artifact its attempt wrote is there;
+   otherwise the run is refused (:class:`ArtifactLost`) unless ``recharge`` pays for fresh noise;
+4. a holder that fails before drawing any noise, with no artifact written, refunds its reservation;
+   after the first draw the reservation is kept whatever happens.
+
+Without a ledger (``--no-ledger``) only the runs dir's artifact is reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
+from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.run_artifacts import RunArtifacts
+from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
+from privsyn_spark.write.ledger_state import RunReservation, fingerprint_mismatch
+
+log = logging.getLogger(__name__)
+
+#: (sampler, provenance) -> the run's fresh measurements (counts the data, draws the noise).
+Draw = Callable[[NoiseSampler, dict], Measurements]
+
+
+class ArtifactLost(BudgetRefused):
+    """The run id holds a reservation whose artifact cannot be found or read (no fresh noise without
+    ``--recharge``)."""
+
+
+class TrackingSampler:
+    """A sampler that remembers whether any noise was drawn (then the reservation is never refunded)."""
+
+    def __init__(self, inner: NoiseSampler) -> None:
+        self.inner, self.drawn = inner, False
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        self.drawn = True
+        return self.inner.discrete_gaussian(sigma, size)
+
+
+def run_fingerprint(config, schema_hash: str) -> dict:
+    """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input."""
+    source = config.input
+    if "://" not in source and ("/" in source or Path(source).exists()):
+        source = str(Path(source).expanduser().absolute())
+    return {"epsilon": float(config.epsilon), "delta": float(config.delta), "schema_hash": schema_hash,
+            "input": source}
+
+
+def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -> None:
+    """``UsageError`` when the artifact was measured with other settings than ``fingerprint``."""
+    diff = fingerprint_mismatch(measurements.provenance.get("fingerprint", {}), fingerprint)
+    if diff:
+        raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
+
+
+def local_artifact(config, spark=None) -> Measurements | None:
+    """The runs dir's artifact of ``config.run_id`` (None if there is none)."""
+    artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
+    data = artifacts.read("measurements", ARTIFACT_FILE)
+    if data is None:
+        return None
+    try:
+        return Measurements.from_bytes(data)
+    except ArtifactUnreadable as err:
+        raise UsageError(f"run id {config.run_id!r}: {artifacts.measurements} cannot be read ({err}); "
+                         f"use a new run id or runs dir") from err
+
+
+def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
+    """The run's measurements: reused, or drawn once under the ledger's reservation (module docstring)."""
+    artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
+    attempt = uuid.uuid4().hex
+    provenance = {"fingerprint": fingerprint, "attempt": attempt}
+    if not config.ledger:
+        found = local_artifact(config, spark)
+        if found is not None:
+            check_same_run(found, fingerprint, config.run_id)
+            log.info("run %s: reusing the measurements in %s (no ledger)", config.run_id, artifacts.measurements)
+            return found
+        return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
+    from privsyn_spark.write import ledger as L
+
+    reservation = L.reserve(spark, config.ledger, config.dataset_id, config.run_id, rho=_rho(config),
+                            epsilon=config.epsilon, delta=config.delta, fingerprint=fingerprint,
+                            artifact=artifacts.measurements, attempt=attempt)
+    for _ in range(3):
+        if reservation.charged:
+            return _holder(spark, config, artifacts, reservation, draw, sampler, provenance)
+        found = find_committed(spark, artifacts, reservation.held, adopt=True)
+        if found is not None:
+            measurements, sha, where = found
+            if reservation.held.artifact_sha256 is None:
+                L.commit(spark, config.ledger, reservation, where, sha)
+            log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
+                     config.run_id, where, reservation.seq)
+            return measurements
+        if not config.recharge:
+            raise ArtifactLost(_lost_message(config, reservation.held))
+        log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", config.run_id)
+        reservation = L.reserve(spark, config.ledger, config.dataset_id, config.run_id, rho=_rho(config),
+                                epsilon=config.epsilon, delta=config.delta, fingerprint=fingerprint,
+                                artifact=artifacts.measurements, attempt=attempt,
+                                recharge_of=reservation.seq)
+    raise L.LedgerContention(f"run {config.run_id!r}: its reservation kept changing under concurrent attempts")
+
+
+def _rho(config) -> float:
+    from privsyn_spark.privacy.release import resolve_budget
+
+    return resolve_budget(config.epsilon, config.delta, None)[0]
+
+
+def _lost_message(config, held: RunReservation) -> str:
+    what = ("its artifact is missing or does not match the recorded hash" if held.artifact_sha256
+            else "its measurements were never committed (another attempt may still be measuring, or one "
+                 "crashed after drawing noise)")
+    return (f"run id {config.run_id!r} holds reservation #{held.seq} of dataset {config.dataset_id!r} but {what}: "
+            f"{held.artifact}; restore it, wait for the other attempt, or pass --recharge to pay for fresh "
+            f"measurements")
+
+
+def _holder(spark, config, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
+            provenance: dict) -> Measurements:
+    """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
+    from privsyn_spark.write import ledger as L
+
+    if not config.recharge and artifacts.storage.exists(artifacts.measurements):
+        L.refund(spark, config.ledger, reservation)  # nothing drawn; the file there is not this attempt's
+        raise UsageError(f"run id {config.run_id!r} already has measurements in {artifacts.measurements} that "
+                         f"ledger {config.ledger} does not record (measured with --no-ledger or another "
+                         f"ledger); use a new run id")
+    tracking = TrackingSampler(sampler)
+    try:
+        measurements = draw(tracking, provenance)
+        data = measurements.to_bytes()
+        artifacts.storage.write(artifacts.measurements, data, overwrite=bool(config.recharge))
+    except BaseException:
+        if not tracking.drawn and not _exists(artifacts, artifacts.measurements, provenance["attempt"]):
+            L.refund(spark, config.ledger, reservation)
+        raise
+    L.commit(spark, config.ledger, reservation, artifacts.measurements, content_hash(data))
+    return measurements
+
+
+def _exists(artifacts: RunArtifacts, location: str, attempt: str) -> bool:
+    """Whether ``location`` holds an artifact written by ``attempt`` (True when unsure: no refund)."""
+    try:
+        if not artifacts.storage.exists(location):
+            return False
+        return Measurements.from_bytes(artifacts.storage.read(location)).provenance.get("attempt") == attempt
+    except Exception:  # noqa: BLE001 - cannot tell: keep the reservation
+        return True
+
+
+def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler, provenance: dict,
+                      overwrite: bool) -> Measurements:
+    measurements = draw(sampler, provenance)
+    artifacts.storage.write(artifacts.measurements, measurements.to_bytes(), overwrite=overwrite)
+    return measurements
+
+
+def find_committed(spark, artifacts: RunArtifacts, held: RunReservation,
+                   adopt: bool = False) -> tuple[Measurements, str, str] | None:
+    """``(measurements, sha256, location)`` of the reservation's artifact: at its recorded location or
+    in this runs dir, matching the recorded hash (or, with ``adopt`` and no commit yet, written by the
+    holding attempt). A copy is left in this runs dir. None when no such artifact can be read."""
+    candidates = list(dict.fromkeys([held.artifact, artifacts.measurements]))
+    for where in candidates:
+        try:
+            storage = artifacts.storage if where == artifacts.measurements else storage_for(
+                where, spark if has_scheme(where) else None)
+            if not storage.exists(where):
+                continue
+            data = storage.read(where)
+            measurements = Measurements.from_bytes(data)
+        except Exception as err:  # noqa: BLE001 - unreadable bytes, or an error of the (Hadoop) file system
+            log.warning("run %s: the artifact at %s cannot be read (%s)", held.run_id, where, type(err).__name__)
+            continue
+        sha = content_hash(data)
+        if held.artifact_sha256 is not None:
+            if sha != held.artifact_sha256:
+                log.warning("run %s: the artifact at %s does not match the ledger's hash", held.run_id, where)
+                continue
+        elif not (adopt and measurements.provenance.get("attempt") == held.attempt):
+            continue
+        if where != artifacts.measurements:
+            try:
+                artifacts.storage.write(artifacts.measurements, data, overwrite=False)
+            except ArtifactExists:
+                pass  # a different file there never replaces the ledger's: later steps check the hash
+        return measurements, sha, where
+    return None

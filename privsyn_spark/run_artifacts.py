@@ -1,0 +1,92 @@
+"""A run's artifact folder ``<runs-dir>/<run-id>/`` on any storage (see :mod:`privsyn_spark.runtime.storage`).
+
+Holds ``measurements/measurements.npz`` (written once, atomically, before anything derived from it
+leaves the process), ``targets/`` (consistent target marginals), ``state.json`` (what the steps found),
+``report.json`` / ``report.html`` and GUM's ``checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privsyn_spark.errors import UsageError
+from privsyn_spark.privacy.measurements import ARTIFACT_FILE
+from privsyn_spark.runtime.storage import Storage, has_scheme, join, storage_for
+
+
+class RunArtifacts:
+    """Locations and reads/writes of one run's artifacts (``runs_dir`` a local path or a URI)."""
+
+    def __init__(self, runs_dir: str, run_id: str, spark=None) -> None:
+        if not runs_dir or not str(runs_dir).strip():
+            raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
+        self.base = join(str(runs_dir), run_id)
+        self.spark = spark
+        self.storage: Storage = storage_for(self.base, spark)
+
+    def location(self, *parts: str) -> str:
+        """``<run folder>/<parts...>`` as a path or URI."""
+        return join(self.base, *parts)
+
+    @property
+    def measurements(self) -> str:
+        """Where this run's measurements artifact lives."""
+        return self.location("measurements", ARTIFACT_FILE)
+
+    @property
+    def checkpoints(self) -> str:
+        """GUM's reliable checkpoints under the run folder."""
+        return self.location("checkpoints")
+
+    @property
+    def local(self) -> bool:
+        return not has_scheme(self.base)
+
+    def read(self, *parts: str) -> bytes | None:
+        """The bytes of ``parts`` under the run folder, or None when missing."""
+        location = self.location(*parts)
+        return self.storage.read(location) if self.storage.exists(location) else None
+
+    def write(self, data: bytes, *parts: str, overwrite: bool = True) -> str:
+        """Write ``data`` atomically under the run folder; returns its location."""
+        location = self.location(*parts)
+        self.storage.write(location, data, overwrite=overwrite)
+        return location
+
+    def read_json(self, *parts: str) -> Any:
+        data = self.read(*parts)
+        return None if data is None else json.loads(data.decode("utf-8"))
+
+    def write_json(self, doc: Any, *parts: str) -> str:
+        return self.write(json.dumps(doc, default=str).encode("utf-8"), *parts)
+
+    def save_targets(self, run_id: str, tables: Mapping[tuple[str, ...], np.ndarray], meta: dict) -> None:
+        """Target tables (npz) and their description (json, written last: it marks completeness)."""
+        keys = list(tables)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **{f"t{i}": tables[k] for i, k in enumerate(keys)})
+        self.write(buffer.getvalue(), "targets", "targets.npz")
+        self.write_json({"run_id": run_id, "keys": [list(k) for k in keys], **meta}, "targets", "targets.json")
+
+    def load_targets(self, run_id: str):
+        """``(tables, meta)`` saved for ``run_id``, or None."""
+        doc = self.read_json("targets", "targets.json")
+        if doc is None or doc.get("run_id") != run_id:
+            return None
+        with np.load(io.BytesIO(self.read("targets", "targets.npz")), allow_pickle=False) as arrays:
+            tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
+        doc.pop("run_id")
+        return tables, doc
+
+    def write_report(self, report: Mapping) -> str:
+        """``report.json`` and ``report.html`` into the run folder; returns the HTML's location."""
+        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html, to_jsonable
+
+        text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
+        self.write(text.encode("utf-8"), REPORT_JSON)
+        return self.write(render_html(json.loads(text)).encode("utf-8"), REPORT_HTML)

@@ -1,0 +1,188 @@
+"""The ledger owns the noise: one run id is one release wherever and however often it is measured
+(the issue's scenario 1), lost artifacts are refused, racing attempts draw once, refunds only before
+any noise, a reused run id asking other settings is refused (scenario 5), run artifacts on file:// URIs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsyn_spark import cli, pipeline
+from privsyn_spark.errors import BadInputData, UsageError
+from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
+from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release_guard import ArtifactLost, guarded_measure, run_fingerprint
+from privsyn_spark.run_artifacts import RunArtifacts
+from privsyn_spark.write import ledger as L
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = """\
+columns:
+  - {name: a, type: categorical, values: [x, y, z]}
+  - {name: b, type: categorical, values: [p, q]}
+  - {name: c, type: categorical, values: [u, v, w, s]%s}
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A 3,217-row CSV (c has 'zz' values outside its domain), its schema and a fail-policy schema."""
+    root = tmp_path_factory.mktemp("small")
+    rng = np.random.default_rng(5)
+    n = 3217
+    frame = pd.DataFrame({"a": rng.choice(["x", "y", "z"], n), "b": rng.choice(["p", "q"], n),
+                          "c": rng.choice(["u", "v", "w", "s", "zz"], n, p=[0.3, 0.3, 0.2, 0.15, 0.05])})
+    frame.to_csv(root / "small.csv", index=False)
+    (root / "schema.yaml").write_text(SCHEMA % "")
+    (root / "fail.yaml").write_text(SCHEMA % ", unseen: fail")
+    (root / "other.csv").write_bytes((root / "small.csv").read_bytes())
+    return root
+
+
+def config(small, run_id, runs_dir, *extra, step="measure", schema="schema.yaml", data="small.csv"):
+    """A RunConfig through the CLI's parser and its pre-Spark validation."""
+    args = cli.build_parser().parse_args([step, "--input", str(small / data), "--schema", str(small / schema),
+                                          "--output", str(small / "out" / run_id), "--run-id", run_id,
+                                          "--runs-dir", str(runs_dir), *extra])
+    cli.validate_run_args(args)
+    return cli.config_from_args(args)
+
+
+def same(m1: Measurements, m2: Measurements) -> bool:
+    return (m1.noisy_total == m2.noisy_total and len(m1.marginals) == len(m2.marginals)
+            and all(np.array_equal(x.values, y.values) for x, y in zip(m1.marginals, m2.marginals)))
+
+
+def test_scenario_1_one_run_id_in_two_runs_dirs_is_one_release(spark, small, tmp_path):
+    ledger = str(tmp_path / "ledger")
+    L.set_budget(spark, ledger, "small", 1.5, 1e-9)
+    led = ["--ledger", ledger, "--dataset-id", "small"]
+    first = pipeline.run_measure(spark, config(small, "demo", tmp_path / "A", *led))
+    # the same run id from another runs dir (here a file:// URI): the ledger's artifact, no new noise
+    second = pipeline.run_measure(spark, config(small, "demo", f"file://{tmp_path}/B", *led))
+    assert same(first, second)
+    assert (tmp_path / "B" / "demo" / "measurements" / "measurements.npz").is_file()  # a copy for later steps
+    third = pipeline.run_measure(spark, config(small, "demo2", tmp_path / "A", *led))  # charged: eps 1+1 -> 1.44
+    assert not same(first, third)
+    with pytest.raises(L.BudgetExhausted):  # a third release does not fit eps 1.5
+        pipeline.run_measure(spark, config(small, "demo3", tmp_path / "A", *led))
+    state = L.dataset_state(spark, ledger, "small")
+    assert [(r.run_id, r.status) for r in state.reservations] == [("demo", "committed"), ("demo2", "committed")]
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    assert state.spent_rho == pytest.approx(2 * rho) and state.spent_rho <= state.budget.rho
+    assert eps_from_rho(state.spent_rho, 1e-9) < 1.5
+
+    # A's artifact lost: from B its hash-checked copy is reused; from a fresh runs dir C it is refused
+    os.remove(tmp_path / "A" / "demo" / "measurements" / "measurements.npz")
+    assert same(first, pipeline.run_measure(spark, config(small, "demo", tmp_path / "B", *led)))
+    with pytest.raises(ArtifactLost, match="--recharge"):
+        pipeline.run_measure(spark, config(small, "demo", tmp_path / "C", *led))
+    # a tampered copy does not match the ledger's hash
+    tampered = dataclasses.replace(first, noisy_total=first.noisy_total + 1)
+    RunArtifacts(str(tmp_path / "D"), "demo").write(tampered.to_bytes(), "measurements", "measurements.npz")
+    with pytest.raises(ArtifactLost):
+        pipeline.run_measure(spark, config(small, "demo", tmp_path / "D", *led))
+    with pytest.raises(L.BudgetExhausted):  # --recharge pays again: no room left
+        pipeline.run_measure(spark, config(small, "demo", tmp_path / "C", *led, "--recharge"))
+    assert len(L.dataset_state(spark, ledger, "small").reservations) == 2
+
+    # the later steps read the ledger's artifact too, and refuse a run asking other settings
+    pipeline.run_synthesize(spark, config(small, "demo", tmp_path / "B", *led, "--gum-rounds", "2", step="synthesize"))
+    with pytest.raises(UsageError, match="epsilon"):
+        pipeline.run_synthesize(spark, config(small, "demo", tmp_path / "B", *led, "--epsilon", "5",
+                                              step="synthesize"))
+
+
+def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(spark, small, tmp_path):
+    ledger = str(tmp_path / "ledger")
+    L.set_budget(spark, ledger, "small", 20.0, 1e-9)
+    led = ["--ledger", ledger, "--dataset-id", "small"]
+    conf = config(small, "race", tmp_path / "runs", *led)
+    results: list = [None, None]
+    barrier = threading.Barrier(2)
+
+    def attempt(i):
+        barrier.wait()
+        try:
+            results[i] = pipeline.measure(spark, conf)
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            results[i] = exc
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=900)
+    done = [r for r in results if isinstance(r, Measurements)]
+    refused = [r for r in results if not isinstance(r, Measurements)]
+    assert done and all(isinstance(r, ArtifactLost) for r in refused), results  # in flight: refused
+    assert all(same(done[0], r) for r in done)
+    assert len(L.dataset_state(spark, ledger, "small").reservations) == 1
+
+    # an attempt that dies after drawing noise keeps its reservation; the run id is then refused
+    conf = config(small, "crash", tmp_path / "runs", *led)
+    fingerprint = run_fingerprint(conf, "h")
+
+    def draw_then_crash(sampler, provenance):
+        sampler.discrete_gaussian(1.0, 3)
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(RuntimeError, match="executor lost"):
+        guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+    held = L.dataset_state(spark, ledger, "small").active("crash")
+    assert held is not None and held.status == "uncommitted"
+    with pytest.raises(ArtifactLost, match="never committed"):
+        guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+    # ... unless the artifact its attempt wrote is there (it crashed between writing and committing)
+    written = dataclasses.replace(done[0], provenance={"fingerprint": fingerprint, "attempt": held.attempt})
+    RunArtifacts(str(tmp_path / "runs"), "crash").write(written.to_bytes(), "measurements", "measurements.npz")
+    adopted = guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+    assert same(adopted, written)
+    assert L.dataset_state(spark, ledger, "small").active("crash").status == "committed"
+
+
+def test_a_run_stopped_before_any_noise_is_refunded(spark, small, tmp_path):
+    ledger = str(tmp_path / "ledger")
+    L.set_budget(spark, ledger, "small", 1.0, 1e-9)
+    led = ["--ledger", ledger, "--dataset-id", "small"]
+    with pytest.raises(BadInputData) as info:  # c has values outside its domain and unseen: fail
+        pipeline.run_measure(spark, config(small, "failing", tmp_path / "runs", *led, schema="fail.yaml"))
+    assert "column 'c'" in str(info.value) and not any(ch.isdigit() for ch in str(info.value))
+    state = L.dataset_state(spark, ledger, "small")
+    assert [r.status for r in state.reservations] == ["refunded"] and state.spent_rho == 0.0
+    assert not (tmp_path / "runs" / "failing" / "measurements" / "measurements.npz").exists()
+    pipeline.run_measure(spark, config(small, "fixed", tmp_path / "runs", *led))  # the whole budget is there
+
+
+def test_scenario_5_a_reused_run_id_with_other_settings_is_refused_before_spark(spark, small, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    pipeline.run_measure(spark, config(small, "five", runs, "--no-ledger"))
+    base = ["measure", "--schema", str(small / "schema.yaml"), "--run-id", "five", "--runs-dir", str(runs),
+            "--no-ledger", "--master", "bogus://not-a-master"]  # Spark would fail: validation comes first
+    for extra, named in ((["--epsilon", "5"], "epsilon"), (["--delta", "1e-7"], "delta")):
+        code = cli.main([*base, "--input", str(small / "small.csv"), *extra])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and named in err and len(err.splitlines()) == 1, err
+    code = cli.main([*base, "--input", str(small / "other.csv")])  # the same bytes under another path
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "input" in err and len(err.splitlines()) == 1, err
+
+
+def test_whole_run_with_runs_dir_as_a_file_uri(spark, small, tmp_path):
+    uri = f"file://{tmp_path}/runs"
+    conf = config(small, "uri", uri, "--no-ledger", "--gum-rounds", "2", step="run")
+    report = pipeline.run(spark, conf)
+    folder = tmp_path / "runs" / "uri"
+    assert (folder / "measurements" / "measurements.npz").is_file()
+    for name in ("report.json", "report.html", "state.json", "targets/targets.json"):
+        assert (folder / name).is_file(), name
+    assert report["budget"]["epsilon"] == 1.0
+    again = pipeline.measure(spark, conf)  # reused from the URI
+    assert same(again, Measurements.load(folder / "measurements"))
