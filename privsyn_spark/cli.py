@@ -13,7 +13,8 @@ import sys
 import uuid
 
 from privsyn_spark import __version__
-from privsyn_spark.errors import PrivsynError
+from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
 log = logging.getLogger("privsyn_spark")
@@ -62,6 +63,11 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--gum-sweeps", type=int, default=0,
                        help="GUM Gauss-Seidel sweeps after the rounds: each shard in turn fits the whole "
                             "deficit (P serial rounds per sweep; worth it for few, small shards)")
+    run.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS,
+                     help=f"cap on the cells of one marginal-engine pass (8 bytes each per Spark task; "
+                          f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
+    run.add_argument("--keep-scratch", action="store_true",
+                     help="keep the run's checkpoint files (removed when the run ends by default)")
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
@@ -96,10 +102,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse option values no run can use (before Spark starts and before any budget is spent)."""
+    from privsyn_spark.runtime.output_check import check_run_id
+
+    for option, minimum in (("rows", 1), ("shard_rows", 1), ("gum_rounds", 0), ("gum_sweeps", 0),
+                            ("max_cells", 1)):
+        value = getattr(args, option, None)
+        if value is not None and value < minimum:
+            raise UsageError(f"--{option.replace('_', '-')} must be >= {minimum}, got {value}")
+    if args.run_id is not None:
+        check_run_id(args.run_id)
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """A RunConfig from parsed arguments (also used by jobs/)."""
+    """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
     from privsyn_spark.privacy.accounting import rho_from_eps_delta
 
+    _check_options(args)
     return RunConfig(
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
@@ -108,7 +128,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         dataset_id=args.dataset_id, ledger=args.ledger,
         dataset_rho_budget=(rho_from_eps_delta(args.dataset_epsilon, args.delta)
                             if args.dataset_epsilon else None),
-        label=args.label, evaluate=not args.no_evaluate)
+        label=args.label, evaluate=not args.no_evaluate, max_cells=args.max_cells, keep_scratch=args.keep_scratch)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +151,18 @@ def _main(args: argparse.Namespace) -> int:
     from privsyn_spark import pipeline
     from privsyn_spark.runtime.session import build_spark_session
 
+    bad_conf = [item for item in args.conf if "=" not in item]
+    if bad_conf:
+        raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
+    config = None
+    if args.command != "infer-schema":  # everything checkable without Spark, before it starts
+        from privsyn_spark.runtime.output_check import check_output_path
+        from privsyn_spark.schema.schema import load_schema
+
+        config = config_from_args(args)
+        load_schema(config.schema)
+        if config.output and args.command in ("run", "synthesize"):
+            check_output_path(config.output, config.write_mode)
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "infer-schema":
@@ -142,7 +174,6 @@ def _main(args: argparse.Namespace) -> int:
         save_schema(draft, args.out, header=WARNING_HEADER)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return 0
-    config = config_from_args(args)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_dir)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]

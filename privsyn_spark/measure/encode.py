@@ -75,6 +75,8 @@ def _categorical(raw, column: CategoricalColumn):
         values = F.array(*[F.lit(v).cast(spark_type(column.dtype)) for v in column.values])
         position = F.array_position(values, typed)  # 1-based; 0 when absent; null when typed is null
         found, code = position > 0, position - 1
+    if column.dtype in ("int", "long"):  # 9.5 or 1e30 is no integer category: the cast must be exact
+        found = found & (typed.cast("double") == raw.try_cast("double"))
     return (F.when(found, code * (1 << STATUS_BITS))
             .when(raw.isNull(), F.lit(null_value))
             .otherwise(F.lit(unseen_value)))
@@ -102,10 +104,12 @@ def _numerical(raw, column: NumericalColumn):
     bins = len(edges) - 1
     widths = np.diff(edges)
     if np.allclose(widths, widths[0], rtol=1e-12, atol=0):
-        index = F.floor((x - F.lit(edges[0])) / F.lit(widths[0]))
+        # clipped while still a double: +-inf and huge values never reach an integer cast
+        position = F.least(F.greatest((x - F.lit(edges[0])) / F.lit(widths[0]), F.lit(0.0)), F.lit(bins - 1.0))
+        index = F.floor(position).cast("int")
     else:
         index = sum((F.when(x >= F.lit(e), 1).otherwise(0) for e in edges[1:-1]), F.lit(0))
-    clipped = F.least(F.greatest(index.cast("int"), F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
+    clipped = F.least(F.greatest(index, F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
     inside = (x >= F.lit(edges[0])) & (x <= F.lit(edges[-1]))  # false for NaN, null for null
     null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
     return (F.when(inside, clipped)
@@ -118,8 +122,10 @@ def encode(df, schema: Schema) -> EncodedTable:
     """Encode ``df`` against ``schema`` (lazy: nothing runs yet).
 
     Values that cannot be parsed as the declared type count as outside the domain, like
-    unseen categories and out-of-range numbers. Unparseable numbers and NaN go to the first bin
-    (they cannot be clipped) and are counted as out of range.
+    unseen categories and out-of-range numbers. In numerical columns, +-inf and huge values are
+    clipped to the edge bins and counted as out of range; unparseable numbers and NaN go to the
+    first bin (they cannot be clipped) and are counted as out of range. Numbers too large for an
+    integer category's type are unseen categories.
     """
     schema.check_table_columns(df.columns)
     columns = []

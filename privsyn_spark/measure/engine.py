@@ -126,10 +126,11 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
 
 
 def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict[str, dict[str, int]]:
-    """Log every out-of-domain tally; raise BadInputData for columns whose policy is ``fail``.
+    """Log every handled value's tally; raise BadInputData for columns whose policy is ``fail``.
 
-    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report. These
-    tallies read the private table: they go to operators, not into the release.
+    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (and ``"nulls": n, "null_handling":
+    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``) for the run
+    report. These tallies read the private table: they go to operators, not into the release.
     """
     report: dict[str, dict[str, int]] = {}
     failures = []
@@ -144,6 +145,11 @@ def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict
                          "fail": "failing the job"}[policy])
             if policy == "fail":
                 failures.append(f"column {column.name!r}: {outside} values outside the declared domain")
+        one_way = counts.tables.get((column.name,))
+        kept_nulls = int(one_way[column.null_code]) if column.null_code is not None and one_way is not None else 0
+        if kept_nulls:
+            report.setdefault(column.name, {}).update({"nulls": kept_nulls, "null_handling": "value"})
+            log.warning("column %r: %d nulls, kept as their own value (nulls: value)", column.name, kept_nulls)
         if nulls:
             failures.append(f"column {column.name!r}: {nulls} nulls, and the schema says nulls: fail")
     if failures:

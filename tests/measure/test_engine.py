@@ -114,7 +114,10 @@ def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions, bac
     }
     assert counts.out_of_domain == expected
     report = check_domain_policies(encoded, counts)
-    assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip"}
+    nulls = int(frame["num"].isna().sum())  # nulls: value -> counted like every other handled value
+    assert nulls > 0
+    assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip", "nulls": nulls,
+                             "null_handling": "value"}
     assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
 
 
