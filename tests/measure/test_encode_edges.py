@@ -47,3 +47,32 @@ def test_fail_policies_count_edge_numbers_instead_of_crashing(spark):
     counts = count_marginals(encoded, [(c,) for c in schema.names])
     with pytest.raises(BadInputData, match="column 'uniform': 6 values outside the declared domain"):
         check_domain_policies(encoded, counts)
+
+
+@pytest.mark.parametrize("size", [20, 1500])  # array literal, broadcast-join lookup (LOOKUP_JOIN_ABOVE = 1000)
+def test_category_lookups_match_a_python_mapping(spark, size):
+    import numpy as np
+
+    rng = np.random.default_rng(size)
+    words = [f"w{i}" for i in range(size)]
+    evens = list(range(0, 2 * size, 2))  # not contiguous: looked up, not computed
+    halves = [i / 2 for i in range(size)]
+    n = 3000
+    picks = rng.integers(0, size + 5, n)  # a few indices past the declared values: unseen
+    rows = [(f" w{p} " if p % 7 == 0 else f"w{p}", str(2 * p) if p % 3 else 2 * p + 0.5, p / 2)
+            for p in picks.tolist()] + [(None, None, None)]
+    df = spark.createDataFrame(rows, "word string, even string, half double").repartition(3)
+    schema = parse_schema({"max_column_codes": 10_000, "columns": [
+        {"name": "word", "type": "categorical", "values": words},
+        {"name": "even", "type": "categorical", "dtype": "long", "values": evens},
+        {"name": "half", "type": "categorical", "values": halves}]})
+    counts = count_marginals(encode(df, schema), [("word",), ("even",), ("half",)])
+    inside = picks < size
+    expected_word = np.bincount(np.where(inside, picks, size), minlength=size + 2)
+    expected_word[size + 1] = 1  # the null row
+    np.testing.assert_array_equal(counts.tables[("word",)], expected_word)
+    exact_even = inside & (picks % 3 != 0)  # 2p + 0.5 is no long category
+    np.testing.assert_array_equal(counts.tables[("even",)][:size], np.bincount(picks[exact_even], minlength=size))
+    np.testing.assert_array_equal(counts.tables[("half",)][:size], np.bincount(picks[inside], minlength=size))
+    assert counts.out_of_domain == {"word": int((~inside).sum()), "even": int((~exact_even).sum()),
+                                    "half": int((~inside).sum())}
