@@ -95,7 +95,11 @@ class _Timer:
 
 
 def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurements:
-    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core."""
+    """Measure privately (or reuse this run's measurements): two engine passes + the privacy core.
+
+    Everything that can refuse the input (missing columns, ``fail`` policies, the cell cap) runs before
+    the budget ledger is charged; the ledger is charged before the first noise draw.
+    """
     from privsyn_spark.measure.encode import encode
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif import indif_scores
@@ -113,10 +117,12 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
                  config.run_id, config.measurements_dir)
         return existing
     encoded = encode(read_table(spark, config.input, config.input_format), schema)  # checks the columns
-    reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
     with _Timer(state, "measure"):
         first = count_marginals(encoded, one_and_two_way(encoded.domain), max_cells=config.max_cells)
         state.domain_handling = check_domain_policies(encoded, first)
+        # the reservation comes after every check of the input (a bad table spends nothing) and before
+        # any noise is drawn; it refuses when the dataset's budget would be exceeded
+        reserve_for_run(spark, config)
         one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
         scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
         del first  # exact counts stay inside this step

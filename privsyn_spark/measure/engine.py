@@ -102,7 +102,8 @@ def count_marginals(encoded: EncodedTable, marginals: Sequence[tuple[str, ...]],
     cells = sum(domain.cells(m) for m in computed)
     if cells > max_cells:
         raise CellCapExceeded(f"the {len(computed)} requested count tables hold {cells:,} cells, above the "
-                              f"cap of {max_cells:,}; request fewer or smaller marginals or raise max_cells")
+                              f"cap of {max_cells:,}; declare fewer values or bins, or raise the cap (--max-cells, "
+                              f"RunConfig.max_cells)")
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
     packed, layout = pack(encoded, domain, computed, recode)
@@ -149,7 +150,7 @@ def check_domain_policies(encoded: EncodedTable, counts: MarginalCounts) -> dict
         kept_nulls = int(one_way[column.null_code]) if column.null_code is not None and one_way is not None else 0
         if kept_nulls:
             report.setdefault(column.name, {}).update({"nulls": kept_nulls, "null_handling": "value"})
-            log.warning("column %r: %d nulls, kept as their own value (nulls: value)", column.name, kept_nulls)
+            log.info("column %r: nulls kept as their own value (nulls: value; tally in the run report)", column.name)
         if nulls:
             failures.append(f"column {column.name!r}: {nulls} nulls, and the schema says nulls: fail")
     if failures:

@@ -8,6 +8,7 @@ log), never its data files.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -38,7 +39,8 @@ def check_output_path(target: str, mode: str) -> None:
     """Refuse a local output location a Delta write would fail on or damage.
 
     Refused: a regular file; an existing folder that is not a Delta table but holds files (a Delta
-    table would be created among them); a location whose nearest existing folder is not writable.
+    table would be created among them); a location whose nearest existing folder cannot be written
+    (probed by creating and removing a hidden folder there).
     Remote paths and catalog names are left to :func:`check_output_table`.
     """
     path = _local(target)
@@ -50,15 +52,17 @@ def check_output_path(target: str, mode: str) -> None:
         if not (path / "_delta_log").is_dir() and any(path.iterdir()):
             raise UsageError(f"--output {target}: an existing folder that is not a Delta table and holds files; "
                              f"give a new or empty folder, or an existing Delta table")
-        writable = path / "_delta_log" if (path / "_delta_log").is_dir() else path
+        folder = path
     else:
-        writable = path.parent
-        while not writable.exists():
-            writable = writable.parent
-        if not writable.is_dir():
-            raise UsageError(f"--output {target}: {writable} is a file, so the folder cannot be created")
-    if not os.access(writable, os.W_OK | os.X_OK):
-        raise UsageError(f"--output {target}: {writable} is not writable")
+        folder = path.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise UsageError(f"--output {target}: {folder} is a file, so the folder cannot be created")
+    try:  # a real probe: permission bits say nothing for root, read-only mounts or /proc
+        os.rmdir(tempfile.mkdtemp(prefix=".privsyn-write-check-", dir=folder))
+    except OSError as exc:
+        raise UsageError(f"--output {target}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
 def check_output_table(spark, target: str, mode: str, ddl: str) -> None:
