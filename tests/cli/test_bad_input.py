@@ -43,7 +43,7 @@ class Case:
     def __init__(self, tmp_path: Path, frame: pd.DataFrame | None = None, columns=None, **schema_extra):
         self.dir = tmp_path
         self.input = tmp_path / "input.parquet"
-        (people() if frame is None else frame).to_parquet(self.input, index=False)
+        write_parquet(people() if frame is None else frame, self.input)
         self.schema = tmp_path / "schema.yaml"
         self.schema.write_text(yaml.safe_dump({"columns": columns or COLUMNS, **schema_extra}))
         self.output = tmp_path / "out"
@@ -58,6 +58,16 @@ class Case:
 
     def table_written(self) -> bool:
         return (self.output / "_delta_log").is_dir()
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Parquet keeping NaN as NaN in float columns (pandas' own writer turns it into null)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [pa.array(frame[c].to_numpy()) if frame[c].dtype.kind == "f" else pa.array(frame[c].tolist())
+              for c in frame.columns]
+    pq.write_table(pa.table(arrays, names=list(frame.columns)), path)
 
 
 def budget_charged(spark, ledger: Path) -> float:
