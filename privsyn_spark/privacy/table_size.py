@@ -2,8 +2,8 @@
 
 Whether a table is empty, or how many rows it has, is itself private, so nothing here looks at
 the data: the check reads the measurements artifact. The noisy total (an inverse-variance weighted
-mean of the noisy tables' sums, ``release.noisy_total``) has a noise standard deviation that only
-depends on the budget and the domain (:func:`total_noise_sd`). Then:
+mean of the noisy tables' sums, ``release.noisy_total``) has a noise standard deviation that
+depends only on the released tables' shapes and noise scales (:func:`total_noise_sd`). Then:
 
 - a noisy total below ``MIN_TOTAL_SDS`` (3) of those standard deviations cannot be told from an
   empty table: the run stops with :class:`BadInputData` (exit 4) and writes no table of noise;
