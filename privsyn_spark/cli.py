@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 import uuid
+from pathlib import Path
 
 from privsyn_spark import __version__
 from privsyn_spark.errors import PrivsynError, UsageError
@@ -144,6 +145,27 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
 
 
+def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
+    """Everything checkable without Spark, before its session starts: options, input path, schema, output."""
+    from privsyn_spark.runtime.output_check import check_output_path
+    from privsyn_spark.runtime.tables import is_path
+    from privsyn_spark.schema.schema import load_schema
+
+    bad_conf = [item for item in args.conf if "=" not in item]
+    if bad_conf:
+        raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
+    if args.command == "infer-schema":
+        return None
+    config = config_from_args(args)
+    local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
+    if local_input and not Path(args.input).expanduser().exists():
+        raise UsageError(f"--input {args.input}: no such file or folder")
+    load_schema(config.schema)
+    if config.output and args.command in ("run", "synthesize"):
+        check_output_path(config.output, config.write_mode)
+    return config
+
+
 def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -151,18 +173,7 @@ def _main(args: argparse.Namespace) -> int:
     from privsyn_spark import pipeline
     from privsyn_spark.runtime.session import build_spark_session
 
-    bad_conf = [item for item in args.conf if "=" not in item]
-    if bad_conf:
-        raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
-    config = None
-    if args.command != "infer-schema":  # everything checkable without Spark, before it starts
-        from privsyn_spark.runtime.output_check import check_output_path
-        from privsyn_spark.schema.schema import load_schema
-
-        config = config_from_args(args)
-        load_schema(config.schema)
-        if config.output and args.command in ("run", "synthesize"):
-            check_output_path(config.output, config.write_mode)
+    config = _check_before_spark(args)
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "infer-schema":

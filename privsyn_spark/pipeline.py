@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
+from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 
@@ -206,7 +207,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     state = state or RunState(config)
     schema = load_schema(config.schema)
     if schema.schema_hash() != measurements.schema_hash:
-        raise ValueError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
+        raise UsageError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
     rows = config.synth_rows if config.synth_rows is not None else default_rows(measurements)
     with run_scratch(spark, config.run_dir, config.keep_scratch) as checkpoints:
         with _Timer(state, "synthesize"):
@@ -356,7 +357,7 @@ def check_table_size(measurements: Measurements) -> None:
 
 def _load_measurements(config: RunConfig) -> Measurements:
     if not Measurements.exists(config.measurements_dir):
-        raise FileNotFoundError(f"run {config.run_id} has no measurements in {config.measurements_dir}; "
+        raise UsageError(f"run {config.run_id} has no measurements in {config.measurements_dir}; "
                                 f"run the `measure` step first")
     return Measurements.load(config.measurements_dir)
 

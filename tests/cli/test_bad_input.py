@@ -125,6 +125,8 @@ BEFORE_SPARK = [
     ("run-id-escapes", None, ["--run-id", "../escaped"], "--run-id '../escaped' is not a safe folder name"),
     ("output-is-a-file", None, lambda case: ["--output", str(case.dir / "file.txt")], "is a regular file"),
     ("output-not-writable", None, lambda case: ["--output", _no_root_write_dir(case.dir)], "cannot write in"),
+    ("input-missing", None, lambda case: ["--input", str(case.dir / "nope.parquet")], "no such file or folder"),
+    ("conf-not-key-value", None, ["--conf", "spark.executor.memory"], "--conf expects KEY=VALUE"),
     ("output-non-delta-folder", None, lambda case: ["--output", str(case.dir / "folder")],
      "an existing folder that is not a Delta table and holds files"),
 ]
