@@ -16,9 +16,11 @@ import argparse
 import logging
 import sys
 import uuid
+from pathlib import Path
 
 from privsyn_spark import __version__
 from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
 log = logging.getLogger("privsyn_spark")
@@ -76,6 +78,11 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--gum-sweeps", type=int, default=0,
                        help="GUM Gauss-Seidel sweeps after the rounds: each shard in turn fits the whole "
                             "deficit (P serial rounds per sweep; worth it for few, small shards)")
+    run.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS,
+                     help=f"cap on the cells of one marginal-engine pass (8 bytes each per Spark task; "
+                          f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
+    run.add_argument("--keep-scratch", action="store_true",
+                     help="keep the run's checkpoint files (removed when the run ends by default)")
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
@@ -157,15 +164,30 @@ def validate_run_args(args: argparse.Namespace) -> None:
             check_same_run(found, run_fingerprint(config, schema.schema_hash()), config.run_id)
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse option values no run can use (before Spark starts and before any budget is spent)."""
+    from privsyn_spark.runtime.output_check import check_run_id
+
+    for option, minimum in (("rows", 1), ("shard_rows", 1), ("gum_rounds", 0), ("gum_sweeps", 0),
+                            ("max_cells", 1)):
+        value = getattr(args, option, None)
+        if value is not None and value < minimum:
+            raise UsageError(f"--{option.replace('_', '-')} must be >= {minimum}, got {value}")
+    if args.run_id is not None:
+        check_run_id(args.run_id)
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """A RunConfig from parsed arguments (also used by jobs/)."""
+    """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
+    _check_options(args)
     return RunConfig(
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
         gum_rounds=args.gum_rounds, gum_sweeps=args.gum_sweeps, write_mode=args.write_mode,
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
-        log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate)
+        log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
+        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +203,27 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
 
 
+def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
+    """Everything checkable without Spark, before its session starts: options, input path, schema, output."""
+    from privsyn_spark.runtime.output_check import check_output_path
+    from privsyn_spark.runtime.tables import is_path
+    from privsyn_spark.schema.schema import load_schema
+
+    bad_conf = [item for item in args.conf if "=" not in item]
+    if bad_conf:
+        raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
+    if args.command not in STEPS:
+        return None
+    config = config_from_args(args)
+    local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
+    if local_input and not Path(args.input).expanduser().exists():
+        raise UsageError(f"--input {args.input}: no such file or folder")
+    load_schema(config.schema)
+    if config.output and args.command in ("run", "synthesize"):
+        check_output_path(config.output, config.write_mode)
+    return config
+
+
 def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -194,6 +237,7 @@ def _main(args: argparse.Namespace) -> int:
         from privsyn_spark.write.ledger_state import check_budget
 
         check_budget(args.epsilon, args.delta)
+    config = _check_before_spark(args)
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "budget":
@@ -207,7 +251,6 @@ def _main(args: argparse.Namespace) -> int:
         save_schema(draft, args.out, header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return 0
-    config = config_from_args(args)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]

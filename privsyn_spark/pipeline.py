@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
-from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.errors import UsageError
+from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import join
@@ -57,6 +57,8 @@ class RunConfig:
     log_exact_counts: bool = False       # operators only: exact tallies of the private table in the log
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
+    max_cells: int = 20_000_000          # cap on the cells of one marginal-engine pass (engine.DEFAULT_MAX_CELLS)
+    keep_scratch: bool = False           # keep the run's checkpoint files after it ends
 
     @property
     def run_location(self) -> str:
@@ -121,7 +123,8 @@ def input_codes(spark, config: RunConfig):
 
 def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
     """Measure privately once per run id (two engine passes + the privacy core) or reuse the run's
-    measurements; with a ledger, under its reservation (:func:`privsyn_spark.release_guard.guarded_measure`).
+    measurements; with a ledger, under its reservation (:func:`privsyn_spark.release_guard.guarded_measure`:
+    released again when the input is refused before any noise is drawn).
 
     ``codes``: the run's ``input_codes`` (kept for later steps); without it the step reads the input
     into its own scratch table and deletes it at the end.
@@ -146,14 +149,14 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
         with _Timer(state, "measure"), (nullcontext(codes) if codes is not None
                                         else input_codes(spark, config)) as source:
             encoded = source.packed()  # the one scan of the input; both passes read the persisted codes
-            first = count_marginals(encoded, one_and_two_way(encoded.domain))
+            first = count_marginals(encoded, one_and_two_way(encoded.domain), max_cells=config.max_cells)
             state.domain_handling = check_domain_policies(encoded, first, log_exact_counts=config.log_exact_counts)
             one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
             scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
             del first  # exact counts stay inside this step
 
             def engine(marginals, recode):
-                return count_marginals(encoded, marginals, recode).tables
+                return count_marginals(encoded, marginals, recode, max_cells=config.max_cells).tables
 
             measurements = measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
                                              schema_hash=schema.schema_hash(), epsilon=config.epsilon,
@@ -202,6 +205,8 @@ def config_dict(config: RunConfig) -> dict[str, Any]:
 def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
                state: RunState | None = None):
     """Synthesize merged codes (GUM sharded over Spark, or PGM sampling), decode, write the Delta table."""
+    from privsyn_spark.privacy.table_size import default_rows
+    from privsyn_spark.runtime.scratch import run_scratch
     from privsyn_spark.runtime.tables import write_delta
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import decode_dataframe
@@ -210,33 +215,30 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     schema = load_schema(config.schema)
     if schema.schema_hash() != measurements.schema_hash:
         raise UsageError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
-    rows = config.synth_rows if config.synth_rows is not None else max(1, int(round(measurements.noisy_total)))
-    with _Timer(state, "synthesize"):
-        codes, info = _synthesize_codes(spark, config, measurements, targets, rows)
-        state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
-        decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
-                                   config.seed)
-    with _Timer(state, "write"):
-        state.output_version = write_delta(decoded, config.output, config.write_mode,
-                                           properties=run_properties(config, measurements),
-                                           user_metadata={"privsyn.run_id": config.run_id})
+    rows = config.synth_rows if config.synth_rows is not None else default_rows(measurements)
+    with run_scratch(spark, _artifacts(config, spark).checkpoints, config.keep_scratch) as checkpoints:
+        with _Timer(state, "synthesize"):
+            codes, info = _synthesize_codes(spark, config, measurements, targets, rows, checkpoints)
+            state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
+            decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
+                                       config.seed)
+        with _Timer(state, "write"):
+            state.output_version = write_delta(decoded, config.output, config.write_mode,
+                                               properties=run_properties(config, measurements),
+                                               user_metadata={"privsyn.run_id": config.run_id})
     log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{rows:,}", config.output, state.output_version)
     return decoded
 
 
 def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
-                      targets: dict[tuple[str, ...], np.ndarray], rows: int):
+                      targets: dict[tuple[str, ...], np.ndarray], rows: int, checkpoints: str):
     """A DataFrame of merged codes (one int column per attribute) and a dict describing the synthesis."""
     if config.synthesizer == "gum":
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
         gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds,
                                sweeps=config.gum_sweeps)
-        # reliable checkpoints (spark.checkpoint.dir on a cluster, else under the run folder): a lost
-        # executor's shards are recomputed from them, not lost
-        checkpoints = (spark.sparkContext.getCheckpointDir()
-                       or spark.conf.get("spark.checkpoint.dir", None)
-                       or _artifacts(config, spark).checkpoints)
+        # reliable checkpoints (see runtime/scratch.py): a lost executor's shards are recomputed from them
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
                                     checkpoint_dir=checkpoints)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
@@ -272,6 +274,8 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
 
 def build_report(config: RunConfig, measurements: Measurements, state: RunState) -> dict:
     """The run report dict (see privsyn_spark.evaluate.report for how it is rendered)."""
+    from privsyn_spark.privacy.table_size import table_size_warnings, total_noise_sd
+
     domain = measurements.domain
     return to_jsonable({
         "run": {"run_id": config.run_id, "dataset": config.dataset_id or config.input, "input": config.input,
@@ -282,7 +286,8 @@ def build_report(config: RunConfig, measurements: Measurements, state: RunState)
         "selection": {"selected_pairs": [list(p) for p in measurements.selected_pairs],
                       "marginals": [{"attrs": list(m.attrs), "rho": m.rho, "sigma": m.sigma,
                                      "cells": domain.cells(m.attrs)} for m in measurements.marginals],
-                      "noisy_total": measurements.noisy_total},
+                      "noisy_total": measurements.noisy_total, "noisy_total_sd": total_noise_sd(measurements),
+                      "warnings": table_size_warnings(measurements)},
         "estimation": state.estimation,
         "synthesis": state.synthesis,
         "domain_handling": state.domain_handling,
@@ -303,6 +308,8 @@ def run_synthesize(spark, config: RunConfig):
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     measurements = _load_measurements(spark, config)
     state = _load_state(config)  # what the measure step recorded (out-of-domain tallies, timings)
+    check_output(spark, config)
+    check_table_size(measurements)
     targets = estimate(measurements, config, state)
     synthetic = synthesize(spark, config, measurements, targets, state)
     _save_state(config, state)
@@ -325,13 +332,34 @@ def run(spark, config: RunConfig) -> dict:
     from privsyn_spark.runtime.tables import is_path, read_table
 
     state = RunState(config)
+    check_output(spark, config)  # before any budget is spent
     with input_codes(spark, config) as codes:
         measurements = measure(spark, config, state, codes)
+        _save_state(config, state)
+        check_table_size(measurements)
         targets = estimate(measurements, config, state)
         synthesize(spark, config, measurements, targets, state)
         _save_state(config, state)
         written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
         return _report(spark, config, measurements, state, written, codes)
+
+
+def check_output(spark, config: RunConfig) -> None:
+    """Refuse an output location the write would fail on (file, non-Delta folder, other schema in append)."""
+    from privsyn_spark.runtime.output_check import check_output_table
+    from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.synthesize.decode import output_ddl
+
+    check_output_table(spark, config.output, config.write_mode, output_ddl(load_schema(config.schema)))
+
+
+def check_table_size(measurements: Measurements) -> None:
+    """Stop (BadInputData) when the noisy total cannot be told from 0; log the report's size warnings."""
+    from privsyn_spark.privacy.table_size import check_table_size as check, table_size_warnings
+
+    check(measurements)
+    for warning in table_size_warnings(measurements):
+        log.warning("%s", warning)
 
 
 def _load_measurements(spark, config: RunConfig) -> Measurements:

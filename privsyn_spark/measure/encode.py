@@ -4,6 +4,11 @@ Each kept column becomes one small integer column holding ``code * 4 + status`` 
 domain, 1 outside the declared domain, 2 a null where nulls fail), typed ``smallint`` or ``int``
 by the column's size. Each column's lookup is evaluated once per row (it leads its CASE, so
 Spark's subexpression elimination shares it); contiguous integer categories use arithmetic.
+
+Declared category lists reach Spark as one literal each (a split string), never one expression
+per value: building a plan costs the same for 10 or 100,000 values. Up to ``LOOKUP_JOIN_ABOVE``
+values the lookup scans that array per row; larger lists are looked up with a broadcast hash join
+on a (value, code) table, so the cost per row does not grow with the list.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from privsyn_spark.schema.schema import Schema
 
 STATUS_OK, STATUS_OUT_OF_DOMAIN, STATUS_NULL = 0, 1, 2
 STATUS_BITS = 2
+LOOKUP_JOIN_ABOVE = 1000
+"""Categorical columns with more declared values than this are encoded with a broadcast join."""
+_SEPARATORS = ("\x1f", "\x1e", "\x1d", "\x01")
 
 
 @dataclass(frozen=True)
@@ -56,25 +64,66 @@ def _raw(schema: Schema, column: Column):
     return col
 
 
-def _categorical(raw, column: CategoricalColumn):
-    """``code * 4 + status`` of a categorical column.
+def _typed(raw, column: CategoricalColumn):
+    """The raw value as the column's dtype (null when it does not parse); strings trimmed."""
+    from pyspark.sql import functions as F
+
+    return raw.try_cast(spark_type(column.dtype)) if column.dtype != "string" else F.trim(raw.cast("string"))
+
+
+def _contiguous(column: CategoricalColumn) -> bool:
+    first = column.values[0]
+    return column.dtype in ("int", "long") and list(column.values) == list(range(first, first + len(column.values)))
+
+
+def _value_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, float) else str(value)
+
+
+def _value_array(column: CategoricalColumn):
+    """The declared values as one array literal (one split string, cast to the dtype; constant-folded)."""
+    import re
+
+    from pyspark.sql import functions as F
+
+    texts = [_value_text(v) for v in column.values]
+    sep = next((c for c in _SEPARATORS if not any(c in t for t in texts)), None)
+    if sep is None:  # every separator occurs in some value: one literal per value
+        return F.array(*[F.lit(v).cast(spark_type(column.dtype)) for v in column.values])
+    array = F.split(F.lit(sep.join(texts)), re.escape(sep))
+    return array if column.dtype == "string" else array.cast(f"array<{spark_type(column.dtype)}>")
+
+
+def _lookup_table(spark, column: CategoricalColumn, value_name: str, code_name: str):
+    """A (value, code) DataFrame of the declared values, for the broadcast-join lookup."""
+    import pandas as pd
+
+    frame = pd.DataFrame({value_name: list(column.values), code_name: range(len(column.values))})
+    return spark.createDataFrame(frame, f"`{value_name}` {spark_type(column.dtype)}, `{code_name}` int")
+
+
+def _categorical(raw, column: CategoricalColumn, joined_code=None):
+    """``code * 4 + status`` of a categorical column (``joined_code``: the code column of a lookup join).
 
     The category lookup (``array_position``, the costly part) comes first in the CASE so Spark's
     subexpression elimination evaluates it once per row.
     """
     from pyspark.sql import functions as F
 
-    typed = raw.try_cast(spark_type(column.dtype)) if column.dtype != "string" else F.trim(raw.cast("string"))
+    typed = _typed(raw, column)
     null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
     unseen_value = _packed(column.other_code or 0, STATUS_OUT_OF_DOMAIN)
     first = column.values[0]
-    if column.dtype in ("int", "long") and list(column.values) == list(range(first, first + len(column.values))):
+    if joined_code is not None:
+        found, code = joined_code.isNotNull(), joined_code
+    elif _contiguous(column):
         # a contiguous integer range: arithmetic instead of a lookup
         found, code = (typed >= first) & (typed < first + len(column.values)), typed - first
     else:
-        values = F.array(*[F.lit(v).cast(spark_type(column.dtype)) for v in column.values])
-        position = F.array_position(values, typed)  # 1-based; 0 when absent; null when typed is null
+        position = F.array_position(_value_array(column), typed)  # 1-based; 0 absent; null for null
         found, code = position > 0, position - 1
+    if column.dtype in ("int", "long"):  # 9.5 or 1e30 is no integer category: the cast must be exact
+        found = found & (typed.cast("double") == raw.try_cast("double"))
     return (F.when(found, code * (1 << STATUS_BITS))
             .when(raw.isNull(), F.lit(null_value))
             .otherwise(F.lit(unseen_value)))
@@ -102,10 +151,12 @@ def _numerical(raw, column: NumericalColumn):
     bins = len(edges) - 1
     widths = np.diff(edges)
     if np.allclose(widths, widths[0], rtol=1e-12, atol=0):
-        index = F.floor((x - F.lit(edges[0])) / F.lit(widths[0]))
+        # clipped while still a double: +-inf and huge values never reach an integer cast
+        position = F.least(F.greatest((x - F.lit(edges[0])) / F.lit(widths[0]), F.lit(0.0)), F.lit(bins - 1.0))
+        index = F.floor(position).cast("int")
     else:
         index = sum((F.when(x >= F.lit(e), 1).otherwise(0) for e in edges[1:-1]), F.lit(0))
-    clipped = F.least(F.greatest(index.cast("int"), F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
+    clipped = F.least(F.greatest(index, F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
     inside = (x >= F.lit(edges[0])) & (x <= F.lit(edges[-1]))  # false for NaN, null for null
     null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
     return (F.when(inside, clipped)
@@ -118,14 +169,27 @@ def encode(df, schema: Schema) -> EncodedTable:
     """Encode ``df`` against ``schema`` (lazy: nothing runs yet).
 
     Values that cannot be parsed as the declared type count as outside the domain, like
-    unseen categories and out-of-range numbers. Unparseable numbers and NaN go to the first bin
-    (they cannot be clipped) and are counted as out of range.
+    unseen categories and out-of-range numbers. In numerical columns, +-inf and huge values are
+    clipped to the edge bins and counted as out of range; unparseable numbers and NaN go to the
+    first bin (they cannot be clipped) and are counted as out of range. Numbers too large for an
+    integer category's type are unseen categories.
     """
+    from pyspark.sql import functions as F
+
     schema.check_table_columns(df.columns)
     columns = []
-    for column in schema.columns:
+    for i, column in enumerate(schema.columns):
         raw = _raw(schema, column)
-        value = _categorical(raw, column) if isinstance(column, CategoricalColumn) else _numerical(raw, column)
+        if isinstance(column, CategoricalColumn) and len(column.values) > LOOKUP_JOIN_ABOVE and not _contiguous(column):
+            key, code = f"__privsyn_key{i}", f"__privsyn_code{i}"
+            lookup = _lookup_table(df.sparkSession, column, key + "_value", code)
+            df = df.withColumn(key, _typed(raw, column))
+            df = df.join(F.broadcast(lookup), F.col(key) == F.col(key + "_value"), "left")
+            value = _categorical(raw, column, F.col(code))
+        elif isinstance(column, CategoricalColumn):
+            value = _categorical(raw, column)
+        else:
+            value = _numerical(raw, column)
         kind = "smallint" if (column.size << STATUS_BITS) < 2 ** 15 else "int"
         columns.append(value.cast(kind).alias(column.name))
     return EncodedTable(df.select(*columns), schema, schema.domain())

@@ -105,7 +105,8 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     cells = sum(domain.cells(m) for m in computed)
     if cells > max_cells:
         raise CellCapExceeded(f"the {len(computed)} requested count tables hold {cells:,} cells, above the "
-                              f"cap of {max_cells:,}; request fewer or smaller marginals or raise max_cells")
+                              f"cap of {max_cells:,}; declare fewer values or bins, or raise the cap (--max-cells, "
+                              f"RunConfig.max_cells)")
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
     packed = encoded if isinstance(encoded, PackedCodes) else pack_codes(encoded)
@@ -134,9 +135,10 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalC
                           log_exact_counts: bool = False) -> dict[str, dict[str, int]]:
     """Apply the out-of-domain and null policies: raise BadInputData for columns whose policy is ``fail``.
 
-    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` for the run report (operators only,
-    marked not private). The tallies read the private table, so the log and the error name the
-    columns only; the exact numbers appear there only with ``log_exact_counts``.
+    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (and ``"nulls": n, "null_handling":
+    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``) for the run
+    report (operators only, marked not private). The tallies read the private table, so the log and
+    the error name the columns only; the exact numbers appear there only with ``log_exact_counts``.
     """
     report: dict[str, dict[str, int]] = {}
     failures = []
@@ -153,6 +155,11 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalC
             if policy == "fail":
                 failures.append(f"column {column.name!r}: {how_many if log_exact_counts else 'values'} "
                                 f"outside the declared domain (unseen/out_of_range: fail)")
+        one_way = counts.tables.get((column.name,))
+        kept_nulls = int(one_way[column.null_code]) if column.null_code is not None and one_way is not None else 0
+        if kept_nulls:
+            report.setdefault(column.name, {}).update({"nulls": kept_nulls, "null_handling": "value"})
+            log.info("column %r: nulls kept as their own value (nulls: value; tally in the run report)", column.name)
         if nulls:
             failures.append(f"column {column.name!r}: {f'{nulls} nulls' if log_exact_counts else 'nulls'}, "
                             f"and the schema says nulls: fail")

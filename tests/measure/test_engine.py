@@ -46,7 +46,11 @@ def test_adult_one_and_two_way_equal_pandas(adult, backend):
     assert counts.rows == len(frame) == 48842
     assert len(counts.tables) == 15 + 105
     assert_all_tables_equal(counts, encode_pandas(frame, schema), encoded.domain)
-    assert check_domain_policies(encoded, counts) == {}
+    # nothing outside the domain; the '?' null tokens are kept as a value and counted
+    expected = {c: {"nulls": int((frame[c].str.strip() == "?").sum()), "null_handling": "value"}
+                for c in schema.names if (frame[c].str.strip() == "?").any()}
+    assert set(expected) == {"workclass", "occupation", "native-country"}
+    assert check_domain_policies(encoded, counts) == expected
 
 
 def test_adult_k_way_and_recode(adult, backend):
@@ -114,7 +118,10 @@ def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions, bac
     }
     assert counts.out_of_domain == expected
     report = check_domain_policies(encoded, counts)
-    assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip"}
+    nulls = int(frame["num"].isna().sum())  # nulls: value -> counted like every other handled value
+    assert nulls > 0
+    assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip", "nulls": nulls,
+                             "null_handling": "value"}
     assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
 
 

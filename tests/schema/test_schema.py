@@ -73,3 +73,61 @@ def test_missing_file_and_duplicate_columns(tmp_path):
         load_schema(tmp_path / "nope.yaml")
     with pytest.raises(SchemaError, match="column 'a': declared twice"):
         parse_schema(doc({"name": "a", "type": "drop"}, {"name": "a", "type": "drop"}))
+
+
+def num(**spec):
+    return {"name": "x", "type": "numerical", **spec}
+
+
+def cat(**spec):
+    return {"name": "x", "type": "categorical", **spec}
+
+
+@pytest.mark.parametrize("column, message", [
+    (num(min=0, max=float("inf")), "column 'x': max must be finite, got inf"),
+    (num(min=float("-inf"), max=1), "column 'x': min must be finite"),
+    (num(min=float("nan"), max=1), "column 'x': min must be finite"),
+    (num(edges=[0, 1, float("inf")]), "column 'x': edges must be finite"),
+    (num(min=-1.7e308, max=1.7e308), "column 'x': max - min overflows"),
+    (num(min="zero", max=5), "column 'x': min must be a finite number, got 'zero'"),
+    (num(min="2020-01-01", max=5), "column 'x': min must be a finite number, got '2020-01-01'"),
+    (num(dtype="date", min="soon", max="2020-01-01"), "column 'x': min must be a finite number or a date"),
+    (num(min=0, max=5, bins=2.7), "column 'x': bins must be a whole number, got 2.7"),
+    (num(min=0, max=5, bins="16"), "column 'x': bins must be a whole number, got '16'"),
+    (num(min=0, max=5, bins=True), "column 'x': bins must be a whole number"),
+    (num(min=0, max=5, bins=0), "column 'x': bins must be >= 1"),
+    (num(edges="0,1,2"), "column 'x': edges must be a list"),
+    (num(edges=[0, 1], min=0), "column 'x': give either 'edges' or 'min'"),
+    (num(min=0, max=5, bin=4), r"column 'x': unknown key\(s\) \['bin'\]"),
+    (cat(dtype="int", values=["A", "B", "C"]), "column 'x': value 'A' is not of dtype int"),
+    (cat(dtype="int", values=[1, 2.5]), "column 'x': value 2.5 is not of dtype int"),
+    (cat(dtype="int", values=[1, 2 ** 40]), "column 'x': value 1099511627776 is not of dtype int"),
+    (cat(dtype="boolean", values=[True, "no"]), "column 'x': value 'no' is not of dtype boolean"),
+    (cat(dtype="double", values=[1.0, float("nan")]), "column 'x': value nan is not a finite number"),
+    (cat(values=["a", 1, 2]), r"column 'x': 'values' mix types \['int', 'str'\]"),
+    (cat(values=["a", None]), "column 'x': 'values' mix types"),
+    (cat(dtype="string", values=["a", None]), "column 'x': null is not a category"),
+    (cat(dtype="string", values=[1, "1"]), "column 'x': 'values' has duplicates"),
+    (cat(values=[1, 2], unseen="other", edges=[1]), r"column 'x': unknown key\(s\) \['edges'\]"),
+])
+def test_each_field_is_checked_against_its_dtype(column, message):
+    with pytest.raises(SchemaError, match=message):
+        parse_schema(doc(column))
+
+
+@pytest.mark.parametrize("document, message", [
+    (doc(cat(values=[1]), max_column_codes=2.5), "schema: max_column_codes must be a whole number"),
+    (doc(cat(values=[1]), null_tokens="?"), "schema: null_tokens must be a list of strings"),
+    (doc(cat(values=[1]), colums=[]), r"schema: unknown key\(s\) \['colums'\]"),
+    (doc({"name": 3, "type": "drop"}), "schema: column names must be strings"),
+])
+def test_top_level_fields_are_checked(document, message):
+    with pytest.raises(SchemaError, match=message):
+        parse_schema(document)
+
+
+def test_string_categories_read_numbers_as_text_and_integral_bins_are_accepted():
+    schema = parse_schema(doc(cat(dtype="string", values=[10001, "10002"]),
+                              {"name": "y", "type": "numerical", "min": 0, "max": 1, "bins": 4.0}))
+    assert schema.column("x").values == ("10001", "10002")
+    assert schema.column("y").size == 4 + 1

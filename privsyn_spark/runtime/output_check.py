@@ -1,0 +1,102 @@
+"""Checks of where a run writes, done before any budget is spent: the run id and the output table.
+
+:func:`check_run_id` and :func:`check_output_path` need no Spark (the CLI calls them before the
+session starts); :func:`check_output_table` reads only a Delta table's metadata (its transaction
+log), never its data files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.tables import is_path
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id names one folder under the runs folder: no path separators, no ``.``/``..``, no control chars."""
+    if not run_id or run_id in (".", "..") or any(c in run_id for c in "/\\") or \
+            any(ord(c) < 32 for c in run_id) or run_id != run_id.strip():
+        raise UsageError(f"--run-id {run_id!r} is not a safe folder name (no '/', '\\', '..', control "
+                         f"characters or surrounding spaces)")
+
+
+def _local(target: str) -> Path | None:
+    """The local path of a path target (``file:`` URIs included); None for other file systems and catalog names."""
+    if not is_path(target):
+        return None
+    if target.startswith("file:"):
+        return Path(urlparse(target).path)
+    if "://" in target:
+        return None
+    return Path(target).expanduser()
+
+
+def check_output_path(target: str, mode: str) -> None:
+    """Refuse a local output location a Delta write would fail on or damage.
+
+    Refused: a regular file; an existing folder that is not a Delta table but holds files (a Delta
+    table would be created among them); a location whose nearest existing folder cannot be written
+    (probed by creating and removing a hidden folder there).
+    Remote paths and catalog names are left to :func:`check_output_table`.
+    """
+    path = _local(target)
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--output {target}: is a regular file, not a Delta table folder")
+    if path.is_dir():
+        if not (path / "_delta_log").is_dir() and any(path.iterdir()):
+            raise UsageError(f"--output {target}: an existing folder that is not a Delta table and holds files; "
+                             f"give a new or empty folder, or an existing Delta table")
+        folder = path
+    else:
+        folder = path.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise UsageError(f"--output {target}: {folder} is a file, so the folder cannot be created")
+    try:  # a real probe: permission bits say nothing for root, read-only mounts or /proc
+        os.rmdir(tempfile.mkdtemp(prefix=".privsyn-write-check-", dir=folder))
+    except OSError as exc:
+        raise UsageError(f"--output {target}: cannot write in {folder} ({exc.strerror or exc})") from None
+
+
+def check_output_table(spark, target: str, mode: str, ddl: str) -> None:
+    """In append mode, an existing output table must have the synthetic table's columns and types.
+
+    ``ddl`` is the synthetic table's Spark DDL (``synthesize.decode.output_ddl``). Only the table's
+    metadata is read: the schema of a Delta path comes from its transaction log.
+    """
+    check_output_path(target, mode)
+    if mode != "append":
+        return
+    from pyspark.sql.types import StructType
+
+    path = _local(target)
+    if path is not None:
+        if not (path / "_delta_log").is_dir():
+            return
+        existing = spark.read.format("delta").load(str(path.absolute())).schema
+    elif is_path(target):
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(spark, target):
+            return
+        existing = spark.read.format("delta").load(target).schema
+    else:
+        if not spark.catalog.tableExists(target):
+            return
+        existing = spark.table(target).schema
+    wanted = StructType.fromDDL(ddl)
+    have = [(f.name, f.dataType.simpleString()) for f in existing.fields]
+    need = [(f.name, f.dataType.simpleString()) for f in wanted.fields]
+    if have != need:
+        differ = [f"{n} {t}" for n, t in need if (n, t) not in have] + \
+                 [f"{n} {t} (in the table only)" for n, t in have if (n, t) not in need]
+        raise UsageError(f"--output {target}: cannot append, the existing table's columns differ from the "
+                         f"schema's: {', '.join(differ) or 'column order'}; use --write-mode overwrite or "
+                         f"another output")

@@ -1,0 +1,41 @@
+"""Scratch space of a run (GUM's reliable checkpoints), removed when the run ends unless kept.
+
+Checkpoints go under ``spark.checkpoint.dir`` when the session sets it (a cluster's shared file
+system), else under ``<run>/checkpoints``. Spark puts each ``setCheckpointDir`` into a fresh
+sub-folder; that sub-folder (and ``<run>/checkpoints`` itself) is deleted through the Hadoop file
+system when the synthesis and write are done, whether they succeeded or not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+
+def _delete(spark, location: str) -> None:
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+
+
+@contextmanager
+def run_scratch(spark, run_checkpoints: str, keep: bool = False) -> Iterator[str]:
+    """Yield the checkpoint folder to use for this run (``spark.checkpoint.dir``, else
+    ``run_checkpoints``: a path or URI under the run folder); delete what the run wrote there on exit."""
+    shared = spark.conf.get("spark.checkpoint.dir", None)
+    root = shared or run_checkpoints
+    before = spark.sparkContext.getCheckpointDir()
+    try:
+        yield root
+    finally:
+        used = spark.sparkContext.getCheckpointDir()
+        if keep:
+            log.info("keeping the run's checkpoints in %s (--keep-scratch)", used or root)
+        else:
+            if used and used != before:
+                _delete(spark, used)  # the sub-folder Spark made when this run set the checkpoint folder
+            if not shared:
+                _delete(spark, root)

@@ -1,0 +1,239 @@
+"""Bad input through the real CLI: one case per row of issue 16's table.
+
+Each case asserts the exit code, the one-line message (no trace), that no budget was charged and
+that no table was written. Failures found before Spark starts run `privsyn-spark` as a subprocess
+(fast: no session); the others call ``cli.main`` in-process on the test session.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from privsyn_spark import cli
+from privsyn_spark.errors import EXIT_BAD_INPUT, EXIT_USAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = "people"
+COLUMNS = [
+    {"name": "age", "type": "numerical", "dtype": "int", "min": 18, "max": 80, "bins": 8},
+    {"name": "city", "type": "categorical", "values": ["A", "B", "C"]},
+    {"name": "score", "type": "numerical", "min": 0, "max": 100, "bins": 5},
+]
+
+
+def people(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.integers(18, 81, n).astype("int32"),
+                         "city": rng.choice(["A", "B", "C"], n),
+                         "score": rng.uniform(0, 100, n)})
+
+
+class Case:
+    """Files of one CLI call: input, schema, output, runs folder and budget ledger under ``tmp_path``."""
+
+    def __init__(self, tmp_path: Path, frame: pd.DataFrame | None = None, columns=None, **schema_extra):
+        self.dir = tmp_path
+        self.input = tmp_path / "input.parquet"
+        write_parquet(people() if frame is None else frame, self.input)
+        self.schema = tmp_path / "schema.yaml"
+        self.schema.write_text(yaml.safe_dump({"columns": columns or COLUMNS, **schema_extra}))
+        self.output = tmp_path / "out"
+        self.runs = tmp_path / "runs"
+        self.ledger = tmp_path / "ledger"
+
+    def argv(self, *extra: str, step: str = "run") -> list[str]:
+        return [step, "--input", str(self.input), "--schema", str(self.schema), "--output", str(self.output),
+                "--runs-dir", str(self.runs), "--run-id", "r1", "--epsilon", "1", "--ledger", str(self.ledger),
+                "--dataset-id", DATASET, "--dataset-epsilon", "10", "--seed", "1", "--gum-rounds", "2",
+                "--no-evaluate", *extra]
+
+    def table_written(self) -> bool:
+        return (self.output / "_delta_log").is_dir()
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Parquet keeping NaN as NaN in float columns (pandas' own writer turns it into null)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [pa.array(frame[c].to_numpy()) if frame[c].dtype.kind == "f" else pa.array(frame[c].tolist())
+              for c in frame.columns]
+    pq.write_table(pa.table(arrays, names=list(frame.columns)), path)
+
+
+def budget_charged(spark, ledger: Path) -> float:
+    """The rho the ledger holds for the dataset (0 when the ledger was never created)."""
+    if not (ledger / "_delta_log").is_dir():
+        return 0.0
+    from privsyn_spark.write.ledger import spent_rho
+
+    return spent_rho(spark, str(ledger), DATASET)
+
+
+def one_error_line(stderr: str) -> str:
+    """The CLI's error line; there must be exactly one and no trace."""
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("privsyn-spark: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def run_subprocess(argv: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "privsyn_spark.cli", *argv], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def with_column(name: str, **spec) -> list[dict]:
+    return [({**c, **spec} if c["name"] == name else c) for c in COLUMNS]
+
+
+def replaced(name: str, spec: dict) -> list[dict]:
+    return [({"name": name, **spec} if c["name"] == name else c) for c in COLUMNS]
+
+
+def _no_root_write_dir(tmp_path: Path) -> str:
+    """A location that cannot be written: a read-only folder, or for root (who ignores modes) /proc."""
+    if os.geteuid() == 0:
+        return "/proc/privsyn-bad-input/out"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    return str(locked / "out")
+
+
+# (id, schema columns or None, extra CLI args or a callable(case) -> args, message pattern)
+BEFORE_SPARK = [
+    ("max-inf", with_column("score", max=math.inf), [], "column 'score': max must be finite"),
+    ("int-dtype-string-values", replaced("city", {"type": "categorical", "dtype": "int", "values": ["A", "B"]}), [],
+     "column 'city': value 'A' is not of dtype int"),
+    ("min-zero-text", with_column("score", min="zero"), [], "column 'score': min must be a finite number, got 'zero'"),
+    ("mixed-values", with_column("city", values=["A", 1, 2]), [], "column 'city': 'values' mix types"),
+    ("bins-2.7", with_column("age", bins=2.7), [], "column 'age': bins must be a whole number, got 2.7"),
+    ("rows-0", None, ["--rows", "0"], "--rows must be >= 1, got 0"),
+    ("rows-negative", None, ["--rows", "-5"], "--rows must be >= 1, got -5"),
+    ("shard-rows-0", None, ["--shard-rows", "0"], "--shard-rows must be >= 1"),
+    ("run-id-escapes", None, ["--run-id", "../escaped"], "--run-id '../escaped' is not a safe folder name"),
+    ("output-is-a-file", None, lambda case: ["--output", str(case.dir / "file.txt")], "is a regular file"),
+    ("output-not-writable", None, lambda case: ["--output", _no_root_write_dir(case.dir)], "cannot write in"),
+    ("input-missing", None, lambda case: ["--input", str(case.dir / "nope.parquet")], "no such file or folder"),
+    ("conf-not-key-value", None, ["--conf", "spark.executor.memory"], "--conf expects KEY=VALUE"),
+    ("output-non-delta-folder", None, lambda case: ["--output", str(case.dir / "folder")],
+     "an existing folder that is not a Delta table and holds files"),
+]
+
+
+@pytest.mark.parametrize("name, columns, extra, message", BEFORE_SPARK, ids=[c[0] for c in BEFORE_SPARK])
+def test_refused_before_spark_starts(tmp_path, name, columns, extra, message):
+    case = Case(tmp_path, columns=columns)
+    (tmp_path / "file.txt").write_text("not a table")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "notes.csv").write_text("a,b\n1,2\n")
+    args = extra(case) if callable(extra) else extra
+    result = run_subprocess(case.argv(*args))
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert message in one_error_line(result.stderr)
+    # nothing started: no ledger, no run folder, no table (Spark never ran)
+    assert not case.ledger.exists() and not case.runs.exists() and not case.table_written()
+    assert (tmp_path / "folder").iterdir() and sorted(p.name for p in (tmp_path / "folder").iterdir()) == ["notes.csv"]
+    assert not (tmp_path / "escaped").exists()
+
+
+def _cli(spark, capsys, case: Case, *extra: str, step: str = "run") -> tuple[int, str]:
+    code = cli.main(case.argv("--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4", *extra, step=step))
+    return code, capsys.readouterr().err
+
+
+def _edge_numbers(n: int = 400) -> pd.DataFrame:
+    frame = people(n)
+    frame.loc[:2, "score"] = [math.inf, -math.inf, 1e30]
+    frame.loc[3, "score"] = math.nan
+    frame["city"] = frame["city"].astype(object)
+    frame.loc[4:9, "city"] = None
+    return frame
+
+
+@pytest.mark.slow
+def test_edge_numbers_fail_policy_stops_before_the_budget(spark, capsys, tmp_path):
+    case = Case(tmp_path, _edge_numbers(), columns=with_column("score", out_of_range="fail"))
+    code, err = _cli(spark, capsys, case)
+    assert code == EXIT_BAD_INPUT
+    assert "column 'score':" in one_error_line(err) and "outside the declared domain" in err
+    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+
+
+@pytest.mark.slow
+def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path):
+    """±inf, 1e30 and NaN under `clip` and nulls under `nulls: value`: a table, every handled value counted."""
+    import json
+
+    case = Case(tmp_path, _edge_numbers())
+    code, err = _cli(spark, capsys, case)
+    assert code == 0, err
+    report = json.loads((case.runs / "r1" / "report.json").read_text())
+    assert report["domain_handling"]["score"] == {"out_of_domain": 4, "handling": "clip"}
+    assert report["domain_handling"]["city"] == {"nulls": 6, "null_handling": "value"}
+    assert case.table_written() and budget_charged(spark, case.ledger) > 0
+    out = spark.read.format("delta").load(str(case.output)).toPandas()  # synthetic rows
+    assert np.isfinite(out["score"].dropna()).all() and out["score"].dropna().between(0, 100).all()
+    assert not (case.runs / "r1" / "checkpoints").exists()  # scratch removed when the run ends
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["csv-header-only", "parquet-empty", "epsilon-1e-6"])
+def test_empty_or_tiny_table_stops_with_no_noise_table(spark, capsys, tmp_path, kind):
+    """Emptiness is private: it is judged by the noisy total, so the run's budget is spent (documented)
+    but no table of noise is written, and a retry of the run id fails the same way for free."""
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    epsilon = "1"
+    if kind == "parquet-empty":
+        case = Case(tmp_path, people().iloc[:0])
+    else:
+        case = Case(tmp_path)
+    if kind == "csv-header-only":
+        case.input = tmp_path / "empty.csv"
+        case.input.write_text("age,city,score\n")
+    if kind == "epsilon-1e-6":
+        epsilon = "1e-6"
+    for attempt in range(2):
+        code, err = _cli(spark, capsys, case, "--epsilon", epsilon)
+        assert code == EXIT_BAD_INPUT, err
+        assert "the input table is empty or too small for this budget" in one_error_line(err)
+        assert not case.table_written()
+        assert budget_charged(spark, case.ledger) == pytest.approx(rho_from_eps_delta(float(epsilon), 1e-9))
+
+
+@pytest.mark.slow
+def test_append_to_a_table_with_another_schema_is_refused_before_the_budget(spark, capsys, tmp_path):
+    case = Case(tmp_path)
+    spark.createDataFrame([(1, "x")], "id int, name string").write.format("delta").save(str(case.output))
+    code, err = _cli(spark, capsys, case, "--write-mode", "append")
+    assert code == EXIT_USAGE
+    assert "cannot append, the existing table's columns differ" in one_error_line(err)
+    assert budget_charged(spark, case.ledger) == 0.0
+    assert spark.read.format("delta").load(str(case.output)).columns == ["id", "name"]  # untouched
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, extra, message", [
+    ("missing-column", [], "columns declared in the schema are missing from the table: ['height']"),
+    ("cell-cap", ["--max-cells", "50"], "above the cap of 50; declare fewer values or bins, or raise the cap"),
+])
+def test_refused_after_reading_the_table_but_before_the_budget(spark, capsys, tmp_path, kind, extra, message):
+    columns = COLUMNS + ([{"name": "height", "type": "numerical", "min": 1, "max": 2}] if kind == "missing-column"
+                         else [])
+    case = Case(tmp_path, columns=columns)
+    code, err = _cli(spark, capsys, case, *extra)
+    assert code == EXIT_USAGE
+    assert message in one_error_line(err)
+    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
