@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
-from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.errors import UsageError
+from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import join
@@ -319,8 +319,13 @@ def run(spark, config: RunConfig) -> dict:
 def _load_measurements(spark, config: RunConfig) -> Measurements:
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
-    from privsyn_spark.release_guard import (ArtifactLost, check_same_run, find_committed, local_artifact,
-                                             run_fingerprint)
+    from privsyn_spark.release_guard import (
+        ArtifactLost,
+        check_same_run,
+        find_committed,
+        local_artifact,
+        run_fingerprint,
+    )
     from privsyn_spark.schema.schema import load_schema
 
     fingerprint = run_fingerprint(config, load_schema(config.schema).schema_hash())
