@@ -32,6 +32,11 @@ class NoiseSampler(Protocol):
         ...
 
 
+def sampler_name(sampler: NoiseSampler) -> str:
+    """The noise source recorded in the ledger: a wrapper's ``source`` (the sampler it wraps), else the class."""
+    return getattr(sampler, "source", None) or type(sampler).__name__
+
+
 def _check_args(sigma: float, size: int) -> tuple[float, int]:
     sigma = float(sigma)
     if not (sigma > 0 and math.isfinite(sigma)):
@@ -130,7 +135,7 @@ def gaussian_mechanism(counts: np.ndarray, rho: float, *, accountant: Accountant
         raise TypeError(f"gaussian_mechanism({name!r}): counts must be integers, got dtype {counts.dtype}")
     sigma = gaussian_sigma(1.0, rho)
     accountant.register(name, rho, sensitivity=1.0, sigma=sigma, mechanism="discrete_gaussian",
-                        cells=int(counts.size), noise_source=type(sampler).__name__)
+                        cells=int(counts.size), noise_source=sampler_name(sampler))
     noise = np.asarray(sampler.discrete_gaussian(sigma, counts.size))
     if noise.dtype != np.int64 or noise.shape != (counts.size,):
         raise TypeError(f"sampler {type(sampler).__name__} returned {noise.dtype}{noise.shape}, "
