@@ -365,8 +365,13 @@ def check_table_size(measurements: Measurements) -> None:
 def _load_measurements(spark, config: RunConfig) -> Measurements:
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
-    from privsyn_spark.release_guard import (ArtifactLost, check_same_run, find_committed, local_artifact,
-                                             run_fingerprint)
+    from privsyn_spark.release_guard import (
+        ArtifactLost,
+        check_same_run,
+        find_committed,
+        local_artifact,
+        run_fingerprint,
+    )
     from privsyn_spark.schema.schema import load_schema
 
     fingerprint = run_fingerprint(config, load_schema(config.schema).schema_hash())

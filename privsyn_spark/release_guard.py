@@ -28,7 +28,7 @@ import numpy as np
 
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
-from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
 from privsyn_spark.write.ledger_state import RunReservation, fingerprint_mismatch
@@ -49,10 +49,15 @@ class TrackingSampler:
 
     def __init__(self, inner: NoiseSampler) -> None:
         self.inner, self.drawn = inner, False
+        self.source = sampler_name(inner)  # what the accountant's ledger records as the noise source
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
         self.drawn = True
         return self.inner.discrete_gaussian(sigma, size)
+
+    def sigma_used(self, sigma: float) -> float:
+        """The scale the wrapped sampler draws at (see :func:`privsyn_spark.privacy.noise.sampled_sigma`)."""
+        return sampled_sigma(self.inner, sigma)
 
 
 def run_fingerprint(config, schema_hash: str) -> dict:

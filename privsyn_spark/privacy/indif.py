@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma
+from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def release_noisy_indif(scores: Mapping[tuple[str, ...], float], pairs: Sequence
     sigma = sampled_sigma(sampler, sensitivity * math.sqrt(1.0 / (2.0 * rho)))  # the scale drawn (>= requested)
     accountant.register(name, rho, sensitivity=sensitivity, sigma=sigma, mechanism="discrete_gaussian",
                         cells=m, indif_scale=scale, sigma_indif=sigma / scale,
-                        noise_source=type(sampler).__name__)
+                        noise_source=sampler_name(sampler))
     noise = np.asarray(sampler.discrete_gaussian(sigma, m))
     if noise.dtype != np.int64 or noise.shape != (m,):
         raise TypeError(f"sampler {type(sampler).__name__} returned {noise.dtype}{noise.shape}, expected int64 ({m},)")

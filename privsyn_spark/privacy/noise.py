@@ -52,6 +52,11 @@ def sampled_sigma(sampler: NoiseSampler, sigma: float) -> float:
     return used
 
 
+def sampler_name(sampler: NoiseSampler) -> str:
+    """The noise source recorded in the ledger: a wrapper's ``source`` (the sampler it wraps), else the class."""
+    return getattr(sampler, "source", None) or type(sampler).__name__
+
+
 def _check_args(sigma: float, size: int) -> tuple[float, int]:
     sigma = float(sigma)
     if not (sigma > 0 and math.isfinite(sigma)):
@@ -183,7 +188,7 @@ def gaussian_mechanism(counts: np.ndarray, rho: float, *, accountant: Accountant
     sigma = gaussian_sigma(1.0, rho)
     used = sampled_sigma(sampler, sigma)  # >= sigma: charged rho as before, the sigma drawn recorded
     accountant.register(name, rho, sensitivity=1.0, sigma=used, mechanism="discrete_gaussian",
-                        cells=int(counts.size), noise_source=type(sampler).__name__, sigma_requested=sigma)
+                        cells=int(counts.size), noise_source=sampler_name(sampler), sigma_requested=sigma)
     noise = np.asarray(sampler.discrete_gaussian(sigma, counts.size))
     if noise.dtype != np.int64 or noise.shape != (counts.size,):
         raise TypeError(f"sampler {type(sampler).__name__} returned {noise.dtype}{noise.shape}, "

@@ -68,6 +68,7 @@ def test_scenario_1_one_run_id_in_two_runs_dirs_is_one_release(spark, small, tmp
     # the same run id from another runs dir (here a file:// URI): the ledger's artifact, no new noise
     second = pipeline.run_measure(spark, config(small, "demo", f"file://{tmp_path}/B", *led))
     assert same(first, second)
+    assert {e["noise_source"] for e in first.ledger} == {"SecureDiscreteGaussian"}  # through the tracking wrapper
     assert (tmp_path / "B" / "demo" / "measurements" / "measurements.npz").is_file()  # a copy for later steps
     third = pipeline.run_measure(spark, config(small, "demo2", tmp_path / "A", *led))  # charged: eps 1+1 -> 1.44
     assert not same(first, third)

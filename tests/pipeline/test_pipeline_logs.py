@@ -57,9 +57,9 @@ def test_a_whole_run_logs_no_exact_count(spark, tmp_path, caplog):
 
 
 def test_the_cli_prints_no_exact_count_on_stderr(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "privsyn_spark.cli", "measure", "--input", str(SAMPLE_INPUT),
-                           "--schema", str(SAMPLE_SCHEMA), "--run-id", "cli", "--runs-dir", str(tmp_path / "runs"),
-                           "--no-ledger", "--master", "local[2]", "--verbose"],
+    done = subprocess.run([sys.executable, "-m", "privsyn_spark.cli", "--verbose", "measure", "--input",
+                           str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--run-id", "cli", "--runs-dir",
+                           str(tmp_path / "runs"), "--no-ledger", "--master", "local[2]"],
                           env=base_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=1200, cwd=REPO)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "counted" in done.stderr  # the log goes to stderr
