@@ -1,8 +1,9 @@
 """The marginal engine's JVM backend: counting inside the executors' JVMs, no Python hand-off.
 
 ``MarginalCounter`` (Java, the Maven module ``jvm/`` at the repository root) reads each partition's
-packed words as Spark internal rows and builds the same flat count array as :mod:`privsyn_spark.measure.arrow_counter`; the partials are summed
-with a tree reduction and only that array reaches the driver. ``scripts/setup.sh`` builds the jar
+packed words as Spark internal rows and builds the same flat count array as
+:mod:`privsyn_spark.measure.arrow_counter`; the partials are summed with a tree reduction and only
+that array reaches the driver. ``scripts/setup.sh`` builds the jar
 with Maven against the installed pyspark and puts it in this package (``jvm/privsyn-spark-counter.jar``,
 shipped in the wheel); sessions started here add it to ``spark.jars``, spark-submit needs ``--jars``.
 The plan starts with a header (magic, plan version, the driver's Spark major.minor) that the driver
@@ -85,7 +86,8 @@ def _plan_bytes(layout: CountLayout, spark_version: str) -> bytes:
     needed = layout.needed
     index = {a: i for i, a in enumerate(needed)}
     major, minor = (int(x) for x in spark_version.split(".")[:2])
-    plan = [PLAN_MAGIC, PLAN_VERSION, major, minor, layout.words, len(needed), len(layout.tables), len(layout.fields), layout.cells,
+    plan = [PLAN_MAGIC, PLAN_VERSION, major, minor,
+            layout.words, len(needed), len(layout.tables), len(layout.fields), layout.cells,
             STATUS_BITS, STATUS_OUT_OF_DOMAIN, STATUS_NULL]
     lut_start = 0
     for a in needed:

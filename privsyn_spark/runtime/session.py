@@ -40,12 +40,15 @@ def jars_dir() -> Path:
     return Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
 
 
-def delta_package() -> str:
-    """Maven coordinates of the Delta jar for the installed pyspark's minor version."""
+def _spark_minor() -> str:
     import pyspark
 
-    minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{minor}_2.13:{DELTA_JAR_VERSION}"
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def delta_package() -> str:
+    """Maven coordinates of the Delta jar for the installed pyspark's minor version."""
+    return f"io.delta:delta-spark_{_spark_minor()}_2.13:{DELTA_JAR_VERSION}"
 
 
 def _jar_conf(conf: Mapping[str, str], delta: bool, submitted: bool = False) -> dict[str, str]:
@@ -60,7 +63,7 @@ def _jar_conf(conf: Mapping[str, str], delta: bool, submitted: bool = False) -> 
     settings: dict[str, str] = {}
     if delta and "spark.jars.packages" not in conf and "spark.jars" not in conf:
         local = sorted(j for j in jars_dir().glob("*.jar") if not j.name.startswith(JAR_PREFIX))
-        if any(j.name.startswith("delta-spark_") for j in local):
+        if any(j.name.startswith(f"delta-spark_{_spark_minor()}_") for j in local):  # built for this Spark
             jars += [str(j) for j in local]
         else:
             log.info("no Delta jars in %s; asking Spark to resolve %s from Maven", jars_dir(), delta_package())

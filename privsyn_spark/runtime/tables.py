@@ -58,10 +58,18 @@ def delta_root(spark, source: str) -> str | None:
         from delta.tables import DeltaTable
 
         return location(source) if DeltaTable.isDeltaTable(spark, location(source)) else None
+    from py4j.protocol import Py4JJavaError
+
     fs, path = _qualified_path(spark, source)
-    while path is not None:
-        if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
-            return str(path.toString())
+    if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+        return str(path.toString())
+    path = path.getParent()
+    while path is not None:  # a folder or file inside a table (ancestors we may not list end the search)
+        try:
+            if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+                return str(path.toString())
+        except Py4JJavaError:
+            return None
         path = path.getParent()
     return None
 
