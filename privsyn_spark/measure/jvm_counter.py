@@ -119,7 +119,7 @@ def count_with_jvm(packed, layout: CountLayout) -> np.ndarray:
         text = str(err.java_exception.toString()) + str(err)
         if ERROR_PREFIX in text:
             raise CounterDeploymentError(text[text.index(ERROR_PREFIX):].splitlines()[0]) from None
-        if f"ClassNotFoundException: {CLASS_NAME}" in text:
+        if "ClassNotFoundException: io.privsyn.spark" in text or "NoClassDefFoundError: io/privsyn/spark" in text:
             raise CounterDeploymentError(
                 f"{ERROR_PREFIX}the driver has the counter jar but the executors do not: give it to "
                 f"spark-submit with --jars (or spark.jars), not only on the driver's class path") from None
