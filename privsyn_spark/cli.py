@@ -5,6 +5,7 @@
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
     privsyn-spark infer-schema --input table --out draft.yaml
+    privsyn-spark provenance out/synthetic
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
 1 anything else (retryable).
@@ -47,6 +48,13 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                     help="synthetic Delta table: a path or a catalog table name")
     io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
                     help="Delta write mode for the synthetic table (default: overwrite)")
+    io.add_argument("--partition-by", default="", metavar="COL[,COL...]",
+                    help="partition columns of the synthetic table (on create/overwrite; an append keeps the "
+                         "table's own and refuses different ones)")
+    io.add_argument("--comment", help="table comment of the synthetic table (on create/overwrite)")
+    io.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra table property of the synthetic table, repeatable (on create/overwrite; "
+                         "privsyn.* keys are the run's provenance and cannot be set)")
     run = parser.add_argument_group("run")
     run.add_argument("--run-id", default=None,
                      help="run id; artifacts go to <runs-dir>/<run-id> and a re-run with the same id reuses "
@@ -129,7 +137,31 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
     show.add_argument("--dataset", help="one dataset only")
     _spark_args(show)
+    prov = sub.add_parser("provenance", help="list the runs that wrote each version of a synthetic Delta table",
+                          description="List every version of a Delta table with the privsyn-spark run that wrote "
+                                      "it (run id, epsilon, delta, rho from the commit's userMetadata).")
+    prov.add_argument("table", help="Delta table: a path/URI or a catalog table name")
+    prov.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    _spark_args(prov)
     return parser
+
+
+def _table_properties(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items as a dict; privsyn.* keys are reserved for the run's provenance."""
+    from privsyn_spark.errors import UsageError
+
+    props = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--table-property {item!r}: expected KEY=VALUE")
+        if key.strip().startswith("privsyn."):
+            raise UsageError(f"--table-property {key.strip()!r}: privsyn.* properties record the run and are set "
+                             f"by privsyn-spark itself")
+        props[key.strip()] = value
+    return props
+
+
 
 
 def validate_run_args(args: argparse.Namespace) -> None:
@@ -185,6 +217,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
         gum_rounds=args.gum_rounds, gum_sweeps=args.gum_sweeps, write_mode=args.write_mode,
+        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
+        table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
         log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
         max_cells=args.max_cells, keep_scratch=args.keep_scratch)
@@ -251,6 +285,9 @@ def _main(args: argparse.Namespace) -> int:
         save_schema(draft, args.out, header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return 0
+    if args.command == "provenance":
+        _print_provenance(spark, args.table, args.json)
+        return 0
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]
@@ -274,6 +311,22 @@ def _budget(spark, args: argparse.Namespace) -> int:
     for state in states:
         print("\n".join(describe(state)))
     return 0
+
+
+def _print_provenance(spark, table: str, as_json: bool) -> None:
+    """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
+    import json
+
+    from privsyn_spark.runtime.tables import provenance
+
+    for entry in provenance(spark, table):
+        run = entry["run"] or {}
+        if as_json:
+            print(json.dumps(entry, sort_keys=True, default=str))
+            continue
+        print(f"{entry['version']:>4}  {entry['timestamp']}  {entry['operation']:<34}  "
+              f"run={run.get('privsyn.run_id', '-')}  epsilon={run.get('privsyn.epsilon', '-')}  "
+              f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,9 @@ class RunConfig:
     gum_rounds: int = 8
     gum_sweeps: int = 0                  # Gauss-Seidel sweeps after the rounds (ShardedGumConfig.sweeps)
     write_mode: str = "overwrite"
+    partition_by: tuple[str, ...] = ()   # output partition columns (on create/overwrite)
+    table_comment: str | None = None     # output table comment (on create/overwrite)
+    table_properties: dict[str, str] = field(default_factory=dict)  # extra output table properties
     dataset_id: str | None = None        # budget ledger key (required with a ledger; its budget: `budget set`)
     ledger: str | None = None            # Delta path/table of the budget ledger (None: --no-ledger)
     recharge: bool = False               # a reserved run whose artifact is lost pays for fresh measurements
@@ -190,7 +193,7 @@ def estimate(measurements: Measurements, config: RunConfig,
 
 
 def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, str]:
-    """Delta table properties recording where a synthetic table came from."""
+    """Where a synthetic table came from: its Delta table properties and every commit's userMetadata."""
     return {"privsyn.run_id": config.run_id, "privsyn.epsilon": str(measurements.epsilon),
             "privsyn.delta": str(measurements.delta), "privsyn.rho": repr(measurements.rho),
             "privsyn.schema_hash": measurements.schema_hash, "privsyn.version": __version__,
@@ -223,9 +226,11 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
             decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
                                        config.seed)
         with _Timer(state, "write"):
+            provenance = run_properties(config, measurements)
             state.output_version = write_delta(decoded, config.output, config.write_mode,
-                                               properties=run_properties(config, measurements),
-                                               user_metadata={"privsyn.run_id": config.run_id})
+                                               properties={**config.table_properties, **provenance},
+                                               user_metadata=provenance, partition_by=config.partition_by,
+                                               comment=config.table_comment)
     log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{rows:,}", config.output, state.output_version)
     return decoded
 

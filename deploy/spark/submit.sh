@@ -13,9 +13,10 @@
 #   SPARK_DEPLOY_MODE         client (default) or cluster
 #   SPARK_SUBMIT              the spark-submit to use (default: spark-submit on PATH)
 #   PRIVSYN_SPARK_PROPERTIES  properties file (default deploy/spark/spark-defaults.conf; "none": Spark's own)
-#   PRIVSYN_SPARK_JARS_DIR    jars prepared by scripts/setup.sh: Delta (resolved by Maven) and the marginal
-#                             engine's counter (default ~/.cache/privsyn-spark/jars); without the Delta
-#                             jars --packages asks Maven for $PRIVSYN_SPARK_PACKAGES
+#   PRIVSYN_SPARK_JARS_DIR    Delta jars resolved by scripts/setup.sh with Maven (default
+#                             ~/.cache/privsyn-spark/jars); without them --packages asks Maven for $PRIVSYN_SPARK_PACKAGES
+#   PRIVSYN_COUNTER_JAR       the marginal engine's counter jar (default: the one scripts/setup.sh built into
+#                             this checkout's package, privsyn_spark/measure/jvm/privsyn-spark-counter.jar)
 #   PRIVSYN_SPARK_PACKAGES    Maven coordinates of Delta (default io.delta:delta-spark_4.2_2.13:4.4.0)
 #   PRIVSYN_PY_FILES          zip/wheel of privsyn_spark for the executors' --py-files; "build" (default)
 #                             zips this checkout's package; "none" when every node has it installed
@@ -47,13 +48,19 @@ if [ "$PROPS" != "none" ]; then
 fi
 
 JARS_DIR="${PRIVSYN_SPARK_JARS_DIR:-$HOME/.cache/privsyn-spark/jars}"
+COUNTER_JAR="${PRIVSYN_COUNTER_JAR:-$REPO/privsyn_spark/measure/jvm/privsyn-spark-counter.jar}"
+JARS=()
 if ls "$JARS_DIR"/delta-spark_*.jar >/dev/null 2>&1; then
-  ARGS+=(--jars "$(ls "$JARS_DIR"/*.jar | paste -sd, -)")  # Delta and the marginal engine's counter
+  # the Delta jars (older counter builds in that cache are left out)
+  while IFS= read -r jar; do JARS+=("$jar"); done < <(ls "$JARS_DIR"/*.jar | grep -v '/privsyn-spark-counter-[^/]*$')
 else
   ARGS+=(--packages "${PRIVSYN_SPARK_PACKAGES:-io.delta:delta-spark_4.2_2.13:4.4.0}")
-  if ls "$JARS_DIR"/privsyn-spark-counter-*.jar >/dev/null 2>&1; then
-    ARGS+=(--jars "$(ls "$JARS_DIR"/privsyn-spark-counter-*.jar | paste -sd, -)")
-  fi
+fi
+if [ -f "$COUNTER_JAR" ]; then
+  JARS+=("$COUNTER_JAR")
+fi
+if [ ${#JARS[@]} -gt 0 ]; then
+  ARGS+=(--jars "$(IFS=,; echo "${JARS[*]}")")
 fi
 
 PY_FILES="${PRIVSYN_PY_FILES:-build}"
@@ -68,7 +75,7 @@ from pathlib import Path
 repo, out = Path(sys.argv[1]), sys.argv[2]
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
     for f in sorted((repo / "privsyn_spark").rglob("*")):
-        if f.is_file() and "__pycache__" not in f.parts:
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".jar":  # the jar goes by --jars
             z.write(f, f.relative_to(repo))
 PY
 fi

@@ -2,7 +2,9 @@
 
 The HTML is rendered from the same JSON-ready dict that is written to ``report.json``; every number
 it shows carries ``data-key`` (a JSON pointer into report.json) and ``data-value`` (the JSON value),
-so the two can be checked against each other. Plots are matplotlib PNGs embedded as data URIs.
+so the two can be checked against each other. Plots are matplotlib PNGs embedded as data URIs; they
+need the ``report`` extra (``pip install 'privsyn-spark[report]'``): without matplotlib the page says
+so in place of the plots, and everything else is written.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import importlib.util
 import io
 import json
 import math
@@ -26,6 +29,8 @@ REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
 SECTIONS = ("run", "budget", "selection", "estimation", "synthesis", "domain_handling", "timings", "metrics")
 PLOTTED = {"/metrics/distributions", "/metrics/tvd_2way_matrix"}  # shown as plots, not tables
+PLOTS_MISSING = ("Plots are not shown: they need matplotlib, which is not installed "
+                 "(pip install 'privsyn-spark[report]').")
 FOLD_ROWS = 20  # longer lists are folded into <details>
 
 _CSS = """
@@ -231,19 +236,22 @@ def render_html(report: Mapping) -> str:
              f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
              "Do not publish this report or pass it on with the synthetic table.</p>",
              _summary(report)]
+    plots = importlib.util.find_spec("matplotlib") is not None
+    if not plots:
+        parts.append(f'<p class="notice">{html.escape(PLOTS_MISSING)}</p>')
     for section in list(SECTIONS) + [k for k in report if k not in SECTIONS]:
         if section not in report:
             continue
         body = report[section]
         parts.append(f"<h2>{html.escape(section.replace('_', ' ').capitalize())}</h2>")
-        if section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
+        if plots and section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
             parts.append(budget_plot(body["ledger"]))
-        if section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
+        if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
             parts.append(rounds_plot(body["rounds"]))
         if section == "metrics":
             parts.append(_GUIDE)
         parts.append(_value(body, _pointer("", section)))
-        if section == "metrics" and isinstance(body, Mapping):
+        if plots and section == "metrics" and isinstance(body, Mapping):
             if body.get("tvd_2way_matrix") and len(body["tvd_2way_matrix"].get("attrs", ())) > 1:
                 parts.append("<h3>2-way TVD</h3>" + heatmap_plot(body["tvd_2way_matrix"]))
             if body.get("distributions"):

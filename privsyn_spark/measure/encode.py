@@ -133,20 +133,44 @@ def _packed(code: int, status: int) -> int:
     return (code << STATUS_BITS) + status
 
 
-def _as_number(raw, column: NumericalColumn):
-    """Numbers as doubles; dates and timestamps as seconds since the epoch (UTC)."""
+_OFFSET = (r"[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?\s*"   # a time, then its zone: Z, +hh[:mm], a zone id
+           r"(Z|[+-][0-9]{1,2}(:?[0-9]{2})?|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*)$")
+
+
+def epoch_seconds(raw, source_type: str, dtype: str):
+    """Seconds since the epoch of a date/timestamp value, whatever the session time zone is.
+
+    Instants (``timestamp`` columns, strings with an offset) keep their instant; wall-clock values
+    (``timestamp_ntz``, dates, strings without an offset) are read as UTC, as the schema's bounds
+    are. ``dtype`` ``date`` gives the midnight (UTC) of the value's day. Numbers are taken as seconds.
+    """
     from pyspark.sql import functions as F
 
-    if column.dtype in ("date", "timestamp"):
-        return F.unix_timestamp(raw.try_cast("timestamp")).cast("double")
-    return raw.try_cast("double")
+    def wall_clock(ntz):  # a TIMESTAMP_NTZ as if it were UTC (timestamp_diff on NTZ uses no zone)
+        return F.timestamp_diff("SECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), ntz)
+
+    if source_type in ("date", "timestamp_ntz"):
+        seconds = F.unix_date(raw.cast("date")) * 86400 if dtype == "date" else wall_clock(raw.cast("timestamp_ntz"))
+        return seconds.cast("double")
+    if source_type == "timestamp":
+        seconds = F.unix_seconds(raw)
+    elif source_type in ("string", "void"):
+        text = F.trim(raw.cast("string"))
+        seconds = F.when(text.rlike(_OFFSET), F.unix_seconds(text.try_cast("timestamp"))).otherwise(
+            wall_clock(text.try_cast("timestamp_ntz")))
+    else:
+        seconds = raw.try_cast("double")
+    if dtype == "date":
+        seconds = F.floor(seconds / 86400) * 86400
+    return seconds.cast("double")
 
 
-def _numerical(raw, column: NumericalColumn):
+def _numerical(raw, column: NumericalColumn, source_type: str):
     """``code * 4 + status`` of a numerical column: the bin index, clipped to the edge bins."""
     from pyspark.sql import functions as F
 
-    x = _as_number(raw, column)
+    x = (epoch_seconds(raw, source_type, column.dtype) if column.dtype in ("date", "timestamp")
+         else raw.try_cast("double"))
     edges = column.edge_array()
     bins = len(edges) - 1
     widths = np.diff(edges)
@@ -177,6 +201,7 @@ def encode(df, schema: Schema) -> EncodedTable:
     from pyspark.sql import functions as F
 
     schema.check_table_columns(df.columns)
+    types = dict(df.dtypes)
     columns = []
     for i, column in enumerate(schema.columns):
         raw = _raw(schema, column)
@@ -189,7 +214,7 @@ def encode(df, schema: Schema) -> EncodedTable:
         elif isinstance(column, CategoricalColumn):
             value = _categorical(raw, column)
         else:
-            value = _numerical(raw, column)
+            value = _numerical(raw, column, types[column.name])
         kind = "smallint" if (column.size << STATUS_BITS) < 2 ** 15 else "int"
         columns.append(value.cast(kind).alias(column.name))
     return EncodedTable(df.select(*columns), schema, schema.domain())

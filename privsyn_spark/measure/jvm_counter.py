@@ -1,89 +1,73 @@
 """The marginal engine's JVM backend: counting inside the executors' JVMs, no Python hand-off.
 
-``jvm/MarginalCounter.java`` reads each partition's packed words as Spark internal rows and builds
-the same flat count array as :mod:`privsyn_spark.measure.arrow_counter`; the partials are summed
-with a tree reduction and only that array reaches the driver. Its jar is compiled with ``javac``
-against PySpark's own jars into the jars folder (``scripts/setup.sh`` does it; a session start does
-it when missing), and Spark loads it with the Delta jars (``spark.jars`` / spark-submit ``--jars``).
+``MarginalCounter`` (Java, the Maven module ``jvm/`` at the repository root) reads each partition's
+packed words as Spark internal rows and builds the same flat count array as
+:mod:`privsyn_spark.measure.arrow_counter`; the partials are summed with a tree reduction and only
+that array reaches the driver. ``scripts/setup.sh`` builds the jar
+with Maven against the installed pyspark and puts it in this package (``jvm/privsyn-spark-counter.jar``,
+shipped in the wheel); sessions started here add it to ``spark.jars``, spark-submit needs ``--jars``.
+The plan starts with a header (magic, plan version, the driver's Spark major.minor) that the driver
+and every executor check: another jar or Spark on the executors fails with a CounterDeploymentError.
 Per-partition memory: the requested cells, 8 bytes each (at most 2^31 - 1 cells).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import logging
-import os
-import shutil
-import subprocess
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from privsyn_spark.errors import PrivsynError
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
 from privsyn_spark.measure.packing import CountLayout
 
 log = logging.getLogger(__name__)
 
-SOURCE = "jvm/MarginalCounter.java"  # package resource of privsyn_spark.measure (also inside a zip)
 CLASS_NAME = "io.privsyn.spark.MarginalCounter"
-JAR_PREFIX = "privsyn-spark-counter-"
+JAR_NAME = "privsyn-spark-counter.jar"  # package data of privsyn_spark.measure, in jvm/
+JAR_PREFIX = "privsyn-spark-counter-"    # older builds compiled into a jars cache; never put on a classpath
+PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
+PLAN_VERSION = 2                         # MarginalCounter.PLAN_VERSION
+ERROR_PREFIX = "privsyn-spark counter: "  # MarginalCounter.ERROR
 TREE_DEPTH = 2
 
 
-def _pyspark_jars() -> Path:
+class CounterDeploymentError(PrivsynError, RuntimeError):
+    """The counter jar is missing on the executors, or they run another Spark or jar than the driver."""
+
+
+def packaged_jar(jar: Path | None = None) -> Path | None:
+    """The counter jar shipped in the package (or ``jar``), or None (with a warning) when it is missing or
+    was built for another Spark minor version than this pyspark (the engine then counts in Python)."""
     import pyspark
 
-    return Path(pyspark.__file__).parent / "jars"
-
-
-def _javac() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").exists():
-        return str(Path(home) / "bin" / "javac")
-    return shutil.which("javac")
-
-
-def counter_jar(jars_dir: Path) -> Path | None:
-    """The counter's jar in ``jars_dir``, compiled from the shipped source if missing or stale.
-
-    The name carries a hash of the source and the PySpark version, so an upgrade rebuilds it.
-    Returns None (with a warning: the engine then uses the Arrow backend) without a working javac.
-    """
-    import pyspark
-
-    source = importlib.resources.files("privsyn_spark.measure").joinpath(SOURCE).read_bytes()
-    digest = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:12]
-    jar = Path(jars_dir) / f"{JAR_PREFIX}{digest}.jar"
-    if jar.exists():
-        return jar
-    javac = _javac()
-    if javac is None:
-        log.warning("no javac (JDK) found: the marginal engine will count in Python workers (slower)")
+    jar = Path(jar or str(importlib.resources.files("privsyn_spark.measure").joinpath("jvm", JAR_NAME)))
+    if not jar.is_file():
+        log.warning("the counter jar %s is missing (build it with scripts/setup.sh, which needs a JDK and "
+                    "Maven): the marginal engine will count in Python workers, about 2x slower", jar)
         return None
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
-        classes, java = Path(tmp) / "classes", Path(tmp) / Path(SOURCE).name
-        java.write_bytes(source)
-        done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", f"{_pyspark_jars()}/*",
-                               "-d", str(classes), str(java)], capture_output=True, text=True)
-        if done.returncode != 0:
-            log.warning("compiling %s failed; the marginal engine will count in Python workers:\n%s",
-                        java.name, done.stderr.strip())
-            return None
-        built = Path(tmp) / jar.name
-        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: privsyn-spark\n")
-            for f in sorted(classes.rglob("*.class")):
-                z.write(f, f.relative_to(classes).as_posix())
-        os.replace(built, jar)
-    for stale in jar.parent.glob(f"{JAR_PREFIX}*.jar"):
-        if stale != jar:
-            stale.unlink(missing_ok=True)
-    log.info("built %s", jar)
+    built_for = jar_spark_version(jar)
+    if _minor(built_for) != _minor(pyspark.__version__):
+        log.warning("the counter jar %s was built for Spark %s, this is pyspark %s: the marginal engine will "
+                    "count in Python workers (about 2x slower); rebuild it with scripts/setup.sh",
+                    jar, built_for, pyspark.__version__)
+        return None
     return jar
+
+
+def jar_spark_version(jar: Path) -> str:
+    """The Spark version a counter jar was compiled against (its counter.properties)."""
+    with zipfile.ZipFile(jar) as z:
+        text = z.read("io/privsyn/spark/counter.properties").decode()
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    return values.get("spark.version", "unknown").strip()
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 def jvm_counter_loaded(spark) -> bool:
@@ -96,11 +80,14 @@ def jvm_counter_loaded(spark) -> bool:
     return isinstance(jvm.io.privsyn.spark.MarginalCounter, JavaClass)
 
 
-def _plan_bytes(layout: CountLayout) -> bytes:
-    """The layout as the little-endian int32 plan ``MarginalCounter.Layout`` reads."""
+def _plan_bytes(layout: CountLayout, spark_version: str) -> bytes:
+    """The layout as the little-endian int32 plan ``MarginalCounter.Layout`` reads, after its header
+    (magic, plan version, the driver's Spark major and minor version)."""
     needed = layout.needed
     index = {a: i for i, a in enumerate(needed)}
-    plan = [layout.words, len(needed), len(layout.tables), len(layout.fields), layout.cells,
+    major, minor = (int(x) for x in spark_version.split(".")[:2])
+    plan = [PLAN_MAGIC, PLAN_VERSION, major, minor,
+            layout.words, len(needed), len(layout.tables), len(layout.fields), layout.cells,
             STATUS_BITS, STATUS_OUT_OF_DOMAIN, STATUS_NULL]
     lut_start = 0
     for a in needed:
@@ -116,10 +103,25 @@ def _plan_bytes(layout: CountLayout) -> bytes:
 
 
 def count_with_jvm(packed, layout: CountLayout) -> np.ndarray:
-    """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM."""
+    """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM.
+
+    Raises CounterDeploymentError when the executors lack the jar or run another Spark or jar.
+    """
+    from py4j.protocol import Py4JJavaError
+
     if layout.length >= 2**31 - 8:
         raise ValueError(f"the JVM counter holds at most 2^31 cells per request, not {layout.cells:,}")
     spark = packed.sparkSession
     counter = spark._jvm.io.privsyn.spark.MarginalCounter
-    raw = counter.count(packed._jdf, _plan_bytes(layout), TREE_DEPTH)
+    try:
+        raw = counter.count(packed._jdf, _plan_bytes(layout, spark.version), TREE_DEPTH)
+    except Py4JJavaError as err:
+        text = str(err.java_exception.toString()) + str(err)
+        if ERROR_PREFIX in text:
+            raise CounterDeploymentError(text[text.index(ERROR_PREFIX):].splitlines()[0]) from None
+        if "ClassNotFoundException: io.privsyn.spark" in text or "NoClassDefFoundError: io/privsyn/spark" in text:
+            raise CounterDeploymentError(
+                f"{ERROR_PREFIX}the driver has the counter jar but the executors do not: give it to "
+                f"spark-submit with --jars (or spark.jars), not only on the driver's class path") from None
+        raise
     return np.frombuffer(bytes(raw), dtype="<i8").astype(np.int64)

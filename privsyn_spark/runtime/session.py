@@ -1,4 +1,15 @@
-"""The one place that builds the SparkSession: local mode with Delta by default, everything overridable."""
+"""The one place that gets the SparkSession: it adds what the pipeline needs and changes nothing else.
+
+* A session that already runs (a notebook, a job that built its own, Databricks) is used as it is:
+  its configuration is never changed. Delta's SQL extension is a static configuration, so it cannot
+  be added to a running session; one without it gets a clear error saying how to start it.
+* A new session (the CLI, a spark-submit job) keeps every setting the caller gave (``--conf``,
+  spark-defaults, ``conf``) and only adds what is missing: Delta's extension appended to any
+  ``spark.sql.extensions`` already set, Delta's catalog when ``spark.sql.catalog.spark_catalog`` is
+  unset, the jars (Delta, the marginal engine's counter). Only a local session the pipeline starts
+  on its own also gets quiet defaults (no UI, a few shuffle partitions, driver memory), each unless set.
+The pipeline never sets the session time zone: its date/timestamp expressions are zone-independent.
+"""
 
 from __future__ import annotations
 
@@ -8,40 +19,71 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from privsyn_spark.errors import UsageError
+
 log = logging.getLogger(__name__)
 
-DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-"""The Delta jar matching pyspark 4.2.0 / delta-spark 4.4.0 (4.4.1's jar is not on Maven Central)."""
+DELTA_JAR_VERSION = "4.4.0"
+"""Delta's jar version: 4.4.0 has jars for Spark 4.0, 4.1 and 4.2 (4.4.1's is not on Maven Central)."""
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+EXTENSIONS_KEY = "spark.sql.extensions"
+CATALOG_KEY = "spark.sql.catalog.spark_catalog"
+
+LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                  "spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2"}
+"""Defaults of a local session the pipeline starts itself (each only when the caller has not set it)."""
 
 
 def jars_dir() -> Path:
-    """Folder of the jars `scripts/setup.sh` prepares (PRIVSYN_SPARK_JARS_DIR overrides): the Delta jars
-    resolved with Maven and the marginal engine's counter jar."""
+    """Folder of the Delta jars `scripts/setup.sh` resolves with Maven (PRIVSYN_SPARK_JARS_DIR overrides)."""
     return Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
+
+
+def _spark_minor() -> str:
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def delta_package() -> str:
+    """Maven coordinates of the Delta jar for the installed pyspark's minor version."""
+    return f"io.delta:delta-spark_{_spark_minor()}_2.13:{DELTA_JAR_VERSION}"
 
 
 def _jar_conf(conf: Mapping[str, str], delta: bool, submitted: bool = False) -> dict[str, str]:
     """``spark.jars`` (and ``spark.jars.packages`` for Delta when it is not resolved locally).
 
-    Jars or packages the caller chose are kept; the counter jar is added to them when it can be built,
-    except under spark-submit, whose driver JVM already runs: there it must come with ``--jars``.
+    Jars or packages the caller chose are kept; the counter jar (shipped in the package) is added to
+    them, except under spark-submit, whose driver JVM already runs: there it must come with ``--jars``.
     """
-    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, counter_jar
+    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, packaged_jar
 
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
     settings: dict[str, str] = {}
     if delta and "spark.jars.packages" not in conf and "spark.jars" not in conf:
         local = sorted(j for j in jars_dir().glob("*.jar") if not j.name.startswith(JAR_PREFIX))
-        if any(j.name.startswith("delta-spark_") for j in local):
+        if any(j.name.startswith(f"delta-spark_{_spark_minor()}_") for j in local):  # built for this Spark
             jars += [str(j) for j in local]
         else:
-            log.info("no Delta jars in %s; asking Spark to resolve %s from Maven", jars_dir(), DELTA_PACKAGE)
-            settings["spark.jars.packages"] = DELTA_PACKAGE
-    counter = None if submitted else counter_jar(jars_dir())
+            log.info("no Delta jars in %s; asking Spark to resolve %s from Maven", jars_dir(), delta_package())
+            settings["spark.jars.packages"] = delta_package()
+    counter = None if submitted else packaged_jar()
     if counter is not None and not any(Path(j).name == counter.name for j in jars):
         jars.append(str(counter))
     if jars:
         settings["spark.jars"] = ",".join(jars)
+    return settings
+
+
+def delta_settings(given: Mapping[str, str]) -> dict[str, str]:
+    """What Delta needs that ``given`` lacks: its extension appended, its catalog only if unset."""
+    settings = {}
+    extensions = [e.strip() for e in given.get(EXTENSIONS_KEY, "").split(",") if e.strip()]
+    if DELTA_EXTENSION not in extensions:
+        settings[EXTENSIONS_KEY] = ",".join([*extensions, DELTA_EXTENSION])
+    if CATALOG_KEY not in given:
+        settings[CATALOG_KEY] = DELTA_CATALOG
     return settings
 
 
@@ -52,11 +94,13 @@ def build_spark_session(
     delta: bool = True,
     log_level: str = "ERROR",
 ):
-    """Get or create the SparkSession.
+    """The active SparkSession as it is, or a new one with only what the pipeline needs added.
 
     ``master`` defaults to $PRIVSYN_SPARK_MASTER, then to whatever spark-submit set, then to
-    ``local[*]``. ``conf`` entries override every default here (e.g. ``spark.jars.packages`` for a
-    cluster that resolves Delta itself). Sessions run in UTC with quiet logs.
+    ``local[*]``. ``conf`` entries are the caller's and win over every default here. ``log_level``
+    applies only to a local session started here (a submitted job keeps its log4j configuration).
+    Raises UsageError for an active session without Delta (when ``delta``) or when ``conf`` asks
+    for settings an active session does not have.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this interpreter's packages
@@ -64,34 +108,29 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     conf = dict(conf or {})
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _check_active(active, conf, delta)
+        return active
     master = master or os.environ.get("PRIVSYN_SPARK_MASTER")
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: read its --master/--conf from its JVM
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if submitted:  # under spark-submit: read its --master/--conf from its JVM
         from pyspark import SparkContext
 
         SparkContext._ensure_initialized()
-    given = dict(SparkConf().getAll())  # what spark-submit / spark-defaults already set
-    submitted = "spark.master" in given
-    if master is None and not submitted:
+    given = {**dict(SparkConf().getAll()), **conf}  # spark-submit / spark-defaults, then the caller's
+    if master is None and "spark.master" not in given:
         master = "local[*]"
-    local = (master or os.environ.get("MASTER", "") or "").startswith("local")
+    local = not submitted and (master or given.get("spark.master", "")).startswith("local")
 
-    settings: dict[str, str] = {
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.adaptive.enabled": "true",
-    }
+    settings: dict[str, str] = dict(conf)
     if local:
-        settings.update({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
-                         "spark.driver.memory": os.environ.get("PRIVSYN_DRIVER_MEMORY", "4g")})
+        settings.update({k: v for k, v in LOCAL_DEFAULTS.items() if k not in given})
+        if "spark.driver.memory" not in given:
+            settings["spark.driver.memory"] = os.environ.get("PRIVSYN_DRIVER_MEMORY", "4g")
     if delta:
-        settings.update({
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.databricks.delta.snapshotPartitions": "2" if local else "50",
-        })
-    settings.update(conf)
-    settings.update(_jar_conf({**given, **conf}, delta, submitted="PYSPARK_GATEWAY_PORT" in os.environ))
+        settings.update(delta_settings(given))
+    settings.update(_jar_conf(given, delta, submitted=submitted))
 
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -99,6 +138,27 @@ def build_spark_session(
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
+    if local:
+        spark.sparkContext.setLogLevel(log_level)
     log.info("Spark %s session on %s", spark.version, spark.sparkContext.master)
     return spark
+
+
+def _check_active(spark, conf: Mapping[str, str], delta: bool) -> None:
+    """An active session is used as it is: refuse clearly what it cannot give."""
+    differing = sorted(k for k, v in conf.items() if spark.conf.get(k, None) != str(v))
+    if differing:
+        raise UsageError(f"a SparkSession is already running; it is used as it is and its settings "
+                         f"{', '.join(differing)} are not changed: set them when you create it")
+    if delta and not has_delta(spark):
+        raise UsageError(
+            f"the running SparkSession has no Delta Lake: {EXTENSIONS_KEY} (a static setting, it cannot be "
+            f"added to a running session) must include {DELTA_EXTENSION}, with {CATALOG_KEY}={DELTA_CATALOG} "
+            f"and the Delta jars ({delta_package()}) when the session is created")
+
+
+def has_delta(spark) -> bool:
+    """Whether the session was started with Delta's SQL extension (or is a Databricks runtime)."""
+    extensions = spark.conf.get(EXTENSIONS_KEY, "") or ""
+    databricks = spark.conf.get("spark.databricks.clusterUsageTags.sparkVersion", None) is not None
+    return databricks or DELTA_EXTENSION in [e.strip() for e in extensions.split(",")]

@@ -34,6 +34,8 @@ def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
     """
     from pyspark.sql import functions as F
 
+    from privsyn_spark.measure.encode import epoch_seconds
+
     log.warning("infer-schema reads the data: the draft is not private; review it before use")
     columns: list[dict[str, Any]] = []
     for name, spark_type in df.dtypes:
@@ -43,7 +45,7 @@ def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
         base = spark_type.split("(")[0]
         if base in _NUMERIC or base.startswith("decimal"):
             dtype = _NUMERIC.get(base, "double")
-            value = F.unix_timestamp(col.cast("timestamp")) if dtype in ("date", "timestamp") else col
+            value = epoch_seconds(col, base, dtype) if dtype in ("date", "timestamp") else col
             row = df.select(F.min(value).alias("lo"), F.max(value).alias("hi")).first()
             if row["lo"] is None or row["lo"] == row["hi"]:
                 columns.append({"name": name, "type": "drop"})

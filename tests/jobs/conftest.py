@@ -56,13 +56,15 @@ def spark_home() -> Path:
 
 
 def delta_jars() -> str:
-    """The Maven-resolved Delta jars (comma-separated) for spark-submit --jars."""
+    """The Maven-resolved Delta jars and the package's counter jar (comma-separated) for spark-submit --jars."""
+    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, packaged_jar
     from privsyn_spark.runtime.session import jars_dir
 
-    jars = sorted(jars_dir().glob("*.jar"))
+    jars = [j for j in sorted(jars_dir().glob("*.jar")) if not j.name.startswith(JAR_PREFIX)]
     if not any(j.name.startswith("delta-spark_") for j in jars):
         pytest.skip(f"no Delta jars in {jars_dir()} (run scripts/setup.sh)")
-    return ",".join(str(j) for j in jars)
+    counter = packaged_jar()
+    return ",".join(str(j) for j in [*jars, *([counter] if counter else [])])
 
 
 def free_port() -> int:

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from deltalake import DeltaTable as RustDeltaTable
 
 from privsyn_spark import pipeline
 from privsyn_spark.cli import build_parser, config_from_args
@@ -30,7 +31,9 @@ def adult_run(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
     args = build_parser().parse_args(["run", "--input", ADULT, "--schema", SCHEMA, "--output", str(root / "out"),
                                       "--run-id", "t1", "--runs-dir", str(root / "runs"), "--epsilon", "1",
-                                      "--label", "income", "--seed", "3", "--gum-rounds", "4"])
+                                      "--label", "income", "--seed", "3", "--gum-rounds", "4",
+                                      "--partition-by", "income", "--comment", "Adult, synthetic",
+                                      "--table-property", "team=privacy"])
     config = config_from_args(args)
     report = pipeline.run(spark, config)
     return config, report
@@ -53,7 +56,10 @@ def test_output_matches_the_schema(spark, adult_run):
     assert 0.03 < frame["workclass"].isna().mean() < 0.09
     props = table_properties(spark, config.output)
     assert props["privsyn.run_id"] == "t1" and float(props["privsyn.epsilon"]) == 1.0
-    assert props["privsyn.schema_hash"] == schema.schema_hash()
+    assert props["privsyn.schema_hash"] == schema.schema_hash() and props["team"] == "privacy"
+    first = RustDeltaTable(config.output, version=0).metadata()  # delta-rs: all of it in the data commit
+    assert first.configuration["privsyn.run_id"] == "t1" and first.configuration["team"] == "privacy"
+    assert first.partition_columns == ["income"] and first.description == "Adult, synthetic"
 
 
 def test_report_and_budget(adult_run):

@@ -1,16 +1,18 @@
-"""Reading every supported input format and atomic Delta writes, on real Delta tables."""
+"""Reading every supported input format, and Delta writes with their provenance, on real Delta tables
+(read back with delta-rs, a second engine, where the commit layout matters)."""
+
+import json
 
 import pytest
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import functions as F
 
-from privsyn_spark.runtime.tables import detect_format, read_table, table_properties, write_delta
+from privsyn_spark.cli import main
+from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.tables import (delta_root, detect_format, provenance, read_table, table_properties,
+                                          write_delta)
 from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
 from privsyn_spark.schema.schema import save_schema
-
-
-def test_session_defaults(spark):
-    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-    assert "DeltaSparkSessionExtension" in spark.conf.get("spark.sql.extensions")
 
 
 def test_read_every_format(spark, tmp_path):
@@ -20,10 +22,10 @@ def test_read_every_format(spark, tmp_path):
     write_delta(df, str(tmp_path / "d"))
     df.write.format("delta").saveAsTable("privsyn_catalog_t")
     try:
-        assert detect_format(str(tmp_path / "d")) == "delta"
-        assert detect_format(str(tmp_path / "p")) == "parquet"
-        assert detect_format(str(tmp_path / "c.csv")) == "csv"
-        assert detect_format("privsyn_catalog_t") == "table"
+        assert detect_format(spark, str(tmp_path / "d")) == "delta"
+        assert detect_format(spark, str(tmp_path / "p")) == "parquet"
+        assert detect_format(spark, str(tmp_path / "c.csv")) == "csv"
+        assert detect_format(spark, "privsyn_catalog_t") == "table"
         for source in ("p", "c.csv", "d"):
             got = read_table(spark, str(tmp_path / source)).orderBy("k").collect()
             assert [tuple(r) for r in got] == [(1, "a"), (2, "b")], source
@@ -32,15 +34,84 @@ def test_read_every_format(spark, tmp_path):
         spark.sql("DROP TABLE IF EXISTS privsyn_catalog_t")
 
 
-def test_delta_write_is_atomic_and_keeps_properties(spark, tmp_path):
+def test_a_delta_table_at_a_uri_is_read_at_its_current_version_only(spark, tmp_path):
+    """History and deletes: old versions and removed files must not enter the input."""
+    path = tmp_path / "history"
+    uri = path.as_uri()  # file:///...
+    write_delta(spark.range(1000), uri)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 500")
+    write_delta(spark.range(1000, 1010), uri)
+    assert len(list(path.glob("*.parquet"))) >= 2  # the old files are still there
+    assert detect_format(spark, uri) == "delta" and delta_root(spark, uri) == f"file:{path}"
+    for source in (uri, str(path), f"file:{path}"):
+        got = read_table(spark, source)
+        assert got.count() == 10 and got.agg(F.min("id")).first()[0] == 1000, source
+    with pytest.raises(UsageError, match="cannot be read as parquet"):
+        read_table(spark, uri, "parquet")
+    (path / "sub").mkdir()
+    with pytest.raises(UsageError, match="inside the Delta table"):
+        read_table(spark, str(path / "sub"))
+
+
+def test_provenance_is_in_the_data_commit(spark, tmp_path):
+    """Version 0 already carries the properties, comment, partitioning and the run record (delta-rs)."""
     target = str(tmp_path / "out")
-    v0 = write_delta(spark.range(5), target, properties={"privsyn.run_id": "r1"}, user_metadata={"run": "r1"})
-    assert table_properties(spark, target)["privsyn.run_id"] == "r1"
+    df = spark.range(6).withColumn("g", F.col("id") % 2)
+    run1 = {"privsyn.run_id": "r1", "privsyn.epsilon": "1.0", "privsyn.delta": "1e-09", "privsyn.rho": "0.01"}
+    v0 = write_delta(df, target, properties={**run1, "department": "team-a"}, user_metadata=run1,
+                     partition_by=["g"], comment="synthetic, DP")
+    assert v0 == 0
+    rust = RustDeltaTable(target, version=0)
+    meta = rust.metadata()
+    assert meta.configuration["privsyn.run_id"] == "r1" and meta.configuration["department"] == "team-a"
+    assert meta.description == "synthetic, DP" and meta.partition_columns == ["g"]
+    history = RustDeltaTable(target).history()
+    assert len(history) == 1 and json.loads(history[0]["userMetadata"]) == run1
+
+    run2 = {**run1, "privsyn.run_id": "r2", "privsyn.epsilon": "0.5"}
+    assert write_delta(spark.range(3).withColumn("g", F.lit(1)), target, mode="append", user_metadata=run2) == 1
+    assert RustDeltaTable(target).metadata().configuration["privsyn.run_id"] == "r1"  # the creating run's
+    assert [(e["version"], e["run"]["privsyn.run_id"]) for e in provenance(spark, target)] == [(1, "r2"), (0, "r1")]
+    assert RustDeltaTable(target).to_pyarrow_table().num_rows == 9
+    with pytest.raises(UsageError, match="partitioned by"):
+        write_delta(spark.range(1).withColumn("g", F.lit(0)), target, mode="append", partition_by=["id"])
+
+
+def test_catalog_tables_get_provenance_in_one_commit(spark):
+    try:
+        write_delta(spark.range(4), "privsyn_prov_t", properties={"privsyn.run_id": "c1"},
+                    user_metadata={"privsyn.run_id": "c1"}, comment="c")
+        location = spark.sql("DESCRIBE DETAIL privsyn_prov_t").first()["location"]
+        rust = RustDeltaTable(location, version=0)
+        assert rust.metadata().configuration["privsyn.run_id"] == "c1" and rust.metadata().description == "c"
+        assert table_properties(spark, "privsyn_prov_t")["privsyn.run_id"] == "c1"
+        assert [e["run"] for e in provenance(spark, "privsyn_prov_t")] == [{"privsyn.run_id": "c1"}]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS privsyn_prov_t")
+
+
+def test_provenance_command_lists_every_version(spark, tmp_path, capsys):
+    target = str(tmp_path / "t")
+    for run_id, mode in (("a1", "overwrite"), ("a2", "append")):
+        write_delta(spark.range(2), target, mode=mode, user_metadata={
+            "privsyn.run_id": run_id, "privsyn.epsilon": "1.0", "privsyn.delta": "1e-09", "privsyn.rho": "0.02"})
+    assert main(["provenance", target]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and "run=a2" in lines[0] and "run=a1" in lines[1]
+    assert "epsilon=1.0" in lines[1] and "delta=1e-09" in lines[1] and "rho=0.02" in lines[1]
+    assert main(["provenance", "--json", target]) == 0
+    assert [json.loads(x)["version"] for x in capsys.readouterr().out.splitlines()] == [1, 0]
+
+
+def test_delta_write_is_atomic(spark, tmp_path):
+    target = str(tmp_path / "out")
+    v0 = write_delta(spark.range(5), target, properties={"privsyn.run_id": "r1"})
     failing = spark.range(100).withColumn(
         "id", F.when(F.col("id") > 50, F.raise_error(F.lit("executor failure"))).otherwise(F.col("id")))
     with pytest.raises(Exception, match="executor failure"):
         write_delta(failing, target)
     assert spark.read.format("delta").load(target).count() == 5  # the previous version is intact
+    assert table_properties(spark, target)["privsyn.run_id"] == "r1"
     v1 = write_delta(spark.range(3), target, mode="append")
     assert v1 > v0 and spark.read.format("delta").load(target).count() == 8
 

@@ -27,6 +27,8 @@ privsyn-spark, which needs to be installed only where spark-submit runs the jobs
 - ``PRIVSYN_SPARK_JARS_DIR`` Delta jars resolved by scripts/setup.sh (default
   ``~/.cache/privsyn-spark/jars``); when it has none, Spark resolves ``PRIVSYN_SPARK_PACKAGES``
   (default the Delta package) from Maven
+- ``PRIVSYN_COUNTER_JAR``    the marginal engine's counter jar (default: the one scripts/setup.sh built
+  into this repository's package, ``privsyn_spark/measure/jvm/privsyn-spark-counter.jar``)
 - ``PRIVSYN_PY_FILES``       zip/wheel of privsyn_spark shipped to executors (when they lack it)
 - ``PRIVSYN_PYSPARK_PYTHON`` Python of the driver and executors (spark-submit's PYSPARK_PYTHON)
 - ``PRIVSYN_DAG_WORKDIR``    where the default output lives (default a temp folder)
@@ -57,17 +59,19 @@ JOBS_DIR = Path(os.environ.get("PRIVSYN_JOBS_DIR", REPO / "jobs"))
 CONN_ID = os.environ.get("PRIVSYN_SPARK_CONN_ID", "spark_default")
 DELTA_PACKAGE = os.environ.get("PRIVSYN_SPARK_PACKAGES", "io.delta:delta-spark_4.2_2.13:4.4.0")
 JARS_DIR = Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
+COUNTER_JAR = Path(os.environ.get("PRIVSYN_COUNTER_JAR",
+                                  REPO / "privsyn_spark" / "measure" / "jvm" / "privsyn-spark-counter.jar"))
 WORKDIR = Path(os.environ.get("PRIVSYN_DAG_WORKDIR", Path(tempfile.gettempdir()) / "privsyn-spark"))
 
 
 def _delta_jars() -> tuple[str | None, str | None]:
-    """(jars, packages) for spark-submit: the jars setup.sh prepared (Delta and the marginal engine's
-    counter); without the Delta jars, the Delta package (and the counter jar if built)."""
-    jars = sorted(JARS_DIR.glob("*.jar")) if JARS_DIR.is_dir() else []
-    if any(j.name.startswith("delta-spark_") for j in jars):
-        return ",".join(str(j) for j in jars), None
-    counter = [str(j) for j in jars if j.name.startswith("privsyn-spark-counter-")]
-    return ",".join(counter) or None, DELTA_PACKAGE
+    """(jars, packages) for spark-submit: the Delta jars setup.sh resolved (else the Delta package) and
+    the marginal engine's counter jar when it is built."""
+    delta = [j for j in sorted(JARS_DIR.glob("*.jar")) if not j.name.startswith("privsyn-spark-counter-")] \
+        if JARS_DIR.is_dir() else []
+    has_delta = any(j.name.startswith("delta-spark_") for j in delta)
+    jars = (delta if has_delta else []) + ([COUNTER_JAR] if COUNTER_JAR.is_file() else [])
+    return ",".join(str(j) for j in jars) or None, None if has_delta else DELTA_PACKAGE
 
 
 NON_RETRYABLE_EXIT_CODES = (2, 3, 4)

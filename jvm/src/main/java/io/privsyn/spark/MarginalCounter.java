@@ -1,9 +1,12 @@
 package io.privsyn.spark;
 
+import java.io.IOException;
+import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Collections;
 import java.util.Iterator;
+import java.util.Properties;
 
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
@@ -19,8 +22,21 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * Only count arrays reach the driver. The layout of the returned array (tables, row count, then
  * out-of-domain and null-failure tallies per column) and of the plan is written by
  * {@code privsyn_spark/measure/jvm_counter.py}, which is the only caller.
+ *
+ * <p>The plan starts with a header (magic, plan version, the driver's Spark version); the driver
+ * and every executor check it against this jar's plan version and the Spark it was built for, so a
+ * different jar or Spark on the executors fails the job with a message saying so.
  */
 public final class MarginalCounter {
+  /** "PSYC": the first int of every plan. */
+  public static final int MAGIC = 0x50535943;
+  /** Version of the plan layout; {@code jvm_counter.PLAN_VERSION} in Python must be the same. */
+  public static final int PLAN_VERSION = 2;
+  /** Prefix of every error message of the counter (the Python side looks for it). */
+  public static final String ERROR = "privsyn-spark counter: ";
+  /** The Spark version this jar was compiled against (Maven writes it into counter.properties). */
+  public static final String BUILT_FOR = builtFor();
+
   private MarginalCounter() {}
 
   /**
@@ -29,6 +45,7 @@ public final class MarginalCounter {
    */
   public static byte[] count(Dataset<Row> packed, byte[] plan, int depth) {
     Layout layout = new Layout(plan);
+    checkVersions(BUILT_FOR, runningSpark(), runningSpark(), "driver");
     JavaRDD<InternalRow> rows =
         ((org.apache.spark.sql.classic.Dataset<Row>) packed).queryExecution().toRdd().toJavaRDD();
     long[] total;
@@ -36,12 +53,51 @@ public final class MarginalCounter {
       total = new long[layout.length()];
     } else {
       total = rows.mapPartitions(
-              (Iterator<InternalRow> it) -> Collections.singletonList(layout.count(it)).iterator())
+              (Iterator<InternalRow> it) -> {
+                checkVersions(BUILT_FOR, layout.driverSpark, runningSpark(), "executor");
+                return Collections.singletonList(layout.count(it)).iterator();
+              })
           .treeReduce(MarginalCounter::add, depth);
     }
     ByteBuffer out = ByteBuffer.allocate(8 * total.length).order(ByteOrder.LITTLE_ENDIAN);
     out.asLongBuffer().put(total);
     return out.array();
+  }
+
+  /** Spark's version in this JVM. */
+  static String runningSpark() {
+    return org.apache.spark.package$.MODULE$.SPARK_VERSION();
+  }
+
+  /**
+   * Fails unless this JVM's Spark ({@code running}, on the driver or an executor) and the driver's
+   * (carried by the plan) have the major.minor version the jar was built for.
+   */
+  static void checkVersions(String builtFor, String driverSpark, String running, String where) {
+    String built = minor(builtFor);
+    if (!built.equals(minor(running)) || !built.equals(minor(driverSpark))) {
+      throw new IllegalStateException(ERROR + "this jar was built for Spark " + builtFor + "; the driver "
+          + "runs Spark " + driverSpark + ", this " + where + " runs Spark " + running + ": give every node "
+          + "the Spark the jar was built for, or rebuild it (scripts/setup.sh, or mvn -f jvm/pom.xml "
+          + "-Dspark.version=<version> package)");
+    }
+  }
+
+  static String minor(String version) {
+    String[] parts = version.split("\\.");
+    return parts.length < 2 ? version : parts[0] + "." + parts[1];
+  }
+
+  private static String builtFor() {
+    Properties props = new Properties();
+    try (InputStream in = MarginalCounter.class.getResourceAsStream("counter.properties")) {
+      if (in != null) {
+        props.load(in);
+      }
+    } catch (IOException e) {
+      throw new IllegalStateException(ERROR + "cannot read counter.properties", e);
+    }
+    return props.getProperty("spark.version", "unknown");
   }
 
   private static long[] add(long[] left, long[] right) {
@@ -55,6 +111,7 @@ public final class MarginalCounter {
   static final class Layout implements java.io.Serializable {
     private static final long serialVersionUID = 1L;
     private static final int BLOCK = 4096;
+    final String driverSpark;
     final int words;
     final int statusBits;
     final int statusOutside;
@@ -76,7 +133,15 @@ public final class MarginalCounter {
       ByteBuffer raw = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
       int[] p = new int[bytes.length / 4];
       raw.asIntBuffer().get(p);
-      int i = 0;
+      if (p.length < 4 || p[0] != MAGIC) {
+        throw new IllegalArgumentException(ERROR + "not a counter plan (no header)");
+      }
+      if (p[1] != PLAN_VERSION) {
+        throw new IllegalStateException(ERROR + "the plan has version " + p[1] + ", this jar reads "
+            + "version " + PLAN_VERSION + ": the jar on this node is not the one privsyn-spark ships");
+      }
+      driverSpark = p[2] + "." + p[3];
+      int i = 4;
       words = p[i++];
       int attrs = p[i++];
       int tables = p[i++];

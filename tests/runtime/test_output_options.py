@@ -1,0 +1,25 @@
+"""The output options on the CLI: partitioning, comment, extra table properties."""
+
+import pytest
+
+from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.errors import UsageError
+
+BASE = ["run", "--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
+
+
+def test_output_options_reach_the_run_config():
+    config = config_from_args(build_parser().parse_args(
+        [*BASE, "--partition-by", "a, b", "--comment", "synthetic", "--table-property", "team=x",
+         "--table-property", "note=a=b"]))
+    assert config.partition_by == ("a", "b") and config.table_comment == "synthetic"
+    assert config.table_properties == {"team": "x", "note": "a=b"}
+    plain = config_from_args(build_parser().parse_args(BASE))
+    assert (plain.partition_by, plain.table_comment, plain.table_properties) == ((), None, {})
+
+
+@pytest.mark.parametrize("item, message", [("privsyn.run_id=x", "set by privsyn-spark itself"),
+                                           ("novalue", "expected KEY=VALUE"), ("=v", "expected KEY=VALUE")])
+def test_bad_table_properties_are_usage_errors(item, message):
+    with pytest.raises(UsageError, match=message):
+        config_from_args(build_parser().parse_args([*BASE, "--table-property", item]))
