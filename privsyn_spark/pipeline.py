@@ -20,6 +20,7 @@ import numpy as np
 from privsyn_spark import __version__
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import to_jsonable
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class RunConfig:
     dataset_rho_budget: float | None = None  # total rho the dataset may ever spend (with a ledger)
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
-    max_cells: int = 20_000_000          # cap on the cells of one marginal-engine pass (engine.DEFAULT_MAX_CELLS)
+    max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
 
     @property
@@ -358,7 +359,7 @@ def check_table_size(measurements: Measurements) -> None:
 def _load_measurements(config: RunConfig) -> Measurements:
     if not Measurements.exists(config.measurements_dir):
         raise UsageError(f"run {config.run_id} has no measurements in {config.measurements_dir}; "
-                                f"run the `measure` step first")
+                         f"run the `measure` step first")
     return Measurements.load(config.measurements_dir)
 
 
