@@ -22,6 +22,7 @@ import numpy as np
 from privsyn_spark import __version__
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import to_jsonable
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import join
@@ -60,7 +61,7 @@ class RunConfig:
     log_exact_counts: bool = False       # operators only: exact tallies of the private table in the log
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
-    max_cells: int = 20_000_000          # cap on the cells of one marginal-engine pass (engine.DEFAULT_MAX_CELLS)
+    max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
 
     @property

@@ -129,7 +129,7 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
 
 
-TOP_KEYS = ("columns", "null_tokens", "max_column_codes")
+TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed")
 COLUMN_KEYS = {
     "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
     "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "out_of_range", "nulls"),

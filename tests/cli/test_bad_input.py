@@ -144,7 +144,7 @@ def test_refused_before_spark_starts(tmp_path, name, columns, extra, message):
     assert message in one_error_line(result.stderr)
     # nothing started: no ledger, no run folder, no table (Spark never ran)
     assert not case.ledger.exists() and not case.runs.exists() and not case.table_written()
-    assert (tmp_path / "folder").iterdir() and sorted(p.name for p in (tmp_path / "folder").iterdir()) == ["notes.csv"]
+    assert sorted(p.name for p in (tmp_path / "folder").iterdir()) == ["notes.csv"]
     assert not (tmp_path / "escaped").exists()
 
 
