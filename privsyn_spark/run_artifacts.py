@@ -16,7 +16,7 @@ import numpy as np
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
-from privsyn_spark.runtime.storage import Storage, has_scheme, join, storage_for
+from privsyn_spark.runtime.storage import Storage, join, storage_for
 
 
 class RunArtifacts:
@@ -42,10 +42,6 @@ class RunArtifacts:
     def checkpoints(self) -> str:
         """GUM's reliable checkpoints under the run folder."""
         return self.location("checkpoints")
-
-    @property
-    def local(self) -> bool:
-        return not has_scheme(self.base)
 
     def read(self, *parts: str) -> bytes | None:
         """The bytes of ``parts`` under the run folder, or None when missing."""

@@ -183,11 +183,6 @@ def all_datasets(spark, ledger: str) -> list[DatasetState]:
     return [fold(d, [r for r in rows if r["dataset_id"] == d]) for d in ids]
 
 
-def spent_rho(spark, ledger: str, dataset_id: str) -> float:
-    """Total rho the dataset's unrefunded reservations hold (0 when the ledger does not exist)."""
-    return dataset_state(spark, ledger, dataset_id).spent_rho
-
-
 Decision = Callable[[DatasetState], "dict | None"]
 
 
