@@ -53,7 +53,7 @@ class Case:
     def argv(self, *extra: str, step: str = "run") -> list[str]:
         return [step, "--input", str(self.input), "--schema", str(self.schema), "--output", str(self.output),
                 "--runs-dir", str(self.runs), "--run-id", "r1", "--epsilon", "1", "--ledger", str(self.ledger),
-                "--dataset-id", DATASET, "--dataset-epsilon", "10", "--seed", "1", "--gum-rounds", "2",
+                "--dataset-id", DATASET, "--seed", "1", "--gum-rounds", "2",
                 "--no-evaluate", *extra]
 
     def table_written(self) -> bool:
@@ -74,9 +74,9 @@ def budget_charged(spark, ledger: Path) -> float:
     """The rho the ledger holds for the dataset (0 when the ledger was never created)."""
     if not (ledger / "_delta_log").is_dir():
         return 0.0
-    from privsyn_spark.write.ledger import spent_rho
+    from privsyn_spark.write.ledger import dataset_state
 
-    return spent_rho(spark, str(ledger), DATASET)
+    return dataset_state(spark, str(ledger), DATASET).spent_rho
 
 
 def one_error_line(stderr: str) -> str:
@@ -149,6 +149,10 @@ def test_refused_before_spark_starts(tmp_path, name, columns, extra, message):
 
 
 def _cli(spark, capsys, case: Case, *extra: str, step: str = "run") -> tuple[int, str]:
+    """The CLI in this process, on a ledger whose dataset has a budget of epsilon 10."""
+    from privsyn_spark.write.ledger import set_budget
+
+    set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)
     code = cli.main(case.argv("--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4", *extra, step=step))
     return code, capsys.readouterr().err
 

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
