@@ -6,6 +6,13 @@ with ``--sigma``, Gaussian noise per cell (DP-like, inconsistent). Prints tables
     .venv/bin/python bench/bench_gum.py                       # everything (10^7 records: ~15-25 min)
     .venv/bin/python bench/bench_gum.py --part kernel         # kernel vs pandas only
     .venv/bin/python bench/bench_gum.py --part sharded --n 2000000 --shards 1,2,8 --rounds 4
+    .venv/bin/python bench/bench_gum.py --part throughput --n 200000 --widths 15,50,97
+
+``--part throughput`` runs one shard (what one Spark task runs, one core) of sharded GUM with the
+pipeline's schedule on targets from a generated table with a known dependency structure (a chain
+``x{j-1} -> x{j}`` as in :mod:`privsyn_spark.sample.generator`, sizes 2-60), with about
+``--pairs-per-column`` pairs per column selected (the chain first, then random pairs, as PrivSyn's
+selection takes at width), and prints records/s per core.
 """
 
 from __future__ import annotations
@@ -59,6 +66,71 @@ def bench_kernel(sigma: float, iterations: int) -> None:
     for name, secs, err in rows:
         print(f"| {name:34} | {secs:8.2f} | {secs / iterations:13.3f} | {err / n:10.4f} |")
     print(f"pandas / numpy (paper updates): {rows[2][1] / rows[0][1]:.0f}x")
+
+
+def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int = 0):
+    """Domain and exact 2-way count tables of a generated ``rows x width`` table (numpy, chain dependencies).
+
+    ``x{j}`` copies ``(7 x{j-1} + 3) mod size`` with probability 0.8, else is uniform (the rule of
+    :func:`privsyn_spark.sample.generator.generated_table`); the targets are the chain pairs plus random
+    other pairs, ``pairs_per_column * width`` in all (at most every pair).
+    """
+    from privsyn_spark.domain import Domain
+    from privsyn_spark.synthesize.gum import marginal_counts
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 61, width)
+    data = np.empty((rows, width), dtype=np.uint8, order="F")
+    for j, size in enumerate(sizes):
+        uniform = rng.integers(0, size, rows)
+        if j == 0:
+            data[:, j] = uniform
+        else:
+            copied = (data[:, j - 1].astype(np.int64) * 7 + 3) % size
+            data[:, j] = np.where(rng.random(rows) < 0.8, copied, uniform)
+    domain = Domain(tuple(f"x{j}" for j in range(width)), tuple(int(s) for s in sizes))
+    chain = [(j - 1, j) for j in range(1, width)]
+    others = [(i, j) for i in range(width) for j in range(i + 2, width)]
+    want = min(int(round(pairs_per_column * width)), len(chain) + len(others))
+    picked = chain + [others[i] for i in rng.permutation(len(others))[: max(0, want - len(chain))]]
+    keys = [(f"x{i}", f"x{j}") for i, j in picked]
+    return domain, {k: marginal_counts(data, domain, k).astype(np.float64) for k in keys}
+
+
+def overlap_stats(keys) -> tuple[float, float]:
+    """Mean number of other marginals sharing an attribute with a marginal, and its square."""
+    sets = [set(k) for k in keys]
+    counts = [sum(1 for j, o in enumerate(sets) if j != i and s & o) for i, s in enumerate(sets)]
+    return float(np.mean(counts)), float(np.mean(np.square(counts)))
+
+
+def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds: int, k: int) -> None:
+    """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule."""
+    import os
+
+    from privsyn_spark.synthesize.sharded import run_shards_locally
+
+    rows = []
+    for width in widths:
+        domain, targets = generated_targets(width, 200_000, pairs_per_column)
+        cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
+        started = time.perf_counter()
+        _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg)
+        secs = time.perf_counter() - started
+        mean_overlap, _ = overlap_stats(targets)
+        iters = rounds * k
+        rows.append((width, len(targets), mean_overlap, secs, n / secs, 1e6 * secs / (n * iters),
+                     1e9 * secs / (n * iters * len(targets) * max(mean_overlap, 1)),
+                     run.max_relative_error(), sum(run.final_errors.values()) / n))
+    load = os.getloadavg()
+    print(f"\nGUM throughput: one shard of {n:,} records, {rounds} rounds x {k} iterations, exact 2-way targets"
+          f" (~{pairs_per_column} pairs per column); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'wall s':>7} | {'records/s':>10} |"
+          f" {'us / rec-iter':>13} | {'ns / rec-iter-M-overlap':>23} | {'worst L1/n':>10} | {'sum L1/n':>8} |")
+    print(f"|{'-' * 9}|{'-' * 11}|{'-' * 9}|{'-' * 9}|{'-' * 12}|{'-' * 15}|{'-' * 25}|{'-' * 12}|{'-' * 10}|")
+    for w, m, ov, secs, rps, us, ns, worst, tot in rows:
+        print(f"| {w:7d} | {m:9d} | {ov:7.1f} | {secs:7.1f} | {rps:10,.0f} | {us:13.2f} | {ns:23.2f} |"
+              f" {worst:10.5f} | {tot:8.4f} |")
 
 
 def targets_from_measurements(folder: str):
@@ -117,7 +189,7 @@ def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["all", "kernel", "sharded"], default="all")
+    parser.add_argument("--part", choices=["all", "kernel", "sharded", "throughput"], default="all")
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--shards", default="1,2,8")
     parser.add_argument("--rounds", type=int, default=4)
@@ -125,12 +197,18 @@ def main() -> None:
     parser.add_argument("--kernel-iterations", type=int, default=30)
     parser.add_argument("--sigma", type=float, default=0.0, help="noise per target cell (0: exact marginals)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--widths", default="15,50,97", help="columns of the generated tables (throughput)")
+    parser.add_argument("--pairs-per-column", type=float, default=6.0,
+                        help="selected pairs per column of the generated tables (throughput)")
     parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
                                                "after scripts/quickstart.sh): use the pipeline's targets for it")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.part in ("all", "kernel"):
         bench_kernel(args.sigma, args.kernel_iterations)
+    if args.part == "throughput":
+        bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
+                         args.k)
     if args.part in ("all", "sharded"):
         bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master,
                       args.measurements)

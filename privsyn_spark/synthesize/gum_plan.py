@@ -52,6 +52,12 @@ class GumConfig:
     """Update independent components of the marginal graph separately, then join them."""
     track_errors: bool = True
     """Record the L1 distance to every tracked target after every iteration."""
+    whole_record_marginals: int = 64
+    """A Duplicate copies whole records of the component (the paper's Duplicate) while the component has
+    at most this many updated marginals; beyond, only the neighbourhood of the updated marginal (its
+    attributes and those of every marginal sharing one with it). A whole-record Duplicate touches every
+    marginal, so an iteration costs ``O(moved x marginals^2)``; the neighbourhood one touches only the
+    marginals over those attributes. Whole records fit the Adult marginals better (22 marginals)."""
     candidate_pool: int = 4
     """Records removed from a cell (and duplicate sources) are the best of a random pool this many times
     larger, ranked by how over- (under-) counted their cells are in the other marginals; 1: uniformly
@@ -91,6 +97,8 @@ class GumConfig:
             raise ValueError("GumConfig: pool_share must be in (0, 1]")
         if self.duplicate_error_scale <= 0:
             raise ValueError("GumConfig: duplicate_error_scale must be > 0")
+        if self.whole_record_marginals < 0:
+            raise ValueError("GumConfig: whole_record_marginals must be >= 0")
         if self.best_cell_pairs < 0 or self.best_cell_candidates < 1:
             raise ValueError("GumConfig: need best_cell_pairs >= 0 and best_cell_candidates >= 1")
 
