@@ -111,10 +111,22 @@ def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> t
 
 
 def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
-                       rng: np.random.Generator) -> np.ndarray:
-    """``(n, d)`` codes (Fortran order) whose every attribute follows its 1-way table exactly, shuffled."""
+                       rng: np.random.Generator, model=None, chunk: int = 1 << 18) -> np.ndarray:
+    """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
+
+    Without ``model``, every attribute follows its 1-way table exactly (PrivSyn's start). With a fitted
+    graphical model (:class:`~privsyn_spark.estimate.model.GraphicalModel` over the plan's domain),
+    records are drawn from it (exact tree sampling, ``chunk`` records at a time), already close to every
+    target the model was fitted to.
+    """
     domain = plan.domain
     records = np.empty((n, len(domain)), dtype=codes_dtype(domain), order="F")
+    if model is not None:
+        if tuple(model.domain.attrs) != tuple(domain.attrs):
+            raise ValueError("initialize_records: the model's domain is not the plan's")
+        for lo in range(0, n, chunk):
+            records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
+        return records
     for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
         one_way = tables.get((a,))
         if one_way is None:
