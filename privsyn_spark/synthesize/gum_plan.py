@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -70,6 +70,9 @@ class GumConfig:
     improving_only_after: int | None = 20
     """From this iteration on, a move (a removed record rewritten) is kept only if it lowers the summed L1
     over the component's updated marginals: greedy polishing once the fit is close (None: never)."""
+    model_improving_only_after: int | None = 5
+    """``improving_only_after`` when the records start from samples of the fitted graphical model (already
+    close to every target: plain updates mostly churn there); see :meth:`for_model_start`."""
     best_cell_candidates: int = 32
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
@@ -111,6 +114,10 @@ class GumConfig:
         if self.candidate_pool <= 1 or self.candidate_pool * moves > self.pool_share * n:
             return 1
         return int(min(self.pool_max, max(self.candidate_pool, self.pool_share * n // max(moves, 1))))
+
+    def for_model_start(self) -> GumConfig:
+        """These settings for records sampled from the model: improving-only from ``model_improving_only_after``."""
+        return replace(self, improving_only_after=self.model_improving_only_after)
 
     def improving_only(self, t: int) -> bool:
         """Whether iteration ``t`` keeps only moves that lower the summed L1."""
