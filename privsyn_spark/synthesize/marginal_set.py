@@ -111,14 +111,17 @@ class MarginalSet:
         return self._neighbourhood[i]
 
     def flat_cells(self, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
-        """``(len(rows), len(which))`` positions in the flat tables of every row's cell in each marginal."""
+        """``(len(which), len(rows))`` positions in the flat tables of every row's cell in each marginal."""
         which = np.asarray(which, dtype=np.int64)
-        out = np.broadcast_to(self.offsets[which], (rows.shape[0], which.size)).copy()
+        dtype = np.int32 if self.count_flat.size < 2**31 else np.int64
+        by_column = np.asfortranarray(rows).T  # (d, rows), C order: one contiguous gather per marginal
+        out = np.zeros((which.size, rows.shape[0]), dtype=dtype)
         for j in range(self._cols.shape[1]):
-            stride = self._strides[which, j]
+            stride = self._strides[which, j].astype(dtype)
             if not stride.any():
                 break
-            out += rows[:, self._cols[which, j]] * stride  # padded entries have stride 0
+            out += np.multiply(by_column[self._cols[which, j]], stride[:, None], dtype=dtype)  # padding: stride 0
+        out += self.offsets[which].astype(dtype)[:, None]
         return out
 
     def excess_score(self, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -127,7 +130,7 @@ class MarginalSet:
         if len(which) == 0:
             return np.zeros(rows.shape[0])
         pos = self.flat_cells(rows, which)
-        return ((self.count_flat[pos] - self.target_flat[pos]) * self.inv_scale[pos]).sum(axis=1)
+        return ((self.count_flat[pos] - self.target_flat[pos]) * self.inv_scale[pos]).sum(axis=0)
 
     def l1_change(self, old: np.ndarray, new: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
         """Per row, the change of the summed L1 over marginals ``which`` if that row alone went ``old`` -> ``new``."""
@@ -138,7 +141,7 @@ class MarginalSet:
         eo = self.count_flat[po] - self.target_flat[po]
         en = self.count_flat[pn] - self.target_flat[pn]
         step = np.abs(eo - 1) - np.abs(eo) + np.abs(en + 1) - np.abs(en)
-        return np.where(po != pn, step, 0.0).sum(axis=1)
+        return np.where(po != pn, step, 0.0).sum(axis=0)
 
     def excess(self, i: int, cells: np.ndarray) -> np.ndarray:
         """count - target of marginal ``i`` at ``cells``."""
