@@ -97,14 +97,42 @@ def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int 
     return domain, {k: marginal_counts(data, domain, k).astype(np.float64) for k in keys}
 
 
-def overlap_stats(keys) -> tuple[float, float]:
-    """Mean number of other marginals sharing an attribute with a marginal, and its square."""
-    sets = [set(k) for k in keys]
-    counts = [sum(1 for j, o in enumerate(sets) if j != i and s & o) for i, s in enumerate(sets)]
-    return float(np.mean(counts)), float(np.mean(np.square(counts)))
+def overlap_stats(domain, keys, config: GumConfig) -> tuple[float, float]:
+    """Mean over the updated marginals of the others sharing an attribute with one (what a Replace touches)
+    and of the marginals a Duplicate recounts (all of them up to ``whole_record_marginals``, else those over
+    the neighbourhood's attributes)."""
+    from privsyn_spark.synthesize.gum import plan_gum
+
+    overlap, touched = [], []
+    for comp in plan_gum(domain, keys, config).components:
+        sets = [set(k) for k in comp.update_targets]
+        for s in sets:
+            near = [o for o in sets if o & s]
+            overlap.append(len(near) - 1)
+            if len(sets) <= config.whole_record_marginals:
+                touched.append(len(sets))
+            else:
+                attrs = set().union(*near)
+                touched.append(sum(1 for o in sets if o & attrs))
+    return float(np.mean(overlap)), float(np.mean(touched))
 
 
-def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds: int, k: int) -> None:
+def fitted_model(domain, targets):
+    """Private-PGM fitted to the exact targets (sigma 1 each), its marginals as the new targets, fit seconds."""
+    from privsyn_spark.estimate.estimation import MirrorDescent
+    from privsyn_spark.estimate.junction_tree import build_junction_tree
+    from privsyn_spark.privacy.measurements import NoisyMarginal
+
+    started = time.perf_counter()
+    total = float(next(iter(targets.values())).sum())
+    tree = build_junction_tree(domain, list(targets), 1e7)
+    fit = MirrorDescent(cell_budget=1e7).estimate([NoisyMarginal(k, t, 1.0, 1.0) for k, t in targets.items()],
+                                                  domain, total, tree=tree)
+    return fit.model, {k: np.maximum(fit.model.marginal(k), 0.0) for k in targets}, time.perf_counter() - started
+
+
+def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds: int, k: int,
+                     model_start: bool = False) -> None:
     """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule."""
     import os
 
@@ -113,23 +141,29 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
     rows = []
     for width in widths:
         domain, targets = generated_targets(width, 200_000, pairs_per_column)
+        model = None
+        if model_start:
+            model, targets, fit_secs = fitted_model(domain, targets)
+            print(f"{width} columns: model fitted in {fit_secs:.1f} s")
         cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
         started = time.perf_counter()
-        _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg)
+        _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
         secs = time.perf_counter() - started
-        mean_overlap, _ = overlap_stats(targets)
-        iters = rounds * k
-        rows.append((width, len(targets), mean_overlap, secs, n / secs, 1e6 * secs / (n * iters),
-                     1e9 * secs / (n * iters * len(targets) * max(mean_overlap, 1)),
+        overlap, touched = overlap_stats(domain, targets, cfg.gum)
+        us = 1e6 * secs / (n * rounds * k)
+        rows.append((width, len(targets), overlap, touched, secs, n / secs, us, 1e3 * us / len(targets),
                      run.max_relative_error(), sum(run.final_errors.values()) / n))
     load = os.getloadavg()
+    start = "records sampled from the fitted model" if model_start else "1-way records"
     print(f"\nGUM throughput: one shard of {n:,} records, {rounds} rounds x {k} iterations, exact 2-way targets"
-          f" (~{pairs_per_column} pairs per column); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'wall s':>7} | {'records/s':>10} |"
-          f" {'us / rec-iter':>13} | {'ns / rec-iter-M-overlap':>23} | {'worst L1/n':>10} | {'sum L1/n':>8} |")
-    print(f"|{'-' * 9}|{'-' * 11}|{'-' * 9}|{'-' * 9}|{'-' * 12}|{'-' * 15}|{'-' * 25}|{'-' * 12}|{'-' * 10}|")
-    for w, m, ov, secs, rps, us, ns, worst, tot in rows:
-        print(f"| {w:7d} | {m:9d} | {ov:7.1f} | {secs:7.1f} | {rps:10,.0f} | {us:13.2f} | {ns:23.2f} |"
+          f" (~{pairs_per_column} pairs per column), start: {start}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'dup touches':>11} | {'wall s':>7} |"
+          f" {'records/s':>10} | {'us / rec-iter':>13} | {'ns / rec-iter-marginal':>22} | {'worst L1/n':>10} |"
+          f" {'sum L1/n':>8} |")
+    print(f"|{'-' * 9}|{'-' * 11}|{'-' * 9}|{'-' * 13}|{'-' * 9}|{'-' * 12}|{'-' * 15}|{'-' * 24}|{'-' * 12}|"
+          f"{'-' * 10}|")
+    for w, m, ov, tc, secs, rps, us, ns, worst, tot in rows:
+        print(f"| {w:7d} | {m:9d} | {ov:7.1f} | {tc:11.1f} | {secs:7.1f} | {rps:10,.0f} | {us:13.2f} | {ns:22.1f} |"
               f" {worst:10.5f} | {tot:8.4f} |")
 
 
@@ -198,8 +232,11 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.0, help="noise per target cell (0: exact marginals)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--widths", default="15,50,97", help="columns of the generated tables (throughput)")
-    parser.add_argument("--pairs-per-column", type=float, default=6.0,
+    parser.add_argument("--pairs-per-column", type=float, default=3.0,
                         help="selected pairs per column of the generated tables (throughput)")
+    parser.add_argument("--model-start", action="store_true",
+                        help="throughput: fit Private-PGM to the targets and start GUM from its samples "
+                             "(needs a junction tree within 10^7 cells: e.g. --pairs-per-column 1)")
     parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
                                                "after scripts/quickstart.sh): use the pipeline's targets for it")
     args = parser.parse_args()
@@ -208,7 +245,7 @@ def main() -> None:
         bench_kernel(args.sigma, args.kernel_iterations)
     if args.part == "throughput":
         bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
-                         args.k)
+                         args.k, args.model_start)
     if args.part in ("all", "sharded"):
         bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master,
                       args.measurements)
