@@ -186,11 +186,11 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     neighbourhood of ``which`` (:attr:`GumConfig.whole_record_marginals`). Candidate records are ranked
     over ``scored`` (indices in ``marginals``; default: all) restricted to the marginals over a column a
     move may change (the overlap index): removals prefer records in over-counted cells of those
-    marginals, duplicate sources records in under-counted ones. With ``improving_only``, a move is kept only if it lowers the summed
-    L1 over ``which`` and the scored marginals it touches, and small updates send each removed record to
-    its best gain cell (:attr:`GumConfig.best_cell_pairs`). The counts in ``marginals`` are kept up to
-    date, recounting only the marginals over a changed column: the update's cost is ``O(n)`` to group
-    the records by cell plus ``O(moved x marginals touched)``.
+    marginals, duplicate sources records in under-counted ones. With ``improving_only``, a move is kept
+    only if it lowers the summed L1 over ``which`` and the scored marginals it touches, and small updates
+    send each removed record to its best gain cell (:attr:`GumConfig.best_cell_pairs`). The counts in
+    ``marginals`` are kept up to date, recounting only the marginals over a changed column: the update
+    costs ``O(n)`` to group the records by cell plus ``O(moved x marginals touched)``.
     """
     n = records.shape[0]
     cols, shape, target = marginals.cols[which], marginals.shapes[which], marginals.targets[which]

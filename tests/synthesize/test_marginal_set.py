@@ -45,7 +45,7 @@ def test_overlap_index():
 
 @pytest.mark.parametrize("improving_only", [False, True])
 def test_replace_scores_and_recounts_only_the_overlapping_marginals(improving_only):
-    records, tables, marginals, rng = setup(1)
+    records, _, marginals, rng = setup(1)
     config = GumConfig(duplicate_min=0.0, duplicate_max=0.0)  # Replace only: (a0, a1) and its overlaps change
     stats = update_marginal(records, marginals, 0, 0.5, config, rng, improving_only=improving_only)
     assert stats.changed > 0 and stats.duplicated == 0
@@ -58,7 +58,7 @@ def test_replace_scores_and_recounts_only_the_overlapping_marginals(improving_on
 
 
 def test_neighbourhood_duplicate_touches_the_marginals_over_its_columns():
-    records, tables, marginals, rng = setup(2)
+    records, _, marginals, rng = setup(2)
     before = records.copy()
     config = GumConfig(duplicate_min=0.9, duplicate_max=0.9, whole_record_marginals=0)
     stats = update_marginal(records, marginals, 0, 0.5, config, rng)
@@ -75,7 +75,7 @@ def test_neighbourhood_duplicate_touches_the_marginals_over_its_columns():
 
 def test_one_iteration_counts_each_marginals_neighbourhood_not_all_marginals():
     """Over one pass of every marginal, the tables counted are the sum of the neighbourhoods, not M x M."""
-    records, tables, marginals, rng = setup(3)
+    records, _, marginals, rng = setup(3)
     config = GumConfig(whole_record_marginals=0)
     for i in range(len(KEYS)):
         update_marginal(records, marginals, i, 0.5, config, rng)

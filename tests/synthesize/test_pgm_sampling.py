@@ -8,7 +8,15 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.measurements import NoisyMarginal
-from privsyn_spark.synthesize.gum import marginal_counts
+from privsyn_spark.synthesize.gum import (
+    GumConfig,
+    initialize_records,
+    l1_errors,
+    marginal_counts,
+    plan_gum,
+    prepare_targets,
+    synthesize,
+)
 from privsyn_spark.synthesize.pgm_sampling import sample_shard
 
 
@@ -44,9 +52,6 @@ def test_shard_sample_is_chunked_deterministic_and_follows_the_model():
 
 def test_gum_from_model_samples_starts_close_and_ends_no_worse():
     """GUM started from the model's samples: far closer to the targets at the start, no worse at the end."""
-    from privsyn_spark.synthesize.gum import GumConfig, initialize_records, l1_errors, plan_gum, prepare_targets
-    from privsyn_spark.synthesize.gum import synthesize
-
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
     n = 20_000
