@@ -68,3 +68,25 @@ def test_gum_from_model_samples_starts_close_and_ends_no_worse():
                                 .final_errors.values()) for s in range(3)])
              for name, m in (("1-way", None), ("model", model))}
     assert final["model"] <= 1.05 * final["1-way"], final
+
+
+def test_sharded_gum_from_model_samples():
+    """Shards start from the model's samples (the context, model included, pickles for the broadcast)."""
+    import pickle
+
+    from privsyn_spark.synthesize.sharded import ShardedGumConfig, init_shard, make_context, run_shards_locally
+
+    domain, keys, model = chain_model()
+    targets = {k: model.marginal(k) for k in keys}
+    cfg = ShardedGumConfig(gum=GumConfig(append_attributes=False), shard_size=5_000, iterations_per_round=3,
+                           max_rounds=2)
+    ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, model)))
+    assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after
+    records, counts = init_shard(ctx, 1)
+    assert np.array_equal(records, init_shard(ctx, 1)[0]) and np.array_equal(counts, ctx.layout.count(records))
+    final = {}
+    for name, m in (("1-way", None), ("model", model)):
+        records, run = run_shards_locally(domain, targets, 10_000, seed=4, config=cfg, model=m)
+        assert records.shape == (10_000, 4) and len(run.context.sizes) == 2
+        final[name] = sum(run.final_errors.values())
+
