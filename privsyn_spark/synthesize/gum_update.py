@@ -263,7 +263,8 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     if improving_only:  # keep the moves that lower the summed L1 (each judged alone)
         judged = marginals.touching(np.flatnonzero((old != new).any(axis=0)))
         if scored is not None:
-            judged = np.union1d(np.intersect1d(judged, np.fromiter(scored, dtype=np.int64)), [which])
+            judged = np.intersect1d(judged, np.fromiter(scored, dtype=np.int64))
+        judged = np.concatenate(([which], judged[judged != which]))  # ``which`` first: the sums' order
         keep = marginals.l1_change(old, new, judged) < 0
         removed, old, new, is_dup = removed[keep], old[keep], new[keep], is_dup[keep]
     records[removed] = new

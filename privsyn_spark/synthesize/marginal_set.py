@@ -60,7 +60,7 @@ class MarginalSet:
         self.offsets = np.cumsum([0] + sizes[:-1]).astype(np.int64)
         self.target_flat = np.concatenate([np.asarray(tables[k], dtype=np.float64).ravel() for k in self.keys]
                                           or [np.zeros(0)])
-        self.inv_scale = 1.0 / np.sqrt(self.target_flat + 1.0)
+        self.scale = np.sqrt(self.target_flat + 1.0)
         self.count_flat = np.zeros(self.target_flat.size, dtype=np.int64)
         self.targets = [self.target_flat[o: o + s] for o, s in zip(self.offsets, sizes)]
         self.counts = [self.count_flat[o: o + s] for o, s in zip(self.offsets, sizes)]
@@ -130,7 +130,7 @@ class MarginalSet:
         if len(which) == 0:
             return np.zeros(rows.shape[0])
         pos = self.flat_cells(rows, which)
-        return ((self.count_flat[pos] - self.target_flat[pos]) * self.inv_scale[pos]).sum(axis=0)
+        return ((self.count_flat[pos] - self.target_flat[pos]) / self.scale[pos]).sum(axis=0)
 
     def l1_change(self, old: np.ndarray, new: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
         """Per row, the change of the summed L1 over marginals ``which`` if that row alone went ``old`` -> ``new``."""
