@@ -58,6 +58,7 @@ class MarginalSet:
         self.shapes = [domain.shape(k) for k in self.keys]
         sizes = [prod(s) for s in self.shapes]
         self.offsets = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         self.target_flat = np.concatenate([np.asarray(tables[k], dtype=np.float64).ravel() for k in self.keys]
                                           or [np.zeros(0)])
         self.scale = np.sqrt(self.target_flat + 1.0)
@@ -110,8 +111,12 @@ class MarginalSet:
             self._neighbourhood[i] = sorted({c for j in self.touching(self.cols[i]) for c in self.cols[j]})
         return self._neighbourhood[i]
 
-    def flat_cells(self, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
-        """``(len(which), len(rows))`` positions in the flat tables of every row's cell in each marginal."""
+    def flat_cells(self, rows: np.ndarray, which: Sequence[int] | np.ndarray,
+                   offsets: np.ndarray | None = None) -> np.ndarray:
+        """``(len(which), len(rows))`` positions in the flat tables of every row's cell in each marginal.
+
+        ``offsets`` (one per marginal of ``which``) replace the marginals' offsets in the flat tables.
+        """
         which = np.asarray(which, dtype=np.int64)
         dtype = np.int32 if self.count_flat.size < 2**31 else np.int64
         by_column = np.asfortranarray(rows).T  # (d, rows), C order: one contiguous gather per marginal
@@ -121,7 +126,7 @@ class MarginalSet:
             if not stride.any():
                 break
             out += np.multiply(by_column[self._cols[which, j]], stride[:, None], dtype=dtype)  # padding: stride 0
-        out += self.offsets[which].astype(dtype)[:, None]
+        out += (self.offsets[which] if offsets is None else offsets).astype(dtype)[:, None]
         return out
 
     def excess_score(self, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -156,11 +161,14 @@ class MarginalSet:
         self.work.recounted += which.size
         if which.size == 0:
             return
-        size = self.count_flat.size
-        added, dropped = self.flat_cells(new, which).ravel(), self.flat_cells(old, which).ravel()
-        if 8 * added.size < size:  # few rows, big tables: touch only their cells
-            np.add.at(self.count_flat, added, 1)
-            np.subtract.at(self.count_flat, dropped, 1)
-        else:
-            self.count_flat += np.bincount(added, minlength=size)
-            self.count_flat -= np.bincount(dropped, minlength=size)
+        if 8 * old.shape[0] * which.size < self.sizes[which].sum():  # few rows, big tables: only their cells
+            np.add.at(self.count_flat, self.flat_cells(new, which).ravel(), 1)
+            np.subtract.at(self.count_flat, self.flat_cells(old, which).ravel(), 1)
+            return
+        # count in a compact layout of the touched tables only (cost linear in their cells, not all cells)
+        sizes = self.sizes[which]
+        local = np.cumsum(sizes) - sizes
+        cells = int(sizes.sum())
+        change = (np.bincount(self.flat_cells(new, which, local).ravel(), minlength=cells)
+                  - np.bincount(self.flat_cells(old, which, local).ravel(), minlength=cells))
+        self.count_flat[np.repeat(self.offsets[which] - local, sizes) + np.arange(cells)] += change
