@@ -156,7 +156,8 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
     load = os.getloadavg()
     start = "records sampled from the fitted model" if model_start else "1-way records"
     print(f"\nGUM throughput: one shard of {n:,} records, {rounds} rounds x {k} iterations, exact 2-way targets"
-          f" (~{pairs_per_column} pairs per column), start: {start}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+          f" (~{pairs_per_column} pairs per column), start: {start};"
+          f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'dup touches':>11} | {'wall s':>7} |"
           f" {'records/s':>10} | {'us / rec-iter':>13} | {'ns / rec-iter-marginal':>22} | {'worst L1/n':>10} |"
           f" {'sum L1/n':>8} |")

@@ -240,8 +240,8 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     gain_cells = np.flatnonzero(add)
     offered = min(gain_cells.size, config.best_cell_candidates)
     if improving_only and 0 < removed.size * offered <= config.best_cell_pairs:  # polishing: best cells, no Duplicate
-        moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells, add[gain_cells],
-                                 config.best_cell_candidates, rng)
+        moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
+                                 add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)
     sources = _choose(order, starts[dc], current_i[dc], dup[dc], pool, lambda rows: -score(rows), rng)
     rep_cells = np.repeat(np.arange(cells), rep)
@@ -252,7 +252,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     old = records[removed]
     new = old.copy()
     d_rows = np.flatnonzero(is_dup)
-    if copied is None:
+    if copied is None or len(copied) == records.shape[1]:
         new[d_rows] = records[sources[slots[is_dup]]]
     else:
         new[np.ix_(d_rows, copied)] = records[np.ix_(sources[slots[is_dup]], copied)]
