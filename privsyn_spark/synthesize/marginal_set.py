@@ -153,7 +153,10 @@ class MarginalSet:
         return self.counts[i][cells] - self.targets[i][cells]
 
     def replace_rows(self, old: np.ndarray, new: np.ndarray) -> None:
-        """Account for rows changing from ``old`` to ``new`` (both ``(k, d)``) in the marginals over a changed column."""
+        """Account for rows changing from ``old`` to ``new`` (both ``(k, d)``), in the marginals over changed columns.
+
+        Cost: ``O(rows x marginals touched + their cells)``.
+        """
         if old.shape[0] == 0:
             return
         changed = np.flatnonzero((old != new).any(axis=0))
