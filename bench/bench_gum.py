@@ -6,6 +6,13 @@ with ``--sigma``, Gaussian noise per cell (DP-like, inconsistent). Prints tables
     .venv/bin/python bench/bench_gum.py                       # everything (10^7 records: ~15-25 min)
     .venv/bin/python bench/bench_gum.py --part kernel         # kernel vs pandas only
     .venv/bin/python bench/bench_gum.py --part sharded --n 2000000 --shards 1,2,8 --rounds 4
+    .venv/bin/python bench/bench_gum.py --part throughput --n 200000 --widths 15,50,97
+
+``--part throughput`` runs one shard (what one Spark task runs, one core) of sharded GUM with the
+pipeline's schedule on targets from a generated table with a known dependency structure (a chain
+``x{j-1} -> x{j}`` as in :mod:`privsyn_spark.sample.generator`, sizes 2-60), with about
+``--pairs-per-column`` pairs per column selected (the chain first, then random pairs, as PrivSyn's
+selection takes at width), and prints records/s per core.
 """
 
 from __future__ import annotations
@@ -59,6 +66,106 @@ def bench_kernel(sigma: float, iterations: int) -> None:
     for name, secs, err in rows:
         print(f"| {name:34} | {secs:8.2f} | {secs / iterations:13.3f} | {err / n:10.4f} |")
     print(f"pandas / numpy (paper updates): {rows[2][1] / rows[0][1]:.0f}x")
+
+
+def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int = 0):
+    """Domain and exact 2-way count tables of a generated ``rows x width`` table (numpy, chain dependencies).
+
+    ``x{j}`` copies ``(7 x{j-1} + 3) mod size`` with probability 0.8, else is uniform (the rule of
+    :func:`privsyn_spark.sample.generator.generated_table`); the targets are the chain pairs plus random
+    other pairs, ``pairs_per_column * width`` in all (at most every pair).
+    """
+    from privsyn_spark.domain import Domain
+    from privsyn_spark.synthesize.gum import marginal_counts
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 61, width)
+    data = np.empty((rows, width), dtype=np.uint8, order="F")
+    for j, size in enumerate(sizes):
+        uniform = rng.integers(0, size, rows)
+        if j == 0:
+            data[:, j] = uniform
+        else:
+            copied = (data[:, j - 1].astype(np.int64) * 7 + 3) % size
+            data[:, j] = np.where(rng.random(rows) < 0.8, copied, uniform)
+    domain = Domain(tuple(f"x{j}" for j in range(width)), tuple(int(s) for s in sizes))
+    chain = [(j - 1, j) for j in range(1, width)]
+    others = [(i, j) for i in range(width) for j in range(i + 2, width)]
+    want = min(int(round(pairs_per_column * width)), len(chain) + len(others))
+    picked = chain + [others[i] for i in rng.permutation(len(others))[: max(0, want - len(chain))]]
+    keys = [(f"x{i}", f"x{j}") for i, j in picked]
+    return domain, {k: marginal_counts(data, domain, k).astype(np.float64) for k in keys}
+
+
+def overlap_stats(domain, keys, config: GumConfig) -> tuple[float, float]:
+    """Mean over the updated marginals of the others sharing an attribute with one (what a Replace touches)
+    and of the marginals a Duplicate recounts (all of them up to ``whole_record_marginals``, else those over
+    the neighbourhood's attributes)."""
+    from privsyn_spark.synthesize.gum import plan_gum
+
+    overlap, touched = [], []
+    for comp in plan_gum(domain, keys, config).components:
+        sets = [set(k) for k in comp.update_targets]
+        for s in sets:
+            near = [o for o in sets if o & s]
+            overlap.append(len(near) - 1)
+            if len(sets) <= config.whole_record_marginals:
+                touched.append(len(sets))
+            else:
+                attrs = set().union(*near)
+                touched.append(sum(1 for o in sets if o & attrs))
+    return float(np.mean(overlap)), float(np.mean(touched))
+
+
+def fitted_model(domain, targets):
+    """Private-PGM fitted to the exact targets (sigma 1 each), its marginals as the new targets, fit seconds."""
+    from privsyn_spark.estimate.estimation import MirrorDescent
+    from privsyn_spark.estimate.junction_tree import build_junction_tree
+    from privsyn_spark.privacy.measurements import NoisyMarginal
+
+    started = time.perf_counter()
+    total = float(next(iter(targets.values())).sum())
+    tree = build_junction_tree(domain, list(targets), 1e7)
+    fit = MirrorDescent(cell_budget=1e7).estimate([NoisyMarginal(k, t, 1.0, 1.0) for k, t in targets.items()],
+                                                  domain, total, tree=tree)
+    return fit.model, {k: np.maximum(fit.model.marginal(k), 0.0) for k in targets}, time.perf_counter() - started
+
+
+def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds: int, k: int,
+                     model_start: bool = False) -> None:
+    """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule."""
+    import os
+
+    from privsyn_spark.synthesize.sharded import run_shards_locally
+
+    rows = []
+    for width in widths:
+        domain, targets = generated_targets(width, 200_000, pairs_per_column)
+        model = None
+        if model_start:
+            model, targets, fit_secs = fitted_model(domain, targets)
+            print(f"{width} columns: model fitted in {fit_secs:.1f} s")
+        cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
+        started = time.perf_counter()
+        _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
+        secs = time.perf_counter() - started
+        overlap, touched = overlap_stats(domain, targets, cfg.gum)
+        us = 1e6 * secs / (n * rounds * k)
+        rows.append((width, len(targets), overlap, touched, secs, n / secs, us, 1e3 * us / len(targets),
+                     run.max_relative_error(), sum(run.final_errors.values()) / n))
+    load = os.getloadavg()
+    start = "records sampled from the fitted model" if model_start else "1-way records"
+    print(f"\nGUM throughput: one shard of {n:,} records, {rounds} rounds x {k} iterations, exact 2-way targets"
+          f" (~{pairs_per_column} pairs per column), start: {start};"
+          f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'dup touches':>11} | {'wall s':>7} |"
+          f" {'records/s':>10} | {'us / rec-iter':>13} | {'ns / rec-iter-marginal':>22} | {'worst L1/n':>10} |"
+          f" {'sum L1/n':>8} |")
+    print(f"|{'-' * 9}|{'-' * 11}|{'-' * 9}|{'-' * 13}|{'-' * 9}|{'-' * 12}|{'-' * 15}|{'-' * 24}|{'-' * 12}|"
+          f"{'-' * 10}|")
+    for w, m, ov, tc, secs, rps, us, ns, worst, tot in rows:
+        print(f"| {w:7d} | {m:9d} | {ov:7.1f} | {tc:11.1f} | {secs:7.1f} | {rps:10,.0f} | {us:13.2f} | {ns:22.1f} |"
+              f" {worst:10.5f} | {tot:8.4f} |")
 
 
 def targets_from_measurements(folder: str):
@@ -117,7 +224,7 @@ def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["all", "kernel", "sharded"], default="all")
+    parser.add_argument("--part", choices=["all", "kernel", "sharded", "throughput"], default="all")
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--shards", default="1,2,8")
     parser.add_argument("--rounds", type=int, default=4)
@@ -125,12 +232,21 @@ def main() -> None:
     parser.add_argument("--kernel-iterations", type=int, default=30)
     parser.add_argument("--sigma", type=float, default=0.0, help="noise per target cell (0: exact marginals)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--widths", default="15,50,97", help="columns of the generated tables (throughput)")
+    parser.add_argument("--pairs-per-column", type=float, default=3.0,
+                        help="selected pairs per column of the generated tables (throughput)")
+    parser.add_argument("--model-start", action="store_true",
+                        help="throughput: fit Private-PGM to the targets and start GUM from its samples "
+                             "(needs a junction tree within 10^7 cells: e.g. --pairs-per-column 1)")
     parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
                                                "after scripts/quickstart.sh): use the pipeline's targets for it")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.part in ("all", "kernel"):
         bench_kernel(args.sigma, args.kernel_iterations)
+    if args.part == "throughput":
+        bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
+                         args.k, args.model_start)
     if args.part in ("all", "sharded"):
         bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master,
                       args.measurements)

@@ -154,14 +154,20 @@ class GumResult:
 
 
 def synthesize(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
-               config: GumConfig | None = None, rng: np.random.Generator | None = None) -> GumResult:
-    """Synthesise ``n`` records over ``domain`` that match the target marginals (PrivSyn GUM, one shard)."""
+               config: GumConfig | None = None, rng: np.random.Generator | None = None, model=None) -> GumResult:
+    """Synthesise ``n`` records over ``domain`` that match the target marginals (PrivSyn GUM, one shard).
+
+    With ``model`` (the graphical model the targets were estimated with), records start as samples of it
+    (:func:`initialize_records`) and updates are improving-only from ``config.model_improving_only_after``.
+    """
     if rng is None:
         raise ValueError("synthesize: pass an explicit rng (np.random.default_rng(seed))")
     config = config or GumConfig()
     plan = plan_gum(domain, targets.keys(), config)
     tables = prepare_targets(plan, targets, n)
-    records = initialize_records(plan, tables, n, rng)
+    records = initialize_records(plan, tables, n, rng, model=model)
+    if model is not None:
+        config = config.for_model_start()
     errors = run_gum(records, plan, tables, config, rng)
     append_attributes(records, plan, tables, rng)
     final = l1_errors(records, domain, tables, plan.targets)

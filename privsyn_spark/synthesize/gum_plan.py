@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,6 +52,12 @@ class GumConfig:
     """Update independent components of the marginal graph separately, then join them."""
     track_errors: bool = True
     """Record the L1 distance to every tracked target after every iteration."""
+    whole_record_marginals: int = 64
+    """A Duplicate copies whole records of the component (the paper's Duplicate) while the component has
+    at most this many updated marginals; beyond, only the neighbourhood of the updated marginal (its
+    attributes and those of every marginal sharing one with it). A whole-record Duplicate touches every
+    marginal, so an iteration costs ``O(moved x marginals^2)``; the neighbourhood one touches only the
+    marginals over those attributes. Whole records fit the Adult marginals better (22 marginals)."""
     candidate_pool: int = 4
     """Records removed from a cell (and duplicate sources) are the best of a random pool this many times
     larger, ranked by how over- (under-) counted their cells are in the other marginals; 1: uniformly
@@ -64,6 +70,9 @@ class GumConfig:
     improving_only_after: int | None = 20
     """From this iteration on, a move (a removed record rewritten) is kept only if it lowers the summed L1
     over the component's updated marginals: greedy polishing once the fit is close (None: never)."""
+    model_improving_only_after: int | None = 5
+    """``improving_only_after`` when the records start from samples of the fitted graphical model (already
+    close to every target: plain updates mostly churn there); see :meth:`for_model_start`."""
     best_cell_candidates: int = 32
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
@@ -91,6 +100,8 @@ class GumConfig:
             raise ValueError("GumConfig: pool_share must be in (0, 1]")
         if self.duplicate_error_scale <= 0:
             raise ValueError("GumConfig: duplicate_error_scale must be > 0")
+        if self.whole_record_marginals < 0:
+            raise ValueError("GumConfig: whole_record_marginals must be >= 0")
         if self.best_cell_pairs < 0 or self.best_cell_candidates < 1:
             raise ValueError("GumConfig: need best_cell_pairs >= 0 and best_cell_candidates >= 1")
 
@@ -103,6 +114,10 @@ class GumConfig:
         if self.candidate_pool <= 1 or self.candidate_pool * moves > self.pool_share * n:
             return 1
         return int(min(self.pool_max, max(self.candidate_pool, self.pool_share * n // max(moves, 1))))
+
+    def for_model_start(self) -> GumConfig:
+        """These settings for records sampled from the model: improving-only from ``model_improving_only_after``."""
+        return replace(self, improving_only_after=self.model_improving_only_after)
 
     def improving_only(self, t: int) -> bool:
         """Whether iteration ``t`` keeps only moves that lower the summed L1."""

@@ -14,25 +14,15 @@ from math import prod
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.synthesize.gum_plan import AppendGroup, GumConfig, GumPlan, Key
+from privsyn_spark.synthesize.marginal_set import MarginalSet, cell_index
 
 log = logging.getLogger(__name__)
-
-from privsyn_spark.synthesize.gum_plan import AppendGroup, GumConfig, GumPlan, Key
 
 def codes_dtype(domain: Domain) -> np.dtype:
     """Smallest unsigned integer dtype holding every code of ``domain``."""
     biggest = max(domain.sizes, default=1)
     return np.dtype(np.uint8 if biggest <= 1 << 8 else np.uint16 if biggest <= 1 << 16 else np.int32)
-
-
-def cell_index(records: np.ndarray, cols: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
-    """Flat (C-order, as ``np.ravel_multi_index``) cell index of every record in a marginal over ``cols``."""
-    dtype = np.int32 if prod(shape) < 2**31 else np.int64
-    idx = records[:, cols[0]].astype(dtype)
-    for c, size in zip(cols[1:], shape[1:]):
-        idx *= size
-        idx += records[:, c]
-    return idx
 
 
 def marginal_counts(records: np.ndarray, domain: Domain, key: Key) -> np.ndarray:
@@ -121,10 +111,22 @@ def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> t
 
 
 def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
-                       rng: np.random.Generator) -> np.ndarray:
-    """``(n, d)`` codes (Fortran order) whose every attribute follows its 1-way table exactly, shuffled."""
+                       rng: np.random.Generator, model=None, chunk: int = 1 << 18) -> np.ndarray:
+    """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
+
+    Without ``model``, every attribute follows its 1-way table exactly (PrivSyn's start). With a fitted
+    graphical model (:class:`~privsyn_spark.estimate.model.GraphicalModel` over the plan's domain),
+    records are drawn from it (exact tree sampling, ``chunk`` records at a time), already close to every
+    target the model was fitted to.
+    """
     domain = plan.domain
     records = np.empty((n, len(domain)), dtype=codes_dtype(domain), order="F")
+    if model is not None:
+        if tuple(model.domain.attrs) != tuple(domain.attrs):
+            raise ValueError("initialize_records: the model's domain is not the plan's")
+        for lo in range(0, n, chunk):
+            records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
+        return records
     for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
         one_way = tables.get((a,))
         if one_way is None:
@@ -146,54 +148,6 @@ def _shuffle_columns(records: np.ndarray, cols: list[int], rng: np.random.Genera
         records[...] = np.take(records, perm, axis=0)
     else:
         records[:, cols] = np.take(records[:, cols], perm, axis=0)
-
-
-class MarginalSet:
-    """Count tables of the records over a set of marginals, kept exact while records change.
-
-    Counts are flat int64 arrays (C order over the canonical axes); targets are flat float64 tables.
-    After each update only the changed rows are re-counted, so tracking every target costs
-    ``O(changed rows)`` per update, not ``O(n)``.
-    """
-
-    def __init__(self, records: np.ndarray, domain: Domain, keys: Iterable[Key],
-                 tables: Mapping[Key, np.ndarray]) -> None:
-        self.keys = tuple(keys)
-        self.cols = [tuple(domain.attrs.index(a) for a in k) for k in self.keys]
-        self.shapes = [domain.shape(k) for k in self.keys]
-        self.targets = [np.asarray(tables[k], dtype=np.float64).ravel() for k in self.keys]
-        self.counts = [np.bincount(cell_index(records, c, s), minlength=t.size)
-                       for c, s, t in zip(self.cols, self.shapes, self.targets)]
-
-    def position(self, key: Key) -> int:
-        """Index of ``key`` in this set."""
-        return self.keys.index(key)
-
-    def l1(self) -> dict[Key, float]:
-        """Current L1 distance to every target."""
-        return {k: float(np.abs(c - t).sum()) for k, c, t in zip(self.keys, self.counts, self.targets)}
-
-    def excess_score(self, i: int, cells: np.ndarray) -> np.ndarray:
-        """(count - target) / sqrt(target + 1) of marginal ``i`` at ``cells``: > 0 where over-counted."""
-        t = self.targets[i][cells]
-        return (self.counts[i][cells] - t) / np.sqrt(t + 1.0)
-
-    def excess(self, i: int, cells: np.ndarray) -> np.ndarray:
-        """count - target of marginal ``i`` at ``cells``."""
-        return self.counts[i][cells] - self.targets[i][cells]
-
-    def replace_rows(self, old: np.ndarray, new: np.ndarray) -> None:
-        """Account for rows changing from ``old`` to ``new`` (both ``(k, d)``)."""
-        if old.shape[0] == 0:
-            return
-        for i, (cols, shape, target) in enumerate(zip(self.cols, self.shapes, self.targets)):
-            added, dropped = cell_index(new, cols, shape), cell_index(old, cols, shape)
-            if 8 * added.size < target.size:  # few rows, big table: touch only their cells
-                np.add.at(self.counts[i], added, 1)
-                np.subtract.at(self.counts[i], dropped, 1)
-            else:
-                self.counts[i] += np.bincount(added, minlength=target.size)
-                self.counts[i] -= np.bincount(dropped, minlength=target.size)
 
 
 @dataclass
@@ -228,12 +182,15 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
                     scored: Iterable[int] | None = None, improving_only: bool = False) -> UpdateStats:
     """One GUM step toward marginal ``which`` of ``marginals`` (PrivSyn Section 5.3), in place.
 
-    ``copy_cols`` are the columns a Duplicate copies (the component's columns; None: whole records).
-    ``scored`` are the marginals (indices in ``marginals``) used to rank candidate records (default:
-    all but ``which``): removals prefer records in over-counted cells of those marginals, duplicate
-    sources records in under-counted ones. With ``improving_only``, a move is kept only if it lowers the
-    summed L1 over ``which`` and ``scored``, and small updates send each removed record to its best gain
-    cell (:attr:`GumConfig.best_cell_pairs`). The counts in ``marginals`` are kept up to date.
+    ``copy_cols`` are the component's columns (None: whole records); a Duplicate copies them, or only the
+    neighbourhood of ``which`` (:attr:`GumConfig.whole_record_marginals`). Candidate records are ranked
+    over ``scored`` (indices in ``marginals``; default: all) restricted to the marginals over a column a
+    move may change (the overlap index): removals prefer records in over-counted cells of those
+    marginals, duplicate sources records in under-counted ones. With ``improving_only``, a move is kept
+    only if it lowers the summed L1 over ``which`` and the scored marginals it touches, and small updates
+    send each removed record to its best gain cell (:attr:`GumConfig.best_cell_pairs`). The counts in
+    ``marginals`` are kept up to date, recounting only the marginals over a changed column: the update
+    costs ``O(n)`` to group the records by cell plus ``O(moved x marginals touched)``.
     """
     n = records.shape[0]
     cols, shape, target = marginals.cols[which], marginals.shapes[which], marginals.targets[which]
@@ -266,22 +223,25 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     order = _stable_argsort(idx, cells)
     starts = np.cumsum(current_i) - current_i
     pool = config.pool(total_add, n)
-    others = [i for i in (range(len(marginals.keys)) if scored is None else scored) if i != which]
+    copied = marginals.duplicate_columns(which, config.whole_record_marginals, copy_cols)
+    if dup.any():  # the marginals a move may touch: over the copied columns, else those overlapping ``which``
+        others = marginals.touching(range(records.shape[1]) if copied is None else copied)
+        others = others[others != which]
+    else:
+        others = marginals.overlapping(which)
+    if scored is not None:
+        others = np.intersect1d(others, np.fromiter(scored, dtype=np.int64))
 
     def score(rows: np.ndarray) -> np.ndarray:
-        sub = records[rows]
-        total = np.zeros(rows.size)
-        for i in others:
-            total += marginals.excess_score(i, cell_index(sub, marginals.cols[i], marginals.shapes[i]))
-        return total
+        return marginals.excess_score(records[rows], others)
 
     rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
     removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
     gain_cells = np.flatnonzero(add)
     offered = min(gain_cells.size, config.best_cell_candidates)
     if improving_only and 0 < removed.size * offered <= config.best_cell_pairs:  # polishing: best cells, no Duplicate
-        moved = _best_cell_moves(records, removed, marginals, which, [which] + others, gain_cells, add[gain_cells],
-                                 config.best_cell_candidates, rng)
+        moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
+                                 add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)
     sources = _choose(order, starts[dc], current_i[dc], dup[dc], pool, lambda rows: -score(rows), rng)
     rep_cells = np.repeat(np.arange(cells), rep)
@@ -292,22 +252,20 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     old = records[removed]
     new = old.copy()
     d_rows = np.flatnonzero(is_dup)
-    if copy_cols is None or len(copy_cols) == records.shape[1]:
+    if copied is None or len(copied) == records.shape[1]:
         new[d_rows] = records[sources[slots[is_dup]]]
     else:
-        new[np.ix_(d_rows, copy_cols)] = records[np.ix_(sources[slots[is_dup]], copy_cols)]
+        new[np.ix_(d_rows, copied)] = records[np.ix_(sources[slots[is_dup]], copied)]
     r_rows = np.flatnonzero(~is_dup)
     values = np.unravel_index(rep_cells[slots[~is_dup] - sources.size], shape)
     for c, v in zip(cols, values):
         new[r_rows, c] = v
     if improving_only:  # keep the moves that lower the summed L1 (each judged alone)
-        delta = np.zeros(removed.size)
-        for i in [which] + others:
-            co = cell_index(old, marginals.cols[i], marginals.shapes[i])
-            cn = cell_index(new, marginals.cols[i], marginals.shapes[i])
-            eo, en = marginals.excess(i, co), marginals.excess(i, cn)
-            delta += np.where(co != cn, np.abs(eo - 1) - np.abs(eo) + np.abs(en + 1) - np.abs(en), 0.0)
-        keep = delta < 0
+        judged = marginals.touching(np.flatnonzero((old != new).any(axis=0)))
+        if scored is not None:
+            judged = np.intersect1d(judged, np.fromiter(scored, dtype=np.int64))
+        judged = np.concatenate(([which], judged[judged != which]))  # ``which`` first: the sums' order
+        keep = marginals.l1_change(old, new, judged) < 0
         removed, old, new, is_dup = removed[keep], old[keep], new[keep], is_dup[keep]
     records[removed] = new
     marginals.replace_rows(old, new)
@@ -343,6 +301,7 @@ def _best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margin
         rows = np.flatnonzero(waiting)
         old, cand = records[removed[rows]], offered[rows]
         delta = np.zeros(cand.shape)
+        marginals.work.scored += len(overlapping)
         for i in overlapping:
             before = cell_index(old, marginals.cols[i], marginals.shapes[i])
             after = np.zeros(cand.shape, dtype=np.int64)

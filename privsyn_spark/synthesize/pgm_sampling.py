@@ -1,14 +1,17 @@
 """The `pgm` synthesizer: sample records from the Private-PGM model, sharded over Spark partitions.
 
 The model is fitted on the driver from the measurements artifact (post-processing), broadcast,
-and every shard draws its records with exact tree sampling (systematic rounding inside each
-shard) from a generator seeded by (seed, shard id): the same seed gives the same table whatever
-the number of executors. Needs a junction tree within the cell budget; otherwise use `gum`.
+and every shard (one Spark partition, ``shard_rows`` records) draws its records with exact tree
+sampling, ``chunk`` records at a time (systematic rounding inside each chunk), from a generator
+seeded by (seed, shard id): the same seed gives the same table whatever the number of executors.
+Each shard's work and memory are linear in its rows and bounded by the chunk, so 10^8 records are
+100 independent tasks. Needs a junction tree within the cell budget; otherwise use `gum`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -19,6 +22,26 @@ from privsyn_spark.synthesize.sharded import shard_sizes
 from privsyn_spark.synthesize.sharded_spark import codes_schema
 
 log = logging.getLogger(__name__)
+
+
+SAMPLE_CHUNK = 1 << 18
+"""Records a shard draws from the model at a time."""
+BATCH_ROWS = 1 << 16
+"""Records per Arrow batch sent to Spark."""
+
+
+def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CHUNK,
+                 batch: int = BATCH_ROWS) -> Iterator[np.ndarray]:
+    """Shard ``shard``'s ``rows`` records from ``model``: int32 code arrays of at most ``batch`` rows.
+
+    Records are drawn ``chunk`` at a time (memory bounded by the chunk, work linear in ``rows``); a pure
+    function of its arguments, so a recomputed task yields the same records.
+    """
+    rng = np.random.default_rng([seed, 0x96A, int(shard)])
+    for lo in range(0, rows, chunk):
+        codes = model.sample(min(chunk, rows - lo), rng).astype(np.int32)
+        for start in range(0, codes.shape[0], batch):
+            yield codes[start: start + batch]
 
 
 def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int, shard_rows: int = 1_000_000,
@@ -43,10 +66,9 @@ def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int
     def sample(batches):
         for batch in batches:
             for shard in batch.column(0).to_numpy():
-                rng = np.random.default_rng([seed, 0x96A, int(shard)])
-                codes = model.value.sample(sizes[int(shard)], rng)
-                yield pa.RecordBatch.from_arrays([pa.array(codes[:, j].astype(np.int32))
-                                                  for j in range(len(domain))], names=list(domain.attrs))
+                for codes in sample_shard(model.value, sizes[int(shard)], seed, int(shard)):
+                    yield pa.RecordBatch.from_arrays([pa.array(codes[:, j]) for j in range(len(domain))],
+                                                     names=list(domain.attrs))
 
     records = spark.range(0, len(sizes), 1, numPartitions=len(sizes)).mapInArrow(sample, codes_schema(domain))
     info = {"shards": len(sizes), "estimator_iterations": fit.iterations, "converged": fit.converged,

@@ -5,8 +5,9 @@ partition each. Only marginal counts travel to the driver, summed by a tree aggr
 broadcasts the global deficit ``target - current`` and the shards steer the union toward the global
 targets through it (:mod:`privsyn_spark.synthesize.reconcile`), in two kinds of rounds:
 
-- **Jacobi rounds** (``max_rounds``, the first one from the 1-way initialisation toward the targets scaled
-  to the shard): one ``mapInArrow`` in which every shard runs ``k`` local GUM iterations
+- **Jacobi rounds** (``max_rounds``, the first one from the 1-way initialisation, or from samples of the
+  fitted graphical model when one is given, toward the targets scaled to the shard): one
+  ``mapInArrow`` in which every shard runs ``k`` local GUM iterations
   (:mod:`privsyn_spark.synthesize.gum`) toward its own counts plus its share of the deficit (an integer
   split of every cell across shards, proportional to shard size), so the union converges to the global
   targets rather than each shard to a noisy copy. They leave about ``P`` times GUM's absolute error floor.
@@ -173,21 +174,29 @@ class ShardContext:
     sizes: tuple[int, ...]
     seed: int
     config: ShardedGumConfig
+    model: object = None
+    """The fitted graphical model the shards start from (records sampled from it), or None: 1-way starts."""
 
     @property
     def tracked(self) -> tuple[Key, ...]:
         return self.plan.tracked_targets
 
+    @property
+    def gum(self) -> GumConfig:
+        """The kernel's settings inside a round (errors are tracked globally, not per shard)."""
+        gum = replace(self.config.gum, track_errors=False)
+        return gum if self.model is None else gum.for_model_start()
+
 
 def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
-    """Round 0 of a shard: 1-way start, then k iterations toward the global targets scaled to the shard."""
+    """Round 0 of a shard: 1-way (or model-sampled) start, then k iterations toward the targets scaled to it."""
     n = ctx.sizes[shard]
     total = float(sum(ctx.sizes))
     tables = {k: v * (n / total) for k, v in ctx.layout.unpack(ctx.targets).items()}
     rng = shard_rng(ctx.seed, _INIT, shard, 0)
-    records = initialize_records(ctx.plan, tables, n, rng)
+    records = initialize_records(ctx.plan, tables, n, rng, model=ctx.model)
     k = ctx.config.iterations_per_round
-    run_gum(records, ctx.plan, tables, _quiet(ctx.config.gum), rng, start_iteration=0, iterations=k)
+    run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=0, iterations=k)
     return records, ctx.layout.count(records)
 
 
@@ -200,7 +209,7 @@ def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray,
     tables = ctx.layout.unpack(local)
     k = ctx.config.iterations_per_round
     rng = shard_rng(ctx.seed, _ROUND, shard, round_)
-    run_gum(records, ctx.plan, tables, _quiet(ctx.config.gum), rng, start_iteration=round_ * k, iterations=k)
+    run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
     return records, ctx.layout.count(records)
 
 
@@ -208,7 +217,7 @@ def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, c
                deficit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A shard's Gauss-Seidel turn: the whole deficit, kept only if the union's error does not grow."""
     rng = shard_rng(ctx.seed, _TURN, shard, step.round)
-    gum = replace(ctx.config.gum, best_cell_pairs=ctx.config.sweep_best_cell_pairs)
+    gum = replace(ctx.gum, best_cell_pairs=ctx.config.sweep_best_cell_pairs)
     return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, gum, rng, step,
                               tracked_mask(ctx.layout, ctx.tracked))
 
@@ -227,19 +236,14 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
     return records, ctx.layout.count(records)
 
 
-def _quiet(config: GumConfig) -> GumConfig:
-    """The kernel's settings inside a round (errors are tracked globally, not per shard)."""
-    return replace(config, track_errors=False)
-
-
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                 config: ShardedGumConfig) -> ShardContext:
-    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes."""
+                 config: ShardedGumConfig, model=None) -> ShardContext:
+    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext)."""
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)
     layout = TableLayout(domain, list(plan.required_tables) + list(plan.targets))
     return ShardContext(plan, layout, layout.pack(tables), tuple(shard_sizes(n, config.shard_size)), int(seed),
-                        config)
+                        config, model)
 
 
 def union_errors(ctx: ShardContext, counts: np.ndarray, keys: Sequence[Key] | None = None) -> dict[Key, float]:
@@ -282,13 +286,13 @@ class ShardedRun:
 
 
 def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                       config: ShardedGumConfig | None = None) -> tuple[np.ndarray, ShardedRun]:
+                       config: ShardedGumConfig | None = None, model=None) -> tuple[np.ndarray, ShardedRun]:
     """The sharded algorithm in one process, no Spark: ``(records of all shards stacked, run)``.
 
     Same shard functions and random streams as :func:`synthesize_sharded`, hence the same table.
     """
     config = config or ShardedGumConfig()
-    ctx = make_context(domain, targets, n, seed, config)
+    ctx = make_context(domain, targets, n, seed, config, model)
     run = ShardedRun(ctx)
     started = time.perf_counter()
     state = [init_shard(ctx, j) for j in range(len(ctx.sizes))]
@@ -313,14 +317,16 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
 
 def synthesize_sharded(spark, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                        config: ShardedGumConfig | None = None, partitions: int | None = None,
-                       checkpoint_dir: str | None = None) -> ShardedGumResult:
+                       checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
     """Synthesise ``n`` records with GUM sharded over Spark partitions (see the module docstring).
 
     ``partitions`` is the number of Spark partitions holding the shards (default: one per shard); it
     does not change the result. ``checkpoint_dir`` sets the SparkContext checkpoint directory for
     reliable, recomputable checkpoints of the shard state (without one, and none set on the context,
     ``localCheckpoint`` is used). The returned DataFrame is lazy over the last checkpointed state.
+    ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
+    start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
     """
     from privsyn_spark.synthesize.sharded_spark import run_sharded_on_spark  # imports Spark helpers lazily
 
-    return run_sharded_on_spark(spark, domain, targets, n, seed, config, partitions, checkpoint_dir)
+    return run_sharded_on_spark(spark, domain, targets, n, seed, config, partitions, checkpoint_dir, model)

@@ -198,10 +198,10 @@ class ShardedGumResult(ShardedRun):
 
 def run_sharded_on_spark(spark, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                          config: ShardedGumConfig | None = None, partitions: int | None = None,
-                         checkpoint_dir: str | None = None) -> ShardedGumResult:
+                         checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
     """The Spark driver behind :func:`privsyn_spark.synthesize.sharded.synthesize_sharded` (same arguments)."""
     config = config or ShardedGumConfig()
-    ctx = make_context(domain, targets, n, seed, config)
+    ctx = make_context(domain, targets, n, seed, config, model)
     p = len(ctx.sizes)
     sc = spark.sparkContext
     bc = sc.broadcast(ctx)
