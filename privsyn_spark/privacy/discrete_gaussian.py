@@ -38,7 +38,7 @@ CHUNK = 1 << 20
 class UniformIntegers:
     """Exact uniform integers and fair coins from a byte source (``os.urandom`` in production).
 
-    ``below_scalar(bound, n)`` masks random words to the bit length of ``bound - 1`` and redraws the
+    ``below(bound, n)`` masks random words to the bit length of ``bound - 1`` and redraws the
     ones ``>= bound``: exact rejection sampling, at least half the draws accepted.
     """
 
@@ -50,7 +50,7 @@ class UniformIntegers:
             return np.frombuffer(self._bytes(8 * n), dtype=np.uint64)
         return np.frombuffer(self._bytes(4 * n), dtype=np.uint32).astype(np.uint64)
 
-    def below_scalar(self, bound: int, n: int) -> np.ndarray:
+    def below(self, bound: int, n: int) -> np.ndarray:
         """``n`` uniform integers in ``[0, bound)`` (int64); ``1 <= bound <= 2^62``."""
         bound = int(bound)
         if not 1 <= bound <= 2 ** 62:
@@ -85,10 +85,10 @@ def bernoulli_exp_fraction(ints: UniformIntegers, num: np.ndarray, den: int) -> 
     alive = np.arange(num.size)
     k = 1
     while alive.size:
-        success = ints.below_scalar(den, alive.size) < num[alive]
+        success = ints.below(den, alive.size) < num[alive]
         if k > 1:
             hit = np.flatnonzero(success)
-            success[hit] = ints.below_scalar(k, hit.size) == 0
+            success[hit] = ints.below(k, hit.size) == 0
         odd[alive[~success]] = k & 1 == 1  # the loop stops at this K
         alive = alive[success]
         k += 1
@@ -101,7 +101,7 @@ def bernoulli_exp_minus_one(ints: UniformIntegers, n: int) -> np.ndarray:
     alive = np.arange(n)
     k = 2  # Bernoulli(1/1) always succeeds
     while alive.size:
-        success = ints.below_scalar(k, alive.size) == 0
+        success = ints.below(k, alive.size) == 0
         odd[alive[~success]] = k & 1 == 1
         alive = alive[success]
         k += 1
@@ -143,7 +143,7 @@ def discrete_laplace(ints: UniformIntegers, t: int, n: int) -> np.ndarray:
 
     P(x) proportional to exp(-|x| / t). About 0.63 n draws come back (U is kept w.p. exp(-U/t)).
     """
-    u = ints.below_scalar(t, n)
+    u = ints.below(t, n)
     u = u[bernoulli_exp_fraction(ints, u, t)]
     v = np.zeros(u.size, dtype=np.int64)  # V: Bernoulli(exp(-1)) successes before the first failure
     alive = np.arange(u.size)

@@ -171,7 +171,7 @@ def test_rational_scale_rounds_sigma_up_within_bounds():
 def test_uniform_integers_are_uniform():
     ints = seeded_integers(7)
     for bound in (2, 3, 5, 1000, 2 ** 33 + 1, 2 ** 62):
-        draws = ints.below_scalar(bound, 200_000)
+        draws = ints.below(bound, 200_000)
         assert draws.min() >= 0 and draws.max() < bound
         k = min(bound, 20)  # k buckets of (almost exactly) equal probability
         buckets = np.bincount(np.minimum((draws.astype(np.float64) / bound * k).astype(int), k - 1), minlength=k)
@@ -180,7 +180,7 @@ def test_uniform_integers_are_uniform():
     coins = ints.coins(100_001)
     assert coins.shape == (100_001,) and abs(coins.mean() - 0.5) < 6 * 0.5 / math.sqrt(100_001)
     with pytest.raises(ValueError):
-        ints.below_scalar(2 ** 62 + 1, 3)
+        ints.below(2 ** 62 + 1, 3)
 
 
 @pytest.mark.parametrize("num,den", [(0, 7), (3, 10), (1, 1), (5, 2), (7, 3), (41, 4)])
