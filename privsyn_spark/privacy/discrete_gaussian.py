@@ -95,17 +95,29 @@ def bernoulli_exp_fraction(ints: UniformIntegers, num: np.ndarray, den: int) -> 
     return odd
 
 
+_FACTORIAL_N = 12
+_FACTORIAL = math.factorial(_FACTORIAL_N)  # 12! < 2^29: one 32-bit word, 89 % accepted
+_PASS_THRESHOLDS = np.array([_FACTORIAL // math.factorial(k) for k in range(_FACTORIAL_N, 1, -1)], dtype=np.int64)
+"""12!/k! for k = 12 .. 2 (ascending): U < 12!/k! has probability exactly 1/k!."""
+
+
 def bernoulli_exp_minus_one(ints: UniformIntegers, n: int) -> np.ndarray:
-    """``n`` draws of Bernoulli(exp(-1)) (CKS20 Algorithm 1 with gamma = 1: Bernoulli(1/K) for K = 2, 3, ...)."""
-    odd = np.zeros(n, dtype=bool)
-    alive = np.arange(n)
-    k = 2  # Bernoulli(1/1) always succeeds
-    while alive.size:
-        success = ints.below(k, alive.size) == 0
-        odd[alive[~success]] = k & 1 == 1
-        alive = alive[success]
-        k += 1
-    return odd
+    """``n`` draws of Bernoulli(exp(-1)) (CKS20 Algorithm 1 with gamma = 1).
+
+    Algorithm 1 draws Bernoulli(1/K) for K = 2, 3, ... and returns whether it stops at an odd K;
+    it passes K = 2..k with probability exactly 1/k!. One uniform U in [0, 12!) decides the first 11
+    of those draws at once (passed through k iff U < 12!/k!, nested events of probability 1/k!);
+    the rare U = 0 (passed through 12, probability 2e-9) continues with Bernoulli(1/13), ... one at a time.
+    """
+    u = ints.below(_FACTORIAL, n)
+    passed = _PASS_THRESHOLDS.size - np.searchsorted(_PASS_THRESHOLDS, u, side="right")
+    stop = passed + 2  # the first K whose Bernoulli(1/K) failed
+    for i in np.flatnonzero(passed == _PASS_THRESHOLDS.size):
+        k = _FACTORIAL_N + 1
+        while ints.below(k, 1)[0] == 0:
+            k += 1
+        stop[i] = k
+    return (stop & 1) == 1
 
 
 def bernoulli_exp(ints: UniformIntegers, num: np.ndarray, den: int) -> np.ndarray:
