@@ -94,12 +94,12 @@ class _Timer:
 
 def input_codes(spark, config: RunConfig):
     """The run's input, read and encoded at most once (``InputCodes``); its scratch table under
-    ``<run_dir>/scratch/codes`` is deleted when the returned context manager exits."""
+    ``<run_dir>/scratch`` is deleted when the returned context manager exits."""
     from privsyn_spark.measure.input_codes import InputCodes
     from privsyn_spark.schema.schema import load_schema
 
     return InputCodes(spark, config.input, config.input_format, load_schema(config.schema),
-                      str((config.run_dir / "scratch" / "codes").absolute()))
+                      str((config.run_dir / "scratch").absolute()))
 
 
 def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
