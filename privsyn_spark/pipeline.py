@@ -152,19 +152,29 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     def draw(sampler, provenance: dict) -> Measurements:
         with _Timer(state, "measure"), (nullcontext(codes) if codes is not None
                                         else input_codes(spark, config)) as source:
-            encoded = source.packed()  # the one scan of the input; both passes read the persisted codes
-            first = count_marginals(encoded, one_and_two_way(encoded.domain), max_cells=config.max_cells)
-            state.domain_handling = check_domain_policies(encoded, first, log_exact_counts=config.log_exact_counts)
+            with _Timer(state, "read+encode"):
+                packed = source.packed()  # the one scan of the input; both passes read these persisted codes
+            with _Timer(state, "count 1+2-way"):
+                first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=config.max_cells)
+            state.domain_handling = check_domain_policies(packed, first, log_exact_counts=config.log_exact_counts)
             one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
             scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
             del first  # exact counts stay inside this step
 
-            def engine(marginals, recode):
-                return count_marginals(encoded, marginals, recode, max_cells=config.max_cells).tables
+            counting = [0.0]  # seconds of the second engine pass, inside measure_privately
 
-            measurements = measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
+            def engine(marginals, recode):
+                start = time.perf_counter()
+                with _Timer(state, "count selected"):
+                    tables = count_marginals(packed, marginals, recode, max_cells=config.max_cells).tables
+                counting[0] += time.perf_counter() - start
+                return tables
+
+            start = time.perf_counter()
+            measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=config.run_id,
                                              schema_hash=schema.schema_hash(), epsilon=config.epsilon,
                                              delta=config.delta, sampler=sampler)
+            state.timings["noise+select"] = time.perf_counter() - start - counting[0]
             return dataclasses.replace(measurements, provenance=provenance)
 
     return guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,

@@ -9,8 +9,8 @@ its declared type).
 
 Why a Parquet scratch and not ``persist()``: cached blocks live on executors, so a lost executor
 makes Spark recompute them from the source (a second, partial read) and memory pressure evicts them;
-files on the run's storage survive executor loss, hold only the packed words (a few bytes a row,
-compressed) and every pass reads them with column pruning. The scratch holds codes of private
+files on the run's storage survive executor loss and hold only the packed words (a few bytes a
+row, compressed), which every pass reads without parsing or encoding anything. The scratch holds codes of private
 rows: it is deleted when the run's steps are done (``close``, also on error); a run killed before
 that leaves it under the run folder, and the next run with that id overwrites it.
 """

@@ -38,7 +38,7 @@ CHUNK = 1 << 20
 class UniformIntegers:
     """Exact uniform integers and fair coins from a byte source (``os.urandom`` in production).
 
-    ``below_scalar(bound, n)`` masks random words to the bit length of ``bound - 1`` and redraws the
+    ``below(bound, n)`` masks random words to the bit length of ``bound - 1`` and redraws the
     ones ``>= bound``: exact rejection sampling, at least half the draws accepted.
     """
 
@@ -50,7 +50,7 @@ class UniformIntegers:
             return np.frombuffer(self._bytes(8 * n), dtype=np.uint64)
         return np.frombuffer(self._bytes(4 * n), dtype=np.uint32).astype(np.uint64)
 
-    def below_scalar(self, bound: int, n: int) -> np.ndarray:
+    def below(self, bound: int, n: int) -> np.ndarray:
         """``n`` uniform integers in ``[0, bound)`` (int64); ``1 <= bound <= 2^62``."""
         bound = int(bound)
         if not 1 <= bound <= 2 ** 62:
@@ -85,27 +85,39 @@ def bernoulli_exp_fraction(ints: UniformIntegers, num: np.ndarray, den: int) -> 
     alive = np.arange(num.size)
     k = 1
     while alive.size:
-        success = ints.below_scalar(den, alive.size) < num[alive]
+        success = ints.below(den, alive.size) < num[alive]
         if k > 1:
             hit = np.flatnonzero(success)
-            success[hit] = ints.below_scalar(k, hit.size) == 0
+            success[hit] = ints.below(k, hit.size) == 0
         odd[alive[~success]] = k & 1 == 1  # the loop stops at this K
         alive = alive[success]
         k += 1
     return odd
 
 
+_FACTORIAL_N = 12
+_FACTORIAL = math.factorial(_FACTORIAL_N)  # 12! < 2^29: one 32-bit word, 89 % accepted
+_PASS_THRESHOLDS = np.array([_FACTORIAL // math.factorial(k) for k in range(_FACTORIAL_N, 1, -1)], dtype=np.int64)
+"""12!/k! for k = 12 .. 2 (ascending): U < 12!/k! has probability exactly 1/k!."""
+
+
 def bernoulli_exp_minus_one(ints: UniformIntegers, n: int) -> np.ndarray:
-    """``n`` draws of Bernoulli(exp(-1)) (CKS20 Algorithm 1 with gamma = 1: Bernoulli(1/K) for K = 2, 3, ...)."""
-    odd = np.zeros(n, dtype=bool)
-    alive = np.arange(n)
-    k = 2  # Bernoulli(1/1) always succeeds
-    while alive.size:
-        success = ints.below_scalar(k, alive.size) == 0
-        odd[alive[~success]] = k & 1 == 1
-        alive = alive[success]
-        k += 1
-    return odd
+    """``n`` draws of Bernoulli(exp(-1)) (CKS20 Algorithm 1 with gamma = 1).
+
+    Algorithm 1 draws Bernoulli(1/K) for K = 2, 3, ... and returns whether it stops at an odd K;
+    it passes K = 2..k with probability exactly 1/k!. One uniform U in [0, 12!) decides the first 11
+    of those draws at once (passed through k iff U < 12!/k!, nested events of probability 1/k!);
+    the rare U = 0 (passed through 12, probability 2e-9) continues with Bernoulli(1/13), ... one at a time.
+    """
+    u = ints.below(_FACTORIAL, n)
+    passed = _PASS_THRESHOLDS.size - np.searchsorted(_PASS_THRESHOLDS, u, side="right")
+    stop = passed + 2  # the first K whose Bernoulli(1/K) failed
+    for i in np.flatnonzero(passed == _PASS_THRESHOLDS.size):
+        k = _FACTORIAL_N + 1
+        while ints.below(k, 1)[0] == 0:
+            k += 1
+        stop[i] = k
+    return (stop & 1) == 1
 
 
 def bernoulli_exp(ints: UniformIntegers, num: np.ndarray, den: int) -> np.ndarray:
@@ -143,7 +155,7 @@ def discrete_laplace(ints: UniformIntegers, t: int, n: int) -> np.ndarray:
 
     P(x) proportional to exp(-|x| / t). About 0.63 n draws come back (U is kept w.p. exp(-U/t)).
     """
-    u = ints.below_scalar(t, n)
+    u = ints.below(t, n)
     u = u[bernoulli_exp_fraction(ints, u, t)]
     v = np.zeros(u.size, dtype=np.int64)  # V: Bernoulli(exp(-1)) successes before the first failure
     alive = np.arange(u.size)

@@ -34,8 +34,8 @@ def test_a_run_scans_its_input_once(spark, tmp_path):
     report = pipeline.run(spark, config)  # measure (two engine passes), synthesize, evaluate
     assert report["metrics"]["rows"]["real"] == ROWS  # the evaluation counted the real side
     assert scanned.value == ROWS  # ... and yet the input was scanned exactly once
-    assert not (config.run_dir / "scratch" / "codes").exists()  # the scratch is gone
+    assert not (config.run_dir / "scratch").exists()  # the scratch is gone
 
     pipeline.run_evaluate(spark, config)  # a later step is a run of its own: it reads the input again, once
     assert scanned.value == 2 * ROWS
-    assert not (config.run_dir / "scratch" / "codes").exists()
+    assert not (config.run_dir / "scratch").exists()

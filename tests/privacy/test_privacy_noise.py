@@ -21,7 +21,7 @@ from scipy.stats import chi2
 from privsyn_spark.privacy.accounting import Accountant, BudgetExceededError, gaussian_rho
 from privsyn_spark.privacy.discrete_gaussian import (INT_LIMIT, MAX_INFLATION, TAIL_SCALES, RationalScale,
                                                      UniformIntegers, _accept, _bernoulli_exp_exact,
-                                                     bernoulli_exp, discrete_gaussian)
+                                                     bernoulli_exp, bernoulli_exp_minus_one, discrete_gaussian)
 from privsyn_spark.privacy.noise import (NoiseSampler, OpenDPDiscreteGaussian, SecureDiscreteGaussian,
                                          SeededSamplerForTestsOnly, gaussian_mechanism, sampled_sigma)
 
@@ -171,7 +171,7 @@ def test_rational_scale_rounds_sigma_up_within_bounds():
 def test_uniform_integers_are_uniform():
     ints = seeded_integers(7)
     for bound in (2, 3, 5, 1000, 2 ** 33 + 1, 2 ** 62):
-        draws = ints.below_scalar(bound, 200_000)
+        draws = ints.below(bound, 200_000)
         assert draws.min() >= 0 and draws.max() < bound
         k = min(bound, 20)  # k buckets of (almost exactly) equal probability
         buckets = np.bincount(np.minimum((draws.astype(np.float64) / bound * k).astype(int), k - 1), minlength=k)
@@ -180,7 +180,7 @@ def test_uniform_integers_are_uniform():
     coins = ints.coins(100_001)
     assert coins.shape == (100_001,) and abs(coins.mean() - 0.5) < 6 * 0.5 / math.sqrt(100_001)
     with pytest.raises(ValueError):
-        ints.below_scalar(2 ** 62 + 1, 3)
+        ints.below(2 ** 62 + 1, 3)
 
 
 @pytest.mark.parametrize("num,den", [(0, 7), (3, 10), (1, 1), (5, 2), (7, 3), (41, 4)])
@@ -188,6 +188,16 @@ def test_bernoulli_exp_matches_exp_minus_gamma(num, den):
     n, p = 400_000, math.exp(-num / den)
     hits = bernoulli_exp(seeded_integers(num * 100 + den), np.full(n, num, dtype=np.int64), den)
     assert abs(hits.mean() - p) <= 6 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_bernoulli_exp_minus_one_continues_exactly_past_twelve():
+    # the first uniform of every draw is 0: all passed K = 2..12 at once, the rest is drawn one by one
+    n, rng = 20_000, np.random.default_rng(8)
+    stream = [bytes(4 * n)]
+    hits = bernoulli_exp_minus_one(UniformIntegers(lambda k: stream.pop() if stream else rng.bytes(k)), n)
+    f = math.factorial
+    p = sum(f(12) * (1 / f(k - 1) - 1 / f(k)) for k in range(13, 41, 2))  # P(K odd | K > 12)
+    assert abs(hits.mean() - p) <= 6 * math.sqrt(p * (1 - p) / n)
 
 
 def test_exact_python_int_path_for_far_tails():
