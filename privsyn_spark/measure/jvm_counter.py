@@ -26,7 +26,6 @@ from privsyn_spark.measure.packing import CountLayout
 
 log = logging.getLogger(__name__)
 
-CLASS_NAME = "io.privsyn.spark.MarginalCounter"
 JAR_NAME = "privsyn-spark-counter.jar"  # package data of privsyn_spark.measure, in jvm/
 JAR_PREFIX = "privsyn-spark-counter-"    # older builds compiled into a jars cache; never put on a classpath
 PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
