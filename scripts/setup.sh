@@ -45,7 +45,7 @@ fi
 if command -v mvn >/dev/null && command -v javac >/dev/null; then
   SPARK_40=()
   if [ "$SPARK_MINOR" = "4.0" ]; then SPARK_40=(-Dspark-4.0); fi
-  mvn -q -B -f jvm/pom.xml -Dspark.version="$SPARK_VERSION" "${SPARK_40[@]}" package
+  mvn -q -B -f jvm/pom.xml -Dspark.version="$SPARK_VERSION" ${SPARK_40[@]+"${SPARK_40[@]}"} package
   mkdir -p privsyn_spark/measure/jvm
   cp jvm/target/privsyn-spark-counter.jar privsyn_spark/measure/jvm/privsyn-spark-counter.jar
 else

@@ -77,10 +77,11 @@ def _choose_backend(spark, backend: str) -> str:
     if backend == "jvm" and not loaded:
         raise RuntimeError("the JVM marginal counter is not on this session's classpath: build it with "
                            "scripts/setup.sh (needs a JDK) and start Spark with it in spark.jars / --jars")
-    if backend == "auto" and not loaded:
-        log.warning("the JVM marginal counter is not on this session's classpath (start Spark with the "
-                    "package's counter jar in spark.jars / --jars): counting in Python workers, about 2x slower")
     if backend == "auto":
+        if not loaded:
+            log.warning("the JVM marginal counter is not on this session's classpath (start Spark with the "
+                        "package's counter jar in spark.jars / --jars): counting in Python workers, about 2x "
+                        "slower")
         return "jvm" if loaded else "arrow"
     return backend
 

@@ -26,13 +26,15 @@ from privsyn_spark.measure.packing import CountLayout
 
 log = logging.getLogger(__name__)
 
-CLASS_NAME = "io.privsyn.spark.MarginalCounter"
 JAR_NAME = "privsyn-spark-counter.jar"  # package data of privsyn_spark.measure, in jvm/
 JAR_PREFIX = "privsyn-spark-counter-"    # older builds compiled into a jars cache; never put on a classpath
 PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
 PLAN_VERSION = 2                         # MarginalCounter.PLAN_VERSION
 ERROR_PREFIX = "privsyn-spark counter: "  # MarginalCounter.ERROR
 TREE_DEPTH = 2
+_MISSING_ON_EXECUTORS = (  # how a task of the counter fails where its classes cannot be loaded
+    "ClassNotFoundException: io.privsyn.spark", "NoClassDefFoundError: io/privsyn/spark",
+    "cannot assign instance of java.lang.invoke.SerializedLambda")  # Spark's closure around our function
 
 
 class CounterDeploymentError(PrivsynError, RuntimeError):
@@ -119,7 +121,7 @@ def count_with_jvm(packed, layout: CountLayout) -> np.ndarray:
         text = str(err.java_exception.toString()) + str(err)
         if ERROR_PREFIX in text:
             raise CounterDeploymentError(text[text.index(ERROR_PREFIX):].splitlines()[0]) from None
-        if "ClassNotFoundException: io.privsyn.spark" in text or "NoClassDefFoundError: io/privsyn/spark" in text:
+        if any(sign in text for sign in _MISSING_ON_EXECUTORS):
             raise CounterDeploymentError(
                 f"{ERROR_PREFIX}the driver has the counter jar but the executors do not: give it to "
                 f"spark-submit with --jars (or spark.jars), not only on the driver's class path") from None

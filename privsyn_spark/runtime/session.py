@@ -132,7 +132,9 @@ def build_spark_session(
         settings.update(delta_settings(given))
     settings.update(_jar_conf(given, delta, submitted=submitted))
 
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder
+    if "spark.app.name" not in given:  # spark-submit's --name stays
+        builder = builder.appName(app_name)
     if master:
         builder = builder.master(master)
     for key, value in settings.items():

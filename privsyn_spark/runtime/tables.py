@@ -54,37 +54,44 @@ def _qualified_path(spark, source: str):
 
 def delta_root(spark, source: str) -> str | None:
     """The Delta table ``source`` is or lies inside (the nearest folder with a ``_delta_log``), or None."""
+    return _delta_root(spark, source)[0]
+
+
+def _delta_root(spark, source: str) -> tuple[str | None, bool]:
+    """(the Delta table at or above ``source``, whether it is ``source`` itself)."""
     if getattr(spark, "_jvm", None) is None:  # Spark Connect: no Hadoop FS on this side; ask Delta
         from delta.tables import DeltaTable
 
-        return location(source) if DeltaTable.isDeltaTable(spark, location(source)) else None
+        return (location(source), True) if DeltaTable.isDeltaTable(spark, location(source)) else (None, False)
     from py4j.protocol import Py4JJavaError
 
     fs, path = _qualified_path(spark, source)
     if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
-        return str(path.toString())
+        return str(path.toString()), True
     path = path.getParent()
     while path is not None:  # a folder or file inside a table (ancestors we may not list end the search)
         try:
             if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
-                return str(path.toString())
+                return str(path.toString()), False
         except Py4JJavaError:
-            return None
+            break
         path = path.getParent()
-    return None
+    return None, False
 
 
 def detect_format(spark, source: str) -> str:
     """The format of ``source``: a location with a ``_delta_log`` folder is Delta (any URI scheme,
     asked through Spark's Hadoop FS); ``.csv[.gz|.bz2]`` CSV; any other location Parquet; a bare
     ``db.table`` name a catalog table."""
+    return _format(source, delta_root(spark, source) if is_path(source) else None)
+
+
+def _format(source: str, root: str | None) -> str:
     if not is_path(source):
         return "table"
-    if delta_root(spark, source) is not None:
+    if root is not None:
         return "delta"
-    if source.lower().endswith((".csv", ".csv.gz", ".csv.bz2")):
-        return "csv"
-    return "parquet"
+    return "csv" if source.lower().endswith((".csv", ".csv.gz", ".csv.bz2")) else "parquet"
 
 
 def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
@@ -95,21 +102,21 @@ def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str,
     column is a string and only the header line is read up front (the pipeline does this: the
     schema declares each column's type and encoding parses the strings against it).
 
-    Raises UsageError for an unknown format, or for Parquet/CSV files that belong to a Delta table
-    (their files include old versions and deleted rows) and a location inside a Delta table.
+    Raises UsageError for an unknown format, for a Delta table's files read as Parquet/CSV (they
+    include old versions and deleted rows), and for a location inside a Delta table.
     """
-    fmt = fmt or detect_format(spark, source)
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown input format {fmt!r}; use one of {FORMATS}")
+    root, itself = _delta_root(spark, source) if is_path(source) and fmt != "table" else (None, False)
+    fmt = fmt or _format(source, root)
     if fmt == "table":
         return spark.table(source)
-    path = location(source)
-    root = delta_root(spark, source)
     if root is not None and fmt != "delta":
         raise UsageError(f"{source} is (inside) the Delta table {root}: its files hold old versions and deleted "
                          f"rows, so it cannot be read as {fmt}; read it as delta (--input-format delta)")
-    if fmt == "delta" and root is not None and root != str(_qualified_path(spark, source)[1].toString()):
+    if root is not None and not itself:
         raise UsageError(f"{source} lies inside the Delta table {root}: read the table itself")
+    path = location(source)
     reader = spark.read.format(fmt)
     if fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true" if infer_types else "false")

@@ -12,7 +12,7 @@ data, schema_path = sys.argv[1:3]
 spark = build_spark_session(delta=False)
 encoded = encode(spark.read.csv(data, header=True, inferSchema=True), load_schema(schema_path))
 try:
-    count_marginals(encoded, [("age", "sex")], backend="jvm")
+    count_marginals(encoded, [("age", "workclass")], backend="jvm")
     print("error: none")
 except CounterDeploymentError as err:
     print(f"error: {err}")

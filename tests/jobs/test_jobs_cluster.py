@@ -113,12 +113,12 @@ def test_cluster_marginal_engine_counts_in_executor_jvms(spark, standalone_clust
                 np.testing.assert_array_equal(cluster[f"{backend}:{','.join(m)}"], table, err_msg=f"{backend} {m}")
 
 
-def test_a_counter_jar_on_the_driver_only_fails_clearly(standalone_cluster, tmp_path):
-    """Executors without the jar: a CounterDeploymentError saying so, not a silent fallback."""
+def test_a_counter_jar_on_the_driver_only_fails_clearly(tmp_path):
+    """Executors (separate JVMs: local-cluster) without the jar: a CounterDeploymentError saying so."""
     from privsyn_spark.measure.jvm_counter import packaged_jar
 
-    submit = [str(spark_home() / "bin" / "spark-submit"), "--master", standalone_cluster.url,
-              "--driver-class-path", str(packaged_jar()), "--conf", "spark.executor.memory=512m",
+    submit = [str(spark_home() / "bin" / "spark-submit"), "--master", "local-cluster[1,1,1024]",
+              "--driver-class-path", str(packaged_jar()),
               "--conf", "spark.task.maxFailures=1", "--conf", "spark.ui.enabled=false",
               str(REPO / "tests" / "jobs" / "cluster_missing_jar.py"), str(SAMPLE_INPUT), str(SAMPLE_SCHEMA)]
     done = subprocess.run(submit, env=base_env(), cwd=tmp_path, capture_output=True, text=True, timeout=600)

@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.session import build_spark_session
 
-KEYS = ("spark.sql.session.timeZone", "spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions",
+KEYS = ("spark.app.name", "spark.sql.session.timeZone", "spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions",
         "spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 
 if sys.argv[1] == "caller-session-without-delta":  # a job that built its own session first

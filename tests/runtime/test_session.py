@@ -54,12 +54,12 @@ def _submit(tmp_path, *args, conf=()):
 def test_spark_submit_settings_are_kept_and_delta_is_added(tmp_path):
     """Under spark-submit --conf: time zone, AQE, shuffle partitions unchanged; the two caller extensions
     kept with Delta's appended; the catalog set because it was unset; a Delta table written and read."""
-    out = _submit(tmp_path, "pipeline", str(tmp_path / "t"), conf=[
+    out = _submit(tmp_path, "pipeline", str(tmp_path / "t"), conf=["spark.app.name=callers-job",
         "spark.sql.session.timeZone=America/New_York", "spark.sql.adaptive.enabled=false",
         "spark.sql.shuffle.partitions=3",
         "spark.sql.extensions=org.example.NoSuchExtension,org.example.OtherExtension"])
     assert out["conf"] == {
-        "spark.sql.session.timeZone": "America/New_York", "spark.sql.adaptive.enabled": "false",
+        "spark.app.name": "callers-job", "spark.sql.session.timeZone": "America/New_York", "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": "3",
         "spark.sql.extensions": f"org.example.NoSuchExtension,org.example.OtherExtension,{DELTA_EXTENSION}",
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG}

@@ -9,6 +9,8 @@ import java.util.Iterator;
 import java.util.Properties;
 
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -52,12 +54,7 @@ public final class MarginalCounter {
     if (rows.getNumPartitions() == 0) {
       total = new long[layout.length()];
     } else {
-      total = rows.mapPartitions(
-              (Iterator<InternalRow> it) -> {
-                checkVersions(BUILT_FOR, layout.driverSpark, runningSpark(), "executor");
-                return Collections.singletonList(layout.count(it)).iterator();
-              })
-          .treeReduce(MarginalCounter::add, depth);
+      total = rows.mapPartitions(new CountPartition(layout)).treeReduce(new AddCounts(), depth);
     }
     ByteBuffer out = ByteBuffer.allocate(8 * total.length).order(ByteOrder.LITTLE_ENDIAN);
     out.asLongBuffer().put(total);
@@ -100,11 +97,36 @@ public final class MarginalCounter {
     return props.getProperty("spark.version", "unknown");
   }
 
-  private static long[] add(long[] left, long[] right) {
-    for (int i = 0; i < left.length; i++) {
-      left[i] += right[i];
+  /**
+   * One partition's counts, after checking this executor's Spark. Named classes, not lambdas: an
+   * executor without the jar then fails with a ClassNotFoundException naming this class.
+   */
+  static final class CountPartition implements FlatMapFunction<Iterator<InternalRow>, long[]> {
+    private static final long serialVersionUID = 1L;
+    private final Layout layout;
+
+    CountPartition(Layout layout) {
+      this.layout = layout;
     }
-    return left;
+
+    @Override
+    public Iterator<long[]> call(Iterator<InternalRow> rows) {
+      checkVersions(BUILT_FOR, layout.driverSpark, runningSpark(), "executor");
+      return Collections.singletonList(layout.count(rows)).iterator();
+    }
+  }
+
+  /** Sums two partial count arrays (into the left one). */
+  static final class AddCounts implements Function2<long[], long[], long[]> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public long[] call(long[] left, long[] right) {
+      for (int i = 0; i < left.length; i++) {
+        left[i] += right[i];
+      }
+      return left;
+    }
   }
 
   /** The decoded plan: where each attribute's code sits, the tables, the status fields, the lookups. */
