@@ -13,7 +13,8 @@ import sys
 import uuid
 
 from privsyn_spark import __version__
-from privsyn_spark.errors import PrivsynError
+from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
 log = logging.getLogger("privsyn_spark")
@@ -48,6 +49,10 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
+    privacy.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET,
+                         help="selection keeps the junction tree of the measured marginals within this many "
+                              f"cells in total, so Private-PGM can run (default {DEFAULT_CELL_BUDGET:.0e}; 0: "
+                              "unbounded, PrivSyn's selection)")
     privacy.add_argument("--dataset-id", help="dataset key in the budget ledger (default: the input)")
     privacy.add_argument("--ledger", help="budget ledger Delta table (path or name); off when omitted")
     privacy.add_argument("--dataset-epsilon", type=float,
@@ -56,6 +61,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
                        help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
+    synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default="auto",
+                       help="target marginals from Private-PGM (pgm), PrivSyn's consistency, or auto: "
+                            "Private-PGM when the model fits, else consistency (default)")
     synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
     synth.add_argument("--shard-rows", type=int, default=1_000_000, help="records per GUM shard")
     synth.add_argument("--gum-rounds", type=int, default=8, help="GUM reconciliation rounds (cap)")
@@ -100,6 +108,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/)."""
     from privsyn_spark.privacy.accounting import rho_from_eps_delta
 
+    if args.model_cells < 0:
+        raise UsageError(f"--model-cells must be >= 0 (0: unbounded), got {args.model_cells:g}")
     return RunConfig(
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
@@ -108,7 +118,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         dataset_id=args.dataset_id, ledger=args.ledger,
         dataset_rho_budget=(rho_from_eps_delta(args.dataset_epsilon, args.delta)
                             if args.dataset_epsilon else None),
-        label=args.label, evaluate=not args.no_evaluate)
+        label=args.label, evaluate=not args.no_evaluate,
+        model_cells=args.model_cells or None, estimator=args.estimator)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 
@@ -51,6 +52,8 @@ class RunConfig:
     dataset_rho_budget: float | None = None  # total rho the dataset may ever spend (with a ledger)
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
+    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells selection may need (None: unbounded)
+    estimator: str = "auto"              # "auto", "pgm" or "consistency" (estimate.targets.ESTIMATORS)
 
     @property
     def run_dir(self) -> Path:
@@ -98,7 +101,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif import indif_scores
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-    from privsyn_spark.privacy.release import measure_privately
+    from privsyn_spark.privacy.release import SelectionConfig, measure_privately
     from privsyn_spark.runtime.tables import read_table
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.write.ledger import reserve_for_run
@@ -125,13 +128,14 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
         return measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
                                  schema_hash=schema.schema_hash(), epsilon=config.epsilon,
                                  delta=config.delta, sampler=SecureDiscreteGaussian(),
+                                 selection=SelectionConfig(model_cells=config.model_cells),
                                  artifact_dir=config.measurements_dir)
 
 
 def estimate(measurements: Measurements, config: RunConfig,
              state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
-    from privsyn_spark.estimate.targets import consistent_targets
+    from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
     from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
 
     state = state or RunState(config)
@@ -140,8 +144,9 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, state.estimation = cached
         return tables
     with _Timer(state, "estimate"):
-        tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
-                                                  measurements.noisy_total)
+        tables, method, info = consistent_targets(
+            measurements.marginals, measurements.domain, measurements.noisy_total,
+            estimation_budget(config.model_cells, config.estimator), estimator_choice=config.estimator)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
         state.estimation = {"method": method, "info": to_jsonable(info)}
         save_targets(config.targets_dir, config.run_id, tables, state.estimation)

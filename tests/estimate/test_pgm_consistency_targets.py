@@ -10,6 +10,7 @@ import pytest
 from pgm_brute_force import marginal, noisy_measurements, random_table, structure
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
+from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import consistent_targets
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
@@ -95,8 +96,8 @@ def test_targets_fall_back_to_consistency_above_the_budget() -> None:
     dom, cliques, measured = _heavy_noise("six_attrs", seed=12)
     tables, method, info = consistent_targets(measured, dom, 300.0, cell_budget=10)
     assert method == "consistency"
-    assert "cell budget" in info["fallback_reason"]
-    assert info["max_clique_cells"] > 10
+    assert "cell budget" in info["reason"]
+    assert info["model_cells"] > 10
     _check_consistent(dom, tables, 300.0, cliques)
 
 
@@ -117,3 +118,17 @@ def test_targets_close_to_truth_with_little_noise() -> None:
         tables, method, _ = consistent_targets(measured, dom, 10_000.0, cell_budget=cell_budget)
         for c in cliques:
             assert np.abs(tables[c] - marginal(dom, table, c)).max() < 10.0, (method, c)
+
+
+def test_estimator_choice_and_its_reason() -> None:
+    dom, cliques, measured = _heavy_noise("six_attrs", seed=15)
+    _, method, info = consistent_targets(measured, dom, 300.0, estimator_choice="consistency")
+    assert method == info["method"] == "consistency" and "requested" in info["reason"]
+    _, method, info = consistent_targets(measured, dom, 300.0, estimator_choice="pgm")
+    assert method == "pgm" and "requested" in info["reason"] and info["model_cells"] <= 1e7
+    _, method, info = consistent_targets(measured, dom, 300.0)
+    assert method == "pgm" and info["reason"].startswith("auto")
+    with pytest.raises(UsageError, match="estimator=pgm: junction tree too large"):
+        consistent_targets(measured, dom, 300.0, cell_budget=10, estimator_choice="pgm")
+    with pytest.raises(UsageError, match="estimator must be one of"):
+        consistent_targets(measured, dom, 300.0, estimator_choice="mirror")
