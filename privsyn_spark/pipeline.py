@@ -241,7 +241,10 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     if config.synthesizer == "pgm":
         from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
-        return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows)
+        from privsyn_spark.estimate.targets import estimation_budget
+
+        return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows,
+                                    cell_budget=estimation_budget(config.model_cells))
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
 
 
