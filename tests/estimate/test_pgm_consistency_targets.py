@@ -9,9 +9,10 @@ import pytest
 
 from pgm_brute_force import marginal, noisy_measurements, random_table, structure
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
 from privsyn_spark.errors import UsageError
-from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
+from privsyn_spark.estimate.targets import DRIVER_MODEL_CELLS, consistent_targets, estimation_budget
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
 
@@ -132,3 +133,21 @@ def test_estimator_choice_and_its_reason() -> None:
         consistent_targets(measured, dom, 300.0, cell_budget=10, estimator_choice="pgm")
     with pytest.raises(UsageError, match="estimator must be one of"):
         consistent_targets(measured, dom, 300.0, estimator_choice="mirror")
+
+
+def test_cli_model_cells_and_estimator_flags() -> None:
+    from privsyn_spark.cli import build_parser, config_from_args
+
+    base = ["run", "--input", "in", "--schema", "s.yaml", "--output", "out"]
+    config = config_from_args(build_parser().parse_args(base))
+    assert (config.model_cells, config.estimator) == (DEFAULT_CELL_BUDGET, "auto")
+    config = config_from_args(build_parser().parse_args(base + ["--model-cells", "0", "--estimator", "pgm"]))
+    assert (config.model_cells, config.estimator) == (None, "pgm")
+    with pytest.raises(UsageError, match="--model-cells"):
+        config_from_args(build_parser().parse_args(base + ["--model-cells", "-1"]))
+
+
+def test_estimation_budget_caps_auto_at_the_driver() -> None:
+    assert estimation_budget(1e6) == 1e6
+    assert estimation_budget(1e12) == estimation_budget(None) == DRIVER_MODEL_CELLS  # past that: consistency
+    assert estimation_budget(1e12, "pgm") == 1e12 and estimation_budget(None, "pgm") is None
