@@ -115,7 +115,8 @@ def main() -> None:
     tree = build_junction_tree(mdomain, [m.attrs for m in marginals], cell_budget=None)
     t_tree = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, method, tinfo = consistent_targets(marginals, mdomain, total, cell_budget=estimation_budget(args.model_cells or None))
+    _, method, tinfo = consistent_targets(marginals, mdomain, total,
+                                          cell_budget=estimation_budget(args.model_cells or None))
     t_targets = time.perf_counter() - t0
     if method != "pgm":
         print(f"Private-PGM does not run on this selection: {tinfo['reason']}")

@@ -239,9 +239,8 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
     if config.synthesizer == "pgm":
-        from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
-
         from privsyn_spark.estimate.targets import estimation_budget
+        from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
         return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows,
                                     cell_budget=estimation_budget(config.model_cells))

@@ -5,8 +5,9 @@ attributes when some measured clique holds both. A greedy elimination order tria
 cliques formed while eliminating, minus the non-maximal ones, are the junction tree's nodes, joined
 by a maximum spanning tree on separator size. The cliques' cells summed (the model's size, as AIM
 bounds it; AIM's default is 80 MB = 10^7 float64 cells) bound the memory and the work of belief
-propagation; above ``cell_budget`` we refuse (:class:`JunctionTreeTooLarge`) so that callers can fall back to PrivSyn's
-consistency post-processing. :func:`model_cells` is the cheap size check bounded selection uses.
+propagation; above ``cell_budget`` we refuse (:class:`JunctionTreeTooLarge`) so that callers can
+fall back to PrivSyn's consistency post-processing. :func:`model_cells` is the cheap size check
+bounded selection uses.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fil
             k += 1
         gone = idx[picks]
         alive[gone] = False
-        if picks.size == 1 and gone.size:
+        if picks.size == 1:
             nbrs = idx[sub[picks[0]] > 0]
             if nbrs.size > 1:
                 adj[np.ix_(nbrs, nbrs)] = 1
@@ -281,7 +282,9 @@ def build_junction_tree(
     adjacency = adjacency_matrix(domain, cliques)
     sizes = np.array(domain.sizes)
     methods = ("min_fill", "min_size") if method == "auto" else (method,)
-    ties = [None] if rng is None else ([None, rng.random(len(domain))] if method == "auto" else [rng.random(len(domain))])
+    ties: list[np.ndarray | None] = [None] if rng is None or method == "auto" else []
+    if rng is not None:
+        ties.append(rng.random(len(domain)))
     best: Elimination | None = None
     for m in methods:
         for tie in ties:

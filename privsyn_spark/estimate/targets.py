@@ -55,8 +55,8 @@ def consistent_targets(
 
     Returns ``(tables, method, info)``: ``method`` is ``"pgm"`` (the fitted model's marginals) or
     ``"consistency"`` (PrivSyn's post-processing), chosen by ``estimator_choice`` (see
-    :data:`ESTIMATORS`) against ``cell_budget``, the junction tree's total cells (None: no limit); ``info["reason"]``
-    says why. ``total`` None estimates it from the tables. ``rng`` only breaks ties in the
+    :data:`ESTIMATORS`) against ``cell_budget``, the junction tree's total cells (None: no limit);
+    ``info["reason"]`` says why. ``total`` None estimates it from the tables. ``rng`` only breaks ties in the
     elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`.
     """
     start = time.perf_counter()
