@@ -147,6 +147,16 @@ class Elimination:
         """Cells summed over the maximal cliques: the junction tree's size."""
         return float(self.cells[self.maximal].sum())
 
+    def triangulated(self) -> np.ndarray:
+        """Boolean adjacency of the triangulated (chordal) graph: the union of the maximal cliques."""
+        n = self.order.size
+        adj = np.zeros((n, n), dtype=bool)
+        for clique, keep in zip(self.formed, self.maximal):
+            if keep:
+                adj[np.ix_(clique, clique)] = True
+        np.fill_diagonal(adj, False)
+        return adj
+
 
 def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fill", "min_size"] = "min_fill",
               tie: np.ndarray | None = None, stop_above: float | None = None) -> Elimination | None:
