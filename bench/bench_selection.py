@@ -3,18 +3,23 @@
 Times the noisy InDif release (secure OpenDP sampler), DenseMarg (PrivSyn Algorithm 1) and marginal
 combining (Algorithm 2) on synthetic InDif scores: a planted set of strongly dependent pairs plus
 sampling-level InDif for the rest, attribute sizes 2..20, n = 1,000,000 rows. The worst case
-(every pair selected) is timed too. Run: .venv/bin/python bench/bench_selection.py
+(every pair selected) is timed too, and each case again with the model-size bound (junction tree
+<= --model-cells cells in total; "rejected" = candidates the bound dropped).
+Run: .venv/bin/python bench/bench_selection.py [--model-cells 1e7]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import time
 from itertools import combinations
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, model_cells
 from privsyn_spark.privacy.accounting import Accountant, rho_from_eps_delta
 from privsyn_spark.privacy.combine import combine_marginals
 from privsyn_spark.privacy.densemarg import dense_marg
@@ -36,6 +41,9 @@ def synthetic_scores(rng: np.random.Generator, d: int, n: int) -> tuple[Domain, 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET)
+    args = parser.parse_args()
     rng = np.random.default_rng(7)
     d, n, delta = 100, 1_000_000, 1e-9
     domain, scores = synthetic_scores(rng, d, n)
@@ -43,32 +51,33 @@ def main() -> None:
     cells = {p: domain.cells(p) for p in pairs}
     sampler = SecureDiscreteGaussian()
     rows = []
+
+    def select(case: str, noisy, rho: float, t_indif: float) -> None:
+        for bound in (None, args.model_cells):
+            t0 = time.perf_counter()
+            sel = dense_marg(noisy, cells, rho, domain=domain, model_cells=bound)
+            t1 = time.perf_counter()
+            final = combine_marginals(domain, sel.pairs)
+            t2 = time.perf_counter()
+            size = model_cells(domain, final)
+            rows.append((case, "-" if bound is None else f"{bound:.0e}", len(sel.pairs), sel.rejected, len(final),
+                         size, t_indif, t1 - t0, t2 - t1))
+
     for eps in (0.1, 1.0, 10.0):
         rho = rho_from_eps_delta(eps, delta)
         acct = Accountant(rho)
         t0 = time.perf_counter()
         noisy = release_noisy_indif(scores, pairs, 0.1 * rho, accountant=acct, sampler=sampler)
-        t1 = time.perf_counter()
-        sel = dense_marg(noisy, cells, 0.8 * rho)
-        t2 = time.perf_counter()
-        final = combine_marginals(domain, sel.pairs)
-        t3 = time.perf_counter()
-        rows.append((f"eps={eps:g}", len(sel.pairs), len(final), t1 - t0, t2 - t1, t3 - t2))
-    # Worst case for DenseMarg: every pair strongly dependent, so all 4,950 are selected one by one.
-    heavy = {p: 1e12 for p in pairs}
-    t0 = time.perf_counter()
-    sel = dense_marg(heavy, cells, 0.8 * rho_from_eps_delta(10.0, delta))
-    t1 = time.perf_counter()
-    final = combine_marginals(domain, sel.pairs)
-    t2 = time.perf_counter()
-    rows.append(("all selected", len(sel.pairs), len(final), float("nan"), t1 - t0, t2 - t1))
+        select(f"eps={eps:g}", noisy, 0.8 * rho, time.perf_counter() - t0)
+    # Worst case for DenseMarg: every pair strongly dependent, so all 4,950 are candidates one by one.
+    select("all selected", {p: 1e12 for p in pairs}, 0.8 * rho_from_eps_delta(10.0, delta), float("nan"))
 
-    print(f"selection on d={d} attributes ({len(pairs)} pairs), n={n:,}, delta={delta:g}; driver seconds")
-    header = ("case", "selected", "final", "InDif noise s", "DenseMarg s", "combine s")
-    print(f"| {header[0]:<12} | " + " | ".join(f"{h:>{w}}" for h, w in zip(header[1:], (8, 5, 13, 11, 9))) + " |")
-    print(f"|{'-' * 14}|{'-' * 10}|{'-' * 7}|{'-' * 15}|{'-' * 13}|{'-' * 11}|")
-    for case, k, f, ti, ts, tc in rows:
-        print(f"| {case:<12} | {k:>8} | {f:>5} | {ti:>13.4f} | {ts:>11.4f} | {tc:>9.4f} |")
+    print(f"selection on d={d} attributes ({len(pairs)} pairs), n={n:,}, delta={delta:g}; driver seconds, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("| case | bound | selected | rejected | final | tree cells | InDif noise s | DenseMarg s | combine s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case, bound, k, r, f, size, ti, ts, tc in rows:
+        print(f"| {case} | {bound} | {k} | {r} | {f} | {size:.3g} | {ti:.4f} | {ts:.4f} | {tc:.4f} |")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from privsyn_spark import __version__
 from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 
@@ -66,6 +67,10 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
+    privacy.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET,
+                         help="selection keeps the junction tree of the measured marginals within this many "
+                              f"cells in total, so Private-PGM can run (default {DEFAULT_CELL_BUDGET:.0e}; 0: "
+                              "unbounded, PrivSyn's selection)")
     privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
                                           "(`privsyn-spark budget set`); required unless --no-ledger")
     privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
@@ -80,6 +85,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
                        help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
+    synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default="auto",
+                       help="target marginals from Private-PGM (pgm), PrivSyn's consistency, or auto: "
+                            "Private-PGM when the model fits, else consistency (default)")
     synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
     synth.add_argument("--shard-rows", type=int, default=1_000_000, help="records per GUM shard")
     synth.add_argument("--gum-rounds", type=int, default=8, help="GUM reconciliation rounds (cap)")
@@ -162,8 +170,6 @@ def _table_properties(items: list[str]) -> dict[str, str]:
     return props
 
 
-
-
 def validate_run_args(args: argparse.Namespace) -> None:
     """Everything a run can be refused for without Spark: epsilon, delta, ledger or --no-ledger,
     dataset id, runs dir, schema (an unreviewed draft is refused), a local run id reused with other
@@ -207,6 +213,8 @@ def _check_options(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option.replace('_', '-')} must be >= {minimum}, got {value}")
     if args.run_id is not None:
         check_run_id(args.run_id)
+    if getattr(args, "model_cells", 0) < 0:
+        raise UsageError(f"--model-cells must be >= 0 (0: unbounded), got {args.model_cells:g}")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -221,7 +229,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
         log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
-        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
+        max_cells=args.max_cells, keep_scratch=args.keep_scratch,
+        model_cells=args.model_cells or None, estimator=args.estimator)
 
 
 def main(argv: list[str] | None = None) -> int:

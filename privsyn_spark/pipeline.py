@@ -21,6 +21,7 @@ import numpy as np
 
 from privsyn_spark import __version__
 from privsyn_spark.errors import UsageError
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
@@ -63,6 +64,8 @@ class RunConfig:
     evaluate: bool = True
     max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
+    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells selection may need (None: unbounded)
+    estimator: str = "auto"              # "auto", "pgm" or "consistency" (estimate.targets.ESTIMATORS)
 
     @property
     def run_location(self) -> str:
@@ -138,7 +141,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif import indif_scores
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-    from privsyn_spark.privacy.release import measure_privately
+    from privsyn_spark.privacy.release import SelectionConfig, measure_privately
     from privsyn_spark.release_guard import guarded_measure, run_fingerprint
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.write.ledger_state import check_epsilon_delta
@@ -173,7 +176,8 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
             start = time.perf_counter()
             measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=config.run_id,
                                              schema_hash=schema.schema_hash(), epsilon=config.epsilon,
-                                             delta=config.delta, sampler=sampler)
+                                             delta=config.delta, sampler=sampler,
+                                             selection=SelectionConfig(model_cells=config.model_cells))
             state.timings["noise+select"] = time.perf_counter() - start - counting[0]
             return dataclasses.replace(measurements, provenance=provenance)
 
@@ -184,7 +188,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
 def estimate(measurements: Measurements, config: RunConfig,
              state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
-    from privsyn_spark.estimate.targets import consistent_targets
+    from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
     from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
 
     state = state or RunState(config)
@@ -194,8 +198,9 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, state.estimation = cached
         return tables
     with _Timer(state, "estimate"):
-        tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
-                                                  measurements.noisy_total)
+        tables, method, info = consistent_targets(
+            measurements.marginals, measurements.domain, measurements.noisy_total,
+            estimation_budget(config.model_cells, config.estimator), estimator_choice=config.estimator)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
         state.estimation = {"method": method, "info": to_jsonable(info)}
         artifacts.save_targets(config.run_id, tables, state.estimation)
@@ -265,9 +270,11 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
     if config.synthesizer == "pgm":
+        from privsyn_spark.estimate.targets import estimation_budget
         from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
-        return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows)
+        return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows,
+                                    cell_budget=estimation_budget(config.model_cells))
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
 
 

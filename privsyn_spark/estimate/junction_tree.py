@@ -3,9 +3,11 @@
 The model's structure comes from the measurements (Private-PGM Section 3): the graph joins two
 attributes when some measured clique holds both. A greedy elimination order triangulates it; the
 cliques formed while eliminating, minus the non-maximal ones, are the junction tree's nodes, joined
-by a maximum spanning tree on separator size. The largest clique's cell count bounds the work of
-belief propagation; above ``cell_budget`` we refuse (:class:`JunctionTreeTooLarge`) so that callers
-can fall back to PrivSyn's consistency post-processing.
+by a maximum spanning tree on separator size. The cliques' cells summed (the model's size, as AIM
+bounds it; AIM's default is 80 MB = 10^7 float64 cells) bound the memory and the work of belief
+propagation; above ``cell_budget`` we refuse (:class:`JunctionTreeTooLarge`) so that callers can
+fall back to PrivSyn's consistency post-processing. :func:`model_cells` is the cheap size check
+bounded selection uses.
 """
 
 from __future__ import annotations
@@ -22,22 +24,25 @@ from privsyn_spark.domain import Domain
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CELL_BUDGET = 1e7
+DEFAULT_CELL_BUDGET = 5e6
+"""Default model size (junction-tree cells in total; 40 MB of float64, half AIM's 80 MB): mirror
+descent on it takes about a minute on one driver core."""
 
 EliminationMethod = Literal["min_fill", "min_size", "auto"]
 
 
 class JunctionTreeTooLarge(ValueError):
-    """The junction tree's largest clique has more cells than the budget allows."""
+    """The junction tree's cliques have more cells in total than the budget allows."""
 
-    def __init__(self, cells: int, budget: float, clique: tuple[str, ...]) -> None:
-        self.cells = int(cells)
+    def __init__(self, cells: int, budget: float, clique: tuple[str, ...], clique_cells: int | None = None) -> None:
+        self.cells = int(cells)  # total cells of the tree
         self.budget = float(budget)
-        self.clique = clique
+        self.clique = clique     # its largest clique
+        self.clique_cells = int(cells if clique_cells is None else clique_cells)
         super().__init__(
-            f"junction tree too large: largest clique {clique} has {self.cells:,} cells, above the "
-            f"cell budget of {self.budget:,.0f}; measure smaller cliques, raise cell_budget, or use "
-            f"the consistency fallback"
+            f"junction tree too large: {self.cells:,} cells in total (largest clique {clique}, "
+            f"{self.clique_cells:,} cells), above the cell budget of {self.budget:,.0f}; measure "
+            f"smaller cliques, raise the model-cell budget, or use the consistency estimator"
         )
 
 
@@ -117,14 +122,105 @@ class JunctionTree:
         return best
 
 
-def interaction_graph(domain: Domain, cliques: Iterable[Iterable[str]]) -> dict[str, set[str]]:
-    """Adjacency sets over every domain attribute: an edge for each pair sharing a measured clique."""
-    graph: dict[str, set[str]] = {a: set() for a in domain.attrs}
+def adjacency_matrix(domain: Domain, cliques: Iterable[Iterable[str]]) -> np.ndarray:
+    """Boolean (d, d) adjacency of the interaction graph, attributes in domain order."""
+    index = {a: i for i, a in enumerate(domain.attrs)}
+    adj = np.zeros((len(domain), len(domain)), dtype=bool)
     for clique in cliques:
-        clique = domain.canonical(clique)
-        for a in clique:
-            graph[a].update(b for b in clique if b != a)
-    return graph
+        idx = [index[a] for a in clique]
+        adj[np.ix_(idx, idx)] = True
+    np.fill_diagonal(adj, False)
+    return adj
+
+
+@dataclass(frozen=True)
+class Elimination:
+    """One greedy elimination: the order, the clique formed at each step, which are maximal, their cells."""
+
+    order: np.ndarray         # attribute indices in elimination order
+    formed: list[np.ndarray]  # formed[k]: order[k] and its neighbours when it was eliminated (sorted)
+    maximal: np.ndarray       # bool per step: formed[k] is a maximal clique of the triangulated graph
+    cells: np.ndarray         # cells of formed[k] (float)
+
+    @property
+    def total_cells(self) -> float:
+        """Cells summed over the maximal cliques: the junction tree's size."""
+        return float(self.cells[self.maximal].sum())
+
+    def triangulated(self) -> np.ndarray:
+        """Boolean adjacency of the triangulated (chordal) graph: the union of the maximal cliques."""
+        n = self.order.size
+        adj = np.zeros((n, n), dtype=bool)
+        for clique, keep in zip(self.formed, self.maximal):
+            if keep:
+                adj[np.ix_(clique, clique)] = True
+        np.fill_diagonal(adj, False)
+        return adj
+
+
+def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fill", "min_size"] = "min_fill",
+              tie: np.ndarray | None = None, stop_above: float | None = None) -> Elimination | None:
+    """Greedy elimination on a boolean adjacency matrix, vectorised over the remaining vertices.
+
+    Each step removes the vertex with the least fill (edges missing among its neighbours; min-fill)
+    or the fewest cells of it plus its neighbours (min-size), the other criterion then ``tie``
+    (default: the index) breaking ties, and connects its neighbours. Min-fill removes all vertices
+    without fill (simplicial) in one step: they add no edge and stay simplicial while others go, so
+    the triangulated graph, hence its maximal cliques, is the one-by-one result. A formed clique is
+    maximal unless an earlier one holds it (later ones lack its eliminated vertex). ``stop_above``:
+    return None as soon as the maximal cliques' cells exceed it (bounded selection rejects early).
+    """
+    n = adjacency.shape[0]
+    adj = np.array(adjacency, dtype=np.int32)  # integer matmul: no BLAS threads for these small products
+    sizes = np.asarray(sizes, dtype=np.float64)
+    tie = np.arange(n, dtype=np.float64) if tie is None else np.asarray(tie, dtype=np.float64)
+    alive = np.ones(n, dtype=bool)
+    order = np.empty(n, dtype=np.int64)
+    formed: list[np.ndarray] = []
+    cells = np.empty(n)
+    maximal = np.zeros(n, dtype=bool)
+    members = np.zeros((n, n), dtype=np.int32)  # members[k]: the clique formed at step k, if maximal
+    total = 0.0
+    k = 0
+    while k < n:
+        idx = np.flatnonzero(alive)
+        sub = adj[np.ix_(idx, idx)]
+        size_here = sizes[idx] * np.prod(np.where(sub > 0, sizes[idx][None, :], 1.0), axis=1)
+        deg = sub.sum(axis=1)
+        fill = deg * (deg - 1) // 2 - np.einsum("ij,ij->i", sub @ sub, sub) // 2  # missing neighbour edges
+        if method == "min_fill" and fill.min() == 0:
+            picks = np.flatnonzero(fill == 0)
+            picks = picks[np.lexsort((tie[idx[picks]], size_here[picks]))]
+        else:
+            keys = (tie[idx], size_here, fill) if method == "min_fill" else (tie[idx], fill, size_here)
+            picks = np.lexsort(keys)[:1]
+        rows = np.zeros((picks.size, n), dtype=np.int32)
+        rows[:, idx] = sub[picks]
+        rows[np.arange(picks.size), idx[picks]] = 1  # closed neighbourhoods, one row per eliminated vertex
+        width = rows.sum(axis=1)
+        held = (rows @ members[:k].T >= width[:, None]).any(axis=1) if k else np.zeros(picks.size, dtype=bool)
+        for r, pick in enumerate(picks):
+            clique = np.flatnonzero(rows[r])
+            order[k] = idx[pick]
+            formed.append(clique)
+            cells[k] = size_here[pick]
+            if not held[r] and not (r and (members[k - r:k, clique].sum(axis=1) == clique.size).any()):
+                maximal[k] = True
+                members[k, clique] = 1
+                total += cells[k]
+                if stop_above is not None and total > stop_above:
+                    return None
+            k += 1
+        gone = idx[picks]
+        alive[gone] = False
+        if picks.size == 1:
+            nbrs = idx[sub[picks[0]] > 0]
+            if nbrs.size > 1:
+                adj[np.ix_(nbrs, nbrs)] = 1
+                adj[nbrs, nbrs] = 0
+        adj[gone, :] = 0
+        adj[:, gone] = 0
+    return Elimination(order, formed, maximal, cells)
 
 
 def greedy_elimination_order(
@@ -137,34 +233,11 @@ def greedy_elimination_order(
 
     ``rng`` breaks ties at random; without it ties go to the earlier attribute in the domain.
     """
-    graph = interaction_graph(domain, cliques)
-    position = {a: i for i, a in enumerate(domain.attrs)}
-    order: list[str] = []
-    formed: list[tuple[str, ...]] = []
-    while graph:
-        best, best_key = None, None
-        for v, nbrs in graph.items():
-            cells = domain[v] * int(np.prod([domain[u] for u in nbrs], dtype=np.float64))
-            nb = list(nbrs)
-            fill = sum(1 for k, u in enumerate(nb) for w in nb[k + 1:] if w not in graph[u])
-            tie = rng.random() if rng is not None else position[v]
-            key = (fill, cells, tie) if method == "min_fill" else (cells, fill, tie)
-            if best_key is None or key < best_key:
-                best, best_key = v, key
-        nbrs = graph.pop(best)
-        for u in nbrs:  # connect the neighbours (fill edges), drop the eliminated variable
-            graph[u].discard(best)
-            graph[u].update(w for w in nbrs if w != u)
-        order.append(best)
-        formed.append(domain.canonical(nbrs | {best}))
-    return order, formed
-
-
-def maximal_cliques(cliques: Iterable[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """Drop duplicates and cliques strictly contained in another."""
-    unique = list(dict.fromkeys(cliques))
-    sets = [frozenset(c) for c in unique]
-    return [c for c, s in zip(unique, sets) if not any(s < other for other in sets)]
+    tie = rng.random(len(domain)) if rng is not None else None
+    result = eliminate(adjacency_matrix(domain, cliques), np.array(domain.sizes), method, tie)
+    assert result is not None
+    attrs = domain.attrs
+    return [attrs[v] for v in result.order], [tuple(attrs[i] for i in c) for c in result.formed]
 
 
 def max_spanning_tree(cliques: Sequence[tuple[str, ...]]) -> list[tuple[int, int]]:
@@ -191,6 +264,16 @@ def max_spanning_tree(cliques: Sequence[tuple[str, ...]]) -> list[tuple[int, int
     return edges
 
 
+def model_cells(domain: Domain, cliques: Iterable[Iterable[str]], stop_above: float | None = None) -> float | None:
+    """Total cells of the junction tree :func:`build_junction_tree` makes for ``cliques`` (at most that).
+
+    Runs the deterministic min-fill elimination, one of the candidates ``build_junction_tree``
+    chooses from by total cells, so the tree it builds is never larger. None when above ``stop_above``.
+    """
+    result = eliminate(adjacency_matrix(domain, cliques), np.array(domain.sizes), "min_fill", None, stop_above)
+    return None if result is None else result.total_cells
+
+
 def build_junction_tree(
     domain: Domain,
     cliques: Iterable[Iterable[str]],
@@ -200,21 +283,31 @@ def build_junction_tree(
 ) -> JunctionTree:
     """Junction tree covering every domain attribute and every measured clique.
 
-    ``method="auto"`` tries min-fill and min-size and keeps the smaller largest clique. Raises
-    :class:`JunctionTreeTooLarge` when the largest clique exceeds ``cell_budget`` (None: no limit).
+    ``method="auto"`` tries min-fill and min-size (deterministic ties, plus ``rng``-broken ties when
+    given) and keeps the tree with the fewest cells in total. Raises :class:`JunctionTreeTooLarge`
+    when the cliques' cells summed exceed ``cell_budget`` (None: no limit): the model's size, which
+    bounds both memory and the work of one belief propagation.
     """
     cliques = [domain.canonical(c) for c in cliques]
+    adjacency = adjacency_matrix(domain, cliques)
+    sizes = np.array(domain.sizes)
     methods = ("min_fill", "min_size") if method == "auto" else (method,)
-    best: JunctionTree | None = None
+    ties: list[np.ndarray | None] = [None] if rng is None or method == "auto" else []
+    if rng is not None:
+        ties.append(rng.random(len(domain)))
+    best: Elimination | None = None
     for m in methods:
-        order, formed = greedy_elimination_order(domain, cliques, m, rng)
-        nodes = maximal_cliques(formed)
-        tree = JunctionTree(domain, tuple(nodes), tuple(max_spanning_tree(nodes)), tuple(order))
-        if best is None or (tree.max_clique_cells, tree.total_cells) < (best.max_clique_cells, best.total_cells):
-            best = tree
+        for tie in ties:
+            result = eliminate(adjacency, sizes, m, tie)
+            assert result is not None
+            if best is None or (result.total_cells, result.cells.max()) < (best.total_cells, best.cells.max()):
+                best = result
     assert best is not None
+    attrs = domain.attrs
+    nodes = [tuple(attrs[i] for i in c) for c, keep in zip(best.formed, best.maximal) if keep]
+    tree = JunctionTree(domain, tuple(nodes), tuple(max_spanning_tree(nodes)), tuple(attrs[v] for v in best.order))
     log.info("junction tree: %d cliques, largest %s with %d cells, %d cells in total",
-             len(best.cliques), best.largest_clique, best.max_clique_cells, best.total_cells)
-    if cell_budget is not None and best.max_clique_cells > cell_budget:
-        raise JunctionTreeTooLarge(best.max_clique_cells, cell_budget, best.largest_clique)
-    return best
+             len(tree.cliques), tree.largest_clique, tree.max_clique_cells, tree.total_cells)
+    if cell_budget is not None and tree.total_cells > cell_budget:
+        raise JunctionTreeTooLarge(tree.total_cells, cell_budget, tree.largest_clique, tree.max_clique_cells)
+    return tree

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
@@ -18,46 +19,81 @@ from privsyn_spark.privacy.measurements import NoisyMarginal
 log = logging.getLogger(__name__)
 
 
+ESTIMATORS = ("auto", "pgm", "consistency")
+"""``auto``: Private-PGM when the junction tree fits the cell budget, else PrivSyn's consistency;
+``pgm``: Private-PGM or a :class:`UsageError`; ``consistency``: PrivSyn's post-processing only."""
+
+
+DRIVER_MODEL_CELLS = 1e8
+"""Largest model (junction-tree cells in total, 800 MB of float64) ``auto`` fits on the driver."""
+
+
+def estimation_budget(model_cells: float | None, estimator_choice: str = "auto") -> float | None:
+    """Cell budget of estimation for a selection bounded by ``model_cells`` (None: unbounded).
+
+    ``auto`` runs Private-PGM up to the selection's budget but never past :data:`DRIVER_MODEL_CELLS`
+    (raised past that, or unbounded, a too large tree falls back to consistency); ``pgm`` takes the
+    selection's budget as it is (None: no limit).
+    """
+    if estimator_choice == "pgm":
+        return model_cells
+    return DRIVER_MODEL_CELLS if model_cells is None else min(float(model_cells), DRIVER_MODEL_CELLS)
+
+
 def consistent_targets(
     marginals: Sequence[NoisyMarginal],
     domain: Domain,
     total: float | None,
-    cell_budget: float = DEFAULT_CELL_BUDGET,
+    cell_budget: float | None = DEFAULT_CELL_BUDGET,
     rng: np.random.Generator | None = None,
     *,
     estimator: Estimator | None = None,
     consistency_iters: int = 100,
+    estimator_choice: str = "auto",
 ) -> tuple[dict[tuple[str, ...], np.ndarray], str, dict[str, Any]]:
     """Consistent non-negative count tables summing to ``total``, one per distinct measured clique.
 
-    Returns ``(tables, method, info)``: ``method`` is ``"pgm"`` when the junction tree of the measured
-    cliques fits ``cell_budget`` (tables are the fitted model's marginals), else ``"consistency"``
-    (PrivSyn's post-processing). ``total`` None estimates it from the tables. ``rng`` only breaks
-    ties in the elimination order (None: deterministic). ``estimator`` defaults to
-    :class:`MirrorDescent`.
+    Returns ``(tables, method, info)``: ``method`` is ``"pgm"`` (the fitted model's marginals) or
+    ``"consistency"`` (PrivSyn's post-processing), chosen by ``estimator_choice`` (see
+    :data:`ESTIMATORS`) against ``cell_budget``, the junction tree's total cells (None: no limit);
+    ``info["reason"]`` says why. ``total`` None estimates it from the tables. ``rng`` only breaks ties in the
+    elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`.
     """
     start = time.perf_counter()
+    if estimator_choice not in ESTIMATORS:
+        raise UsageError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator_choice!r}")
     if not marginals:
         raise ValueError("consistent_targets: no measurements")
     n = estimate_total(marginals) if total is None else float(total)
     cliques = list(dict.fromkeys(domain.canonical(m.attrs) for m in marginals))
-    info: dict[str, Any] = {"total": n, "cell_budget": float(cell_budget), "cliques": len(cliques)}
-    try:
-        tree = build_junction_tree(domain, cliques, cell_budget, rng=rng)
-    except JunctionTreeTooLarge as too_large:
-        log.warning("%s; falling back to PrivSyn consistency post-processing", too_large)
+    info: dict[str, Any] = {"total": n, "cell_budget": cell_budget, "cliques": len(cliques),
+                            "estimator_choice": estimator_choice}
+    tree = None
+    if estimator_choice == "consistency":
+        reason = "requested (estimator=consistency)"
+    else:
+        try:
+            tree = build_junction_tree(domain, cliques, cell_budget, rng=rng)
+        except JunctionTreeTooLarge as too_large:
+            if estimator_choice == "pgm":
+                raise UsageError(f"estimator=pgm: {too_large}") from None
+            log.warning("%s; falling back to PrivSyn consistency post-processing", too_large)
+            reason = f"junction tree above the cell budget: {too_large}"
+            info.update({"model_cells": too_large.cells, "max_clique_cells": too_large.clique_cells,
+                         "largest_clique": list(too_large.clique)})
+    if tree is None:
         tables, extra = consistent_marginals(marginals, domain, n, max_iters=consistency_iters)
         info.update(extra)
-        info.update({"method": "consistency", "fallback_reason": str(too_large),
-                     "max_clique_cells": too_large.cells, "largest_clique": list(too_large.clique),
-                     "seconds": time.perf_counter() - start})
+        info.update({"method": "consistency", "reason": reason, "seconds": time.perf_counter() - start})
         return tables, "consistency", info
     result = (estimator or MirrorDescent(cell_budget=cell_budget)).estimate(marginals, domain, n, tree=tree)
     tables = {c: np.maximum(result.model.marginal(c), 0.0) for c in cliques}
-    info.update({"method": "pgm", "estimator": result.method, "iterations": result.iterations,
-                 "converged": result.converged, "loss": result.loss,
-                 "max_clique_cells": tree.max_clique_cells, "largest_clique": list(tree.largest_clique),
-                 "junction_tree_cliques": len(tree.cliques), "seconds": time.perf_counter() - start})
+    info.update({"method": "pgm", "reason": f"{'requested' if estimator_choice == 'pgm' else 'auto'}: the junction "
+                 f"tree ({tree.total_cells:,} cells) fits the cell budget", "estimator": result.method,
+                 "iterations": result.iterations, "converged": result.converged, "loss": result.loss,
+                 "model_cells": tree.total_cells, "max_clique_cells": tree.max_clique_cells,
+                 "largest_clique": list(tree.largest_clique), "junction_tree_cliques": len(tree.cliques),
+                 "estimation_seconds": result.seconds, "seconds": time.perf_counter() - start})
     log.info("consistent targets from the graphical model: %d cliques, %d iterations, %.2fs",
              len(cliques), result.iterations, info["seconds"])
     return tables, "pgm", info

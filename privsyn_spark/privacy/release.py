@@ -4,7 +4,9 @@ Steps, all through one ``Accountant``:
 1. noisy 1-way marginals on the original domain (``split.one_way`` rho, evenly over the attributes);
 2. rare-value merging on them (post-processing) -> merged domain and value maps;
 3. noisy InDif of all d(d-1)/2 pairs (``split.indif`` rho, PrivSyn Theorem 5);
-4. DenseMarg selection on the merged cell counts (PrivSyn Algorithm 1) and combining (Algorithm 2);
+4. DenseMarg selection on the merged cell counts (PrivSyn Algorithm 1), bounded so that the junction
+   tree of the measured cliques keeps at most ``SelectionConfig.model_cells`` cells (Private-PGM can
+   always run), and combining (Algorithm 2);
 5. one marginal-engine pass for exactly the final marginals (with the value maps as recode), then
    discrete Gaussian noise with the Eq. 1 allocation of ``split.selected`` rho over them.
 
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.combine import DEFAULT_GAMMA, combine_marginals
 from privsyn_spark.privacy.densemarg import allocate_rho, dense_marg
@@ -56,6 +59,7 @@ class SelectionConfig:
     max_pairs: int | None = None          # optional cap on the number of selected pairs
     combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)
     measure_isolated: bool = True         # attributes in no selected marginal get a 1-way marginal
+    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells the selection may need (None: unbounded)
 
 
 def resolve_budget(epsilon: float | None, delta: float | None,
@@ -143,7 +147,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                                           scale=selection.indif_scale)
         cells = {p: mdomain.cells(p) for p in pairs}
         selected = dense_marg(noisy_indif, cells, rho_selected, selection.min_improvement,
-                              selection.max_pairs).pairs
+                              selection.max_pairs, domain=mdomain, model_cells=selection.model_cells).pairs
         final = (combine_marginals(mdomain, selected, selection.gamma, selection.combine_max_steps)
                  if selection.combine else [mdomain.canonical(p) for p in selected])
     if rho_selected > 0:

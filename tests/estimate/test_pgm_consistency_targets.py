@@ -9,8 +9,10 @@ import pytest
 
 from pgm_brute_force import marginal, noisy_measurements, random_table, structure
 from privsyn_spark.domain import Domain
+from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
-from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
+from privsyn_spark.estimate.targets import DRIVER_MODEL_CELLS, consistent_targets, estimation_budget
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
 
@@ -95,8 +97,8 @@ def test_targets_fall_back_to_consistency_above_the_budget() -> None:
     dom, cliques, measured = _heavy_noise("six_attrs", seed=12)
     tables, method, info = consistent_targets(measured, dom, 300.0, cell_budget=10)
     assert method == "consistency"
-    assert "cell budget" in info["fallback_reason"]
-    assert info["max_clique_cells"] > 10
+    assert "cell budget" in info["reason"]
+    assert info["model_cells"] > 10
     _check_consistent(dom, tables, 300.0, cliques)
 
 
@@ -117,3 +119,35 @@ def test_targets_close_to_truth_with_little_noise() -> None:
         tables, method, _ = consistent_targets(measured, dom, 10_000.0, cell_budget=cell_budget)
         for c in cliques:
             assert np.abs(tables[c] - marginal(dom, table, c)).max() < 10.0, (method, c)
+
+
+def test_estimator_choice_and_its_reason() -> None:
+    dom, cliques, measured = _heavy_noise("six_attrs", seed=15)
+    _, method, info = consistent_targets(measured, dom, 300.0, estimator_choice="consistency")
+    assert method == info["method"] == "consistency" and "requested" in info["reason"]
+    _, method, info = consistent_targets(measured, dom, 300.0, estimator_choice="pgm")
+    assert method == "pgm" and "requested" in info["reason"] and info["model_cells"] <= 1e7
+    _, method, info = consistent_targets(measured, dom, 300.0)
+    assert method == "pgm" and info["reason"].startswith("auto")
+    with pytest.raises(UsageError, match="estimator=pgm: junction tree too large"):
+        consistent_targets(measured, dom, 300.0, cell_budget=10, estimator_choice="pgm")
+    with pytest.raises(UsageError, match="estimator must be one of"):
+        consistent_targets(measured, dom, 300.0, estimator_choice="mirror")
+
+
+def test_cli_model_cells_and_estimator_flags() -> None:
+    from privsyn_spark.cli import build_parser, config_from_args
+
+    base = ["run", "--input", "in", "--schema", "s.yaml", "--output", "out"]
+    config = config_from_args(build_parser().parse_args(base))
+    assert (config.model_cells, config.estimator) == (DEFAULT_CELL_BUDGET, "auto")
+    config = config_from_args(build_parser().parse_args(base + ["--model-cells", "0", "--estimator", "pgm"]))
+    assert (config.model_cells, config.estimator) == (None, "pgm")
+    with pytest.raises(UsageError, match="--model-cells"):
+        config_from_args(build_parser().parse_args(base + ["--model-cells", "-1"]))
+
+
+def test_estimation_budget_caps_auto_at_the_driver() -> None:
+    assert estimation_budget(1e6) == 1e6
+    assert estimation_budget(1e12) == estimation_budget(None) == DRIVER_MODEL_CELLS  # past that: consistency
+    assert estimation_budget(1e12, "pgm") == 1e12 and estimation_budget(None, "pgm") is None

@@ -14,6 +14,7 @@ from privsyn_spark.estimate.junction_tree import (
     JunctionTreeTooLarge,
     build_junction_tree,
     greedy_elimination_order,
+    model_cells,
 )
 
 
@@ -93,4 +94,44 @@ def test_budget_refusal_is_explicit() -> None:
     with pytest.raises(JunctionTreeTooLarge, match="cell budget") as err:
         build_junction_tree(dom, ring, cell_budget=1e3)
     assert err.value.cells > 1e3
-    assert build_junction_tree(dom, ring, cell_budget=None).max_clique_cells == err.value.cells
+    tree = build_junction_tree(dom, ring, cell_budget=None)
+    assert tree.total_cells == err.value.cells  # the budget bounds the cells of all cliques together
+    assert tree.max_clique_cells == err.value.clique_cells < tree.total_cells
+    with pytest.raises(JunctionTreeTooLarge):
+        build_junction_tree(dom, ring, cell_budget=tree.max_clique_cells)  # the largest clique alone fits
+
+
+def one_by_one_min_fill(dom: Domain, cliques) -> list[frozenset]:
+    """Reference: textbook min-fill (fill, cells, domain position), one vertex a step; maximal cliques."""
+    graph = {a: set() for a in dom.attrs}
+    for c in cliques:
+        for a in c:
+            graph[a].update(b for b in c if b != a)
+    formed = []
+    while graph:
+        def key(v):
+            nb = list(graph[v])
+            fill = sum(1 for i, u in enumerate(nb) for w in nb[i + 1:] if w not in graph[u])
+            return fill, dom[v] * float(np.prod([dom[u] for u in nb])), dom.attrs.index(v)
+        v = min(graph, key=key)
+        nbrs = graph.pop(v)
+        for u in nbrs:
+            graph[u].discard(v)
+            graph[u].update(w for w in nbrs if w != u)
+        formed.append(frozenset(nbrs | {v}))
+    return [c for c in set(formed) if not any(c < o for o in formed)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_vectorised_min_fill_equals_the_one_by_one_elimination(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(2, 30))
+    dom = Domain(tuple(f"v{i}" for i in range(d)), tuple(int(s) for s in rng.integers(2, 9, d)))
+    pairs = [p for p in itertools.combinations(dom.attrs, 2) if rng.random() < rng.uniform(0.02, 0.5)]
+    reference = one_by_one_min_fill(dom, pairs)
+    tree = build_junction_tree(dom, pairs, cell_budget=None, method="min_fill")
+    assert sorted(map(sorted, map(set, tree.cliques))) == sorted(map(sorted, reference))
+    assert model_cells(dom, pairs) == tree.total_cells == sum(dom.cells(c) for c in reference)
+    assert model_cells(dom, pairs, stop_above=tree.total_cells - 1) is None
+    assert model_cells(dom, pairs, stop_above=tree.total_cells) == tree.total_cells
+    assert build_junction_tree(dom, pairs, cell_budget=None).total_cells <= tree.total_cells  # auto: never larger

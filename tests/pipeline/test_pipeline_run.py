@@ -67,7 +67,9 @@ def test_report_and_budget(adult_run):
     assert (config.run_dir / "report.html").exists()
     saved = json.loads((config.run_dir / "report.json").read_text())
     assert saved["budget"]["spent_rho"] == pytest.approx(saved["budget"]["rho"], rel=1e-9)
-    assert saved["estimation"]["method"] in ("pgm", "consistency")
+    assert saved["estimation"]["method"] == "pgm"  # the bounded selection always fits the model budget
+    assert saved["estimation"]["info"]["reason"].startswith("auto")
+    assert saved["estimation"]["info"]["model_cells"] <= config.model_cells
     assert saved["metrics"]["tvd"]["tvd_2way_mean"] < 0.1
     assert saved["synthesis"]["rounds"]
 

@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.errors import UsageError
+from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_eps_delta
 from privsyn_spark.privacy.combine import combine_marginals
 from privsyn_spark.privacy.densemarg import allocate_rho, dense_marg, noise_error
 from privsyn_spark.privacy.indif import indif_noise_scale, release_noisy_indif
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.rare_values import merge_attribute, merge_rare_values
-from privsyn_spark.privacy.release import measure_privately
+from privsyn_spark.privacy.release import SelectionConfig, measure_privately
 
 
 # --- rare values -------------------------------------------------------------------------------
@@ -173,3 +175,94 @@ def test_selection_picks_fewer_pairs_as_epsilon_falls(dependent_table, dependent
     assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > sizes[-1]
     low = dense_marg(exact, cells, 0.8 * rho_from_eps_delta(0.1, 1e-9)).pairs
     assert set(low) == set(dependent_pairs)
+
+
+# --- selection bounded by the model size -------------------------------------------------------
+
+def random_selection_problem(seed: int, max_d: int = 24):
+    """A random domain (5..max_d attributes, sizes 2..30) with heavy random InDif scores on every pair."""
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(5, max_d + 1))
+    domain = Domain(tuple(f"v{i}" for i in range(d)), tuple(int(s) for s in rng.integers(2, 31, d)))
+    pairs = list(combinations(domain.attrs, 2))
+    phi = {p: float(rng.uniform(0, 1) ** 3 * 1e6) for p in pairs}
+    return rng, domain, phi, {p: domain.cells(p) for p in pairs}
+
+
+def model_size(domain: Domain, marginals, method: str = "auto") -> int:
+    """Total cells of the junction tree the estimator builds for ``marginals`` plus every 1-way."""
+    return build_junction_tree(domain, list(marginals) + [(a,) for a in domain.attrs], cell_budget=None,
+                               method=method).total_cells
+
+
+def literal_bounded_algorithm_1(phi: dict, cells: dict, rho: float, domain: Domain, budget: float) -> list:
+    """Algorithm 1 with AIM's size filter, literally: best candidate; keep it iff the tree still fits.
+
+    The screen first: the min-fill tree of the selection's triangulated graph plus the pair must fit.
+    """
+    selected, available = [], set(phi)
+    error = sum(phi.values())
+    while available:
+        def err(p):
+            return noise_error([cells[q] for q in selected + [p]], rho) + sum(phi[q] for q in available if q != p)
+        best = min(sorted(available), key=err)
+        new_error = err(best)
+        if not new_error < error:
+            break
+        available.discard(best)
+        tree = build_junction_tree(domain, selected + [(a,) for a in domain.attrs], None, method="min_fill")
+        chordal = {frozenset(e) for c in tree.cliques for e in combinations(c, 2)}
+        if frozenset(best) not in chordal and model_size(domain, list(chordal) + [best], "min_fill") > budget:
+            continue
+        if model_size(domain, selected + [best], "min_fill") <= budget:
+            selected.append(best)
+            error = new_error
+    return selected
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bounded_selection_and_combining_never_exceed_the_model_size(seed):
+    rng, domain, phi, cells = random_selection_problem(seed)
+    floor = sum(domain.sizes)  # every attribute is in the tree (its 1-way marginal)
+    budget = float(floor + rng.choice([10, 300, 3_000, 30_000, 300_000]) * rng.uniform(0.5, 2))
+    rho = float(rng.choice([0.01, 0.1, 1.0, 10.0]))
+    free = dense_marg(phi, cells, rho)
+    sel = dense_marg(phi, cells, rho, domain=domain, model_cells=budget)
+    assert model_size(domain, sel.pairs) <= model_size(domain, sel.pairs, "min_fill") == sel.model_cells <= budget
+    for gamma in (100, 5000, 1e6):
+        combined = combine_marginals(domain, sel.pairs, gamma)
+        assert model_size(domain, combined) == model_size(domain, sel.pairs)  # combining adds no edge: same tree
+    assert set(sel.pairs) <= set(free.pairs) | set(phi)
+    if model_size(domain, free.pairs) <= budget:  # the bound only bites when the free selection is too big
+        assert sel.pairs == free.pairs and sel.rejected == 0
+    else:
+        assert sel.rejected > 0
+    assert all(b < a for a, b in zip(sel.errors, sel.errors[1:]))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bounded_selection_matches_the_literal_algorithm(seed):
+    rng, domain, phi, cells = random_selection_problem(100 + seed, max_d=12)
+    budget = float(sum(domain.sizes) + 2_000)
+    assert dense_marg(phi, cells, 1.0, domain=domain, model_cells=budget).pairs == \
+        literal_bounded_algorithm_1(phi, cells, 1.0, domain, budget)
+
+
+def test_bounded_selection_refuses_a_budget_below_the_attributes():
+    _, domain, phi, cells = random_selection_problem(1)
+    with pytest.raises(UsageError, match="attributes alone"):
+        dense_marg(phi, cells, 1.0, domain=domain, model_cells=sum(domain.sizes) - 1)
+    with pytest.raises(ValueError, match="needs the domain"):
+        dense_marg(phi, cells, 1.0, model_cells=1e6)
+
+
+@pytest.mark.parametrize("model_cells", [60.0, 400.0, None])
+def test_measured_marginals_fit_the_configured_model_size(dependent_table, model_cells):
+    m = measure_privately(dependent_table.one_way(), dependent_table.indif(), dependent_table.count_marginals,
+                          dependent_table.domain, run_id="t", schema_hash="h", epsilon=4.0, delta=1e-9,
+                          sampler=SeededSamplerForTestsOnly(0), selection=SelectionConfig(model_cells=model_cells))
+    size = build_junction_tree(m.domain, [x.attrs for x in m.marginals], cell_budget=None).total_cells
+    if model_cells is not None:
+        assert size <= model_cells
+    else:
+        assert size > 400.0  # unbounded, PrivSyn's selection here needs a bigger model
