@@ -10,7 +10,8 @@ A YAML or JSON document::
       - {name: workclass, type: categorical, values: [Private, State-gov], unseen: other}
       - {name: person_id, type: drop}
 
-Per column: ``nulls`` is ``value`` (own code, default) or ``fail``; categorical ``unseen`` is
+Per column: ``nulls`` is ``value`` (own code, default), ``fail`` or ``none`` (declared non-null: no
+null code, a null is out of domain); numerical ``spikes`` lists values that get a bin of their own; categorical ``unseen`` is
 ``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
 """
 
@@ -38,6 +39,7 @@ from privsyn_spark.schema.columns import (
     SchemaError,
     integer_bin_bounds,
     uniform_edges,
+    with_spike_bins,
 )
 
 DEFAULT_MAX_COLUMN_CODES = 5000
@@ -206,8 +208,17 @@ def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
         lo, hi = integer_bin_bounds(np.asarray(edges))
         if np.any(lo > hi):
             raise SchemaError(f"column {name!r}: a bin holds no whole number; widen the edges")
+    raw_spikes = spec.get("spikes") or []
+    if not isinstance(raw_spikes, list):
+        raise SchemaError(f"column {name!r}: spikes must be a list of values")
+    try:
+        spikes = tuple(sorted({float(_number(v)) for v in raw_spikes}))
+        edges = with_spike_bins(edges, spikes, integer)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"column {name!r}: spikes: {exc}") from None
     return NumericalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
-                           edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES))
+                           edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES),
+                           spikes=spikes)
 
 
 def _number(value: Any) -> float:
