@@ -132,7 +132,8 @@ def estimate(measurements: Measurements, config: RunConfig,
              state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
     from privsyn_spark.estimate.targets import consistent_targets
-    from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
+    from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
+    from privsyn_spark.schema.schema import load_schema
 
     state = state or RunState(config)
     cached = load_targets(config.targets_dir, config.run_id)
@@ -142,7 +143,9 @@ def estimate(measurements: Measurements, config: RunConfig,
     with _Timer(state, "estimate"):
         tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
                                                   measurements.noisy_total)
-        tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
+        absent = absent_values(load_schema(config.schema), measurements)
+        tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
+                                    unavailable_merged(absent, measurements.value_maps, measurements.domain))
         state.estimation = {"method": method, "info": to_jsonable(info)}
         save_targets(config.targets_dir, config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
@@ -189,6 +192,7 @@ def config_dict(config: RunConfig) -> dict[str, Any]:
 def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
                state: RunState | None = None):
     """Synthesize merged codes (GUM sharded over Spark, or PGM sampling), decode, write the Delta table."""
+    from privsyn_spark.estimate.zeroed_values import absent_values
     from privsyn_spark.runtime.tables import write_delta
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import decode_dataframe
@@ -202,7 +206,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
         codes, info = _synthesize_codes(spark, config, measurements, targets, rows)
         state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
         decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
-                                   config.seed)
+                                   config.seed, absent_values(schema, measurements))
     with _Timer(state, "write"):
         state.output_version = write_delta(decoded, config.output, config.write_mode,
                                            properties=run_properties(config, measurements),
