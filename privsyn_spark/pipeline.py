@@ -76,6 +76,7 @@ class RunState:
     synthesis: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     output_version: int | None = None
+    dataset_ledger: dict[str, Any] | None = None  # the dataset's ledger after this run's reservation
 
 
 class _Timer:
@@ -110,7 +111,12 @@ def measure(spark, config: RunConfig, state: RunState | None = None) -> Measurem
         log.info("run %s: measurements exist in %s; reusing them, no privacy budget spent",
                  config.run_id, config.measurements_dir)
         return existing
-    reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
+    held = reserve_for_run(spark, config)  # refuses before any count when the dataset's budget would be exceeded
+    if held is not None:
+        spent = held.spent_before + held.rho
+        budget = config.dataset_rho_budget
+        state.dataset_ledger = {"ledger": config.ledger, "dataset_id": held.dataset_id, "spent_rho": spent,
+                                "budget_rho": budget, "left_rho": None if budget is None else max(budget - spent, 0.0)}
     with _Timer(state, "measure"):
         encoded = encode(read_table(spark, config.input, config.input_format), schema)
         first = count_marginals(encoded, one_and_two_way(encoded.domain))
@@ -271,7 +277,8 @@ def build_report(config: RunConfig, measurements: Measurements, state: RunState)
                 "output": config.output, "output_version": state.output_version, "version": __version__,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config_dict(config)},
         "budget": {"epsilon": measurements.epsilon, "delta": measurements.delta, "rho": measurements.rho,
-                   "spent_rho": measurements.spent_rho, "ledger": measurements.ledger},
+                   "spent_rho": measurements.spent_rho, "ledger": measurements.ledger,
+                   "dataset_ledger": state.dataset_ledger},
         "selection": {"selected_pairs": [list(p) for p in measurements.selected_pairs],
                       "marginals": [{"attrs": list(m.attrs), "rho": m.rho, "sigma": m.sigma,
                                      "cells": domain.cells(m.attrs)} for m in measurements.marginals],
@@ -335,7 +342,8 @@ def _load_measurements(config: RunConfig) -> Measurements:
 def _save_state(config: RunConfig, state: RunState) -> None:
     """Keep what the steps found (tallies, rounds, errors, timings) for the later steps' report."""
     doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
-           "synthesis": state.synthesis, "output_version": state.output_version}
+           "synthesis": state.synthesis, "output_version": state.output_version,
+           "dataset_ledger": state.dataset_ledger}
     (config.run_dir / "state.json").write_text(json.dumps(to_jsonable(doc), default=str))
 
 
@@ -347,4 +355,5 @@ def _load_state(config: RunConfig) -> RunState:
         state.timings, state.domain_handling = doc["timings"], doc["domain_handling"]
         state.estimation, state.synthesis = doc["estimation"], doc["synthesis"]
         state.output_version = doc["output_version"]
+        state.dataset_ledger = doc.get("dataset_ledger")
     return state
