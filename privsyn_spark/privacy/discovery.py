@@ -17,7 +17,7 @@ one cell of each column's histogram (L2 sensitivity 1 per release).
   an empty cell passes with probability 1% per release. Quantile bin edges are post-processing.
 - **Spikes** (one value with a large share): integer cells of width 1 are single values already;
   a wider cell whose noisy count is above ``spike_share`` of the column is split into its whole
-  numbers by a third release (noisy count of each), adaptively chosen (zCDP composes adaptively).
+  numbers by a fourth release (noisy count of each), adaptively chosen (zCDP composes adaptively).
 """
 
 from __future__ import annotations
@@ -211,13 +211,13 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
                     value_counts: Callable[[Sequence[tuple[int, int]]], np.ndarray], *,
                     accountant: Accountant, sampler: NoiseSampler, name: str,
                     spike_share: float = DEFAULT_SPIKE_SHARE) -> NumericRelease:
-    """Three releases on one numeric column (module docstring); ``value_counts(ranges)`` gives the
+    """Three or four releases on one numeric column (module docstring); ``value_counts(ranges)`` gives the
     exact count of every whole number in each inclusive ``(lo, hi)`` range, concatenated."""
     cell_counts = np.asarray(cell_counts, dtype=np.int64)
     rho_levels, rho_value = [share * rho for share in NUMERIC_SPLIT[:3]], NUMERIC_SPLIT[3] * rho
     levels = (("groups", grid.group), ("octaves", grid.octave), ("cells", np.arange(grid.cells)))
     # Top-down: a level's estimate shares its parent's among the children by their noisy counts
-    # above the threshold (by size in whole numbers / cells when none passes).
+    # above the threshold (by size in whole numbers / cells when none passes). Post-processing.
     size = np.maximum(grid.width, 1).astype(np.float64)
     sigmas: list[float] = []
     estimate = parent = None
@@ -244,8 +244,7 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
                              child_size / size_sum[up])
             estimate = estimate[up] * share
         parent = index
-        last_noisy, last_sigma = noisy, sigma
-    noisy_cell, s_cell = last_noisy, last_sigma
+    noisy_cell, s_cell = noisy, sigma  # the last level: cells
     total = float(estimate.sum())
     spikes: dict[float, float] = {}
     s_value = 0.0
