@@ -123,8 +123,8 @@ class NumericalColumn(Column):
     def spike_codes(self) -> dict[int, float]:
         """Bin code -> the spike value that bin holds alone."""
         edges = self.edge_array()
-        return {int(np.searchsorted(edges, v, side="right") - 1) if v < edges[-1] else len(edges) - 2: float(v)
-                for v in self.spikes}
+        codes = np.minimum(np.searchsorted(edges, self.spikes, side="right") - 1, len(edges) - 2)  # top edge: last bin
+        return {int(c): float(v) for c, v in zip(codes, self.spikes)}
 
     def to_dict(self) -> dict[str, Any]:
         doc = {"name": self.name, "type": self.kind, "dtype": self.dtype, "edges": list(self.edges),

@@ -205,7 +205,7 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
     grids = {}
     for name, dtype in numeric.items():
         declared = bounds.get(name)
-        lo, hi = declared if declared else ASSUMED_BOUNDS["int" if dtype == "int" else dtype]
+        lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
         if not declared:
             notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
         integer = dtype in ("int", "long", "date", "timestamp")
