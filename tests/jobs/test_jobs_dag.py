@@ -125,6 +125,8 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     rows = read_ledger(spark, str(ledger), "adult").collect()
     assert [(r["run_id"], r["step"]) for r in rows] == [(runs[0], "measure")], \
         "the measure step did not record its release in the budget ledger (is ledger.reserve_for_run plugged in?)"
+    report = json.loads((work / "runs" / runs[0] / "report.json").read_text())
+    assert report["budget"]["dataset_ledger"]["spent_rho"] == pytest.approx(rows[0]["rho"])
 
     # a retry of the measure task (same Airflow run id) reuses the measurements and is not charged again
     from privsyn_spark.cli import build_parser, config_from_args
