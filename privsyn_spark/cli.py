@@ -4,7 +4,7 @@
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
-    privsyn-spark infer-schema --input table --out draft.yaml
+    privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1
     privsyn-spark provenance out/synthetic
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
@@ -121,14 +121,29 @@ def build_parser() -> argparse.ArgumentParser:
     }
     for step in STEPS:
         _run_args(sub.add_parser(step, help=helps[step], description=helps[step]), step)
-    infer = sub.add_parser("infer-schema", help="draft a schema from a table (NOT private: review it)",
-                           description="Draft a schema file from a table. The draft reads the data, so "
-                                       "its category lists and bounds are NOT private: review them.")
+    infer = sub.add_parser("infer-schema", help="draft a schema from a table, privately (--epsilon) or not",
+                           description="Draft a schema file from a table for a person to review. With --epsilon "
+                                       "the draft is differentially private (its cost is charged and written in "
+                                       "its header); --non-private reads category lists and bounds directly "
+                                       "(NOT private).")
     infer.add_argument("--input", required=True, help="table to read")
     infer.add_argument("--input-format", choices=["delta", "parquet", "csv", "table"])
     infer.add_argument("--out", required=True, help="schema file to write (.yaml or .json)")
     infer.add_argument("--null-token", action="append", default=[], help="string read as null (repeatable)")
     infer.add_argument("--bins", type=int, default=16, help="bins per numerical column (default 16)")
+    infer.add_argument("--epsilon", type=float, help="privacy budget of the draft (a private draft)")
+    infer.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"its delta (default {DEFAULT_DELTA})")
+    infer.add_argument("--bounds", action="append", default=[], metavar="COLUMN=LO:HI",
+                       help="declared public bounds of a numeric column (repeatable); else the dtype's range "
+                            "is assumed and the header says so")
+    infer.add_argument("--spike-share", type=float, help="share above which one value gets its own bin "
+                                                        "(default 0.05)")
+    infer.add_argument("--non-private", action="store_true",
+                       help="read the values and bounds from the data: NOT private")
+    infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there")
+    infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
+                                            "id as the runs on this table)")
+    infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
     _spark_args(infer)
     budget = sub.add_parser("budget", help="a dataset's total privacy budget in the ledger: set it, show it",
                             description="The ledger holds each dataset's total budget; runs read it.")
@@ -267,6 +282,56 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     return config
 
 
+def _draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    """Check infer-schema's options (before Spark starts) and parse its --bounds."""
+    from privsyn_spark.errors import UsageError
+
+    if args.non_private == (args.epsilon is not None):
+        raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
+    from privsyn_spark.write.ledger_state import check_epsilon_delta
+
+    if args.epsilon is not None:
+        check_epsilon_delta(args.epsilon, args.delta)
+    if args.ledger and not args.dataset_id:
+        raise UsageError("infer-schema --ledger needs --dataset-id (the id later runs on this table use)")
+    bounds = {}
+    for item in args.bounds:
+        try:
+            column, span = item.rsplit("=", 1)
+            lo, hi = (float(v) for v in span.split(":"))
+        except ValueError:
+            raise UsageError(f"--bounds {item!r}: expected COLUMN=LO:HI") from None
+        if not lo < hi:
+            raise UsageError(f"--bounds {item!r}: LO must be below HI")
+        bounds[column] = (lo, hi)
+    return bounds
+
+
+def _infer_schema(spark, args: argparse.Namespace) -> None:
+    """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
+    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.schema import infer
+
+    if args.non_private:
+        from privsyn_spark.schema.schema import save_schema
+
+        draft = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
+                                   args.bins)
+        save_schema(draft, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
+        log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
+        return
+    bounds = _draft_bounds(args)
+    if args.ledger:
+        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
+                                   args.epsilon, args.delta, args.out)
+    draft = infer.draft_schema_privately(read_table(spark, args.input, args.input_format), args.epsilon, args.delta,
+                                         null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
+                                         spike_share=args.spike_share)
+    draft.write(args.out)
+    log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
+             args.out, args.epsilon, args.delta)
+
+
 def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -276,6 +341,8 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.command in STEPS:
         validate_run_args(args)  # before Spark starts
+    elif args.command == "infer-schema":
+        _draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget" and args.action == "set":
         from privsyn_spark.write.ledger_state import check_budget
 
@@ -286,13 +353,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "budget":
         return _budget(spark, args)
     if args.command == "infer-schema":
-        from privsyn_spark.runtime.tables import read_table
-        from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
-        from privsyn_spark.schema.schema import save_schema
-
-        draft = infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token), args.bins)
-        save_schema(draft, args.out, header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
-        log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
+        _infer_schema(spark, args)
         return 0
     if args.command == "provenance":
         _print_provenance(spark, args.table, args.json)

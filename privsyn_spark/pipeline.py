@@ -93,6 +93,7 @@ class RunState:
     synthesis: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     output_version: int | None = None
+    dataset_ledger: dict[str, Any] | None = None  # the dataset's ledger after this run's reservation
 
 
 class _Timer:
@@ -181,15 +182,24 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
             state.timings["noise+select"] = time.perf_counter() - start - counting[0]
             return dataclasses.replace(measurements, provenance=provenance)
 
-    return guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,
-                           SecureDiscreteGaussian())
+    measurements = guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,
+                                   SecureDiscreteGaussian())
+    if config.ledger:
+        from privsyn_spark.write.ledger import dataset_state
+
+        held = dataset_state(spark, config.ledger, config.dataset_id)
+        budget = held.budget.rho if held.budget is not None else None
+        state.dataset_ledger = {"ledger": config.ledger, "dataset_id": config.dataset_id,
+                                "spent_rho": held.spent_rho, "budget_rho": budget, "left_rho": held.left_rho}
+    return measurements
 
 
 def estimate(measurements: Measurements, config: RunConfig,
              state: RunState | None = None) -> dict[tuple[str, ...], np.ndarray]:
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
     from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
-    from privsyn_spark.estimate.zeroed_values import drop_zeroed_values
+    from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
+    from privsyn_spark.schema.schema import load_schema
 
     state = state or RunState(config)
     artifacts = _artifacts(config)
@@ -201,7 +211,9 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, method, info = consistent_targets(
             measurements.marginals, measurements.domain, measurements.noisy_total,
             estimation_budget(config.model_cells, config.estimator), estimator_choice=config.estimator)
-        tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
+        absent = absent_values(load_schema(config.schema), measurements)
+        tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
+                                    unavailable_merged(absent, measurements.value_maps, measurements.domain))
         state.estimation = {"method": method, "info": to_jsonable(info)}
         artifacts.save_targets(config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
@@ -226,6 +238,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     """Synthesize merged codes (GUM sharded over Spark, or PGM sampling), decode, write the Delta table."""
     from privsyn_spark.privacy.table_size import default_rows
     from privsyn_spark.runtime.scratch import run_scratch
+    from privsyn_spark.estimate.zeroed_values import absent_values
     from privsyn_spark.runtime.tables import write_delta
     from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import decode_dataframe
@@ -240,7 +253,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
             codes, info = _synthesize_codes(spark, config, measurements, targets, rows, checkpoints)
             state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
             decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
-                                       config.seed)
+                                       config.seed, absent_values(schema, measurements))
         with _Timer(state, "write"):
             provenance = run_properties(config, measurements)
             state.output_version = write_delta(decoded, config.output, config.write_mode,
@@ -305,7 +318,8 @@ def build_report(config: RunConfig, measurements: Measurements, state: RunState)
                 "output": config.output, "output_version": state.output_version, "version": __version__,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config_dict(config)},
         "budget": {"epsilon": measurements.epsilon, "delta": measurements.delta, "rho": measurements.rho,
-                   "spent_rho": measurements.spent_rho, "ledger": measurements.ledger},
+                   "spent_rho": measurements.spent_rho, "ledger": measurements.ledger,
+                   "dataset_ledger": state.dataset_ledger},
         "selection": {"selected_pairs": [list(p) for p in measurements.selected_pairs],
                       "marginals": [{"attrs": list(m.attrs), "rho": m.rho, "sigma": m.sigma,
                                      "cells": domain.cells(m.attrs)} for m in measurements.marginals],
@@ -422,7 +436,8 @@ def _load_measurements(spark, config: RunConfig) -> Measurements:
 def _save_state(config: RunConfig, state: RunState) -> None:
     """Keep what the steps found (tallies, rounds, errors, timings) for the later steps' report."""
     doc = {"timings": state.timings, "domain_handling": state.domain_handling, "estimation": state.estimation,
-           "synthesis": state.synthesis, "output_version": state.output_version}
+           "synthesis": state.synthesis, "output_version": state.output_version,
+           "dataset_ledger": state.dataset_ledger}
     _artifacts(config).write_json(to_jsonable(doc), "state.json")
 
 
@@ -433,4 +448,5 @@ def _load_state(config: RunConfig) -> RunState:
         state.timings, state.domain_handling = doc["timings"], doc["domain_handling"]
         state.estimation, state.synthesis = doc["estimation"], doc["synthesis"]
         state.output_version = doc["output_version"]
+        state.dataset_ledger = doc.get("dataset_ledger")
     return state

@@ -4,6 +4,13 @@ PrivSyn's rare-value step zeroes a merged value whose noisy total is below theta
 marginals still give its cells small counts, which GUM would otherwise reproduce. Here every
 target cell of a value whose noisy 1-way count is <= 0 is set to zero and each table is rescaled
 to its previous total.
+
+Values the schema adds to the real ones (a column's null code and its ``other`` code) are
+*absent* when their noisy count on the original domain is below the rare-value threshold: they
+are never generated, neither as their own value nor inside a merged value (decoding gives them no
+weight; a merged value made of absent values only is dropped from the targets). A declared
+category or bin below the threshold still goes into its merged value (PrivSyn's filter-and-combine),
+so it can appear only at the rate of its own noisy count, below the noise level.
 """
 
 from __future__ import annotations
@@ -13,13 +20,45 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.privacy.rare_values import THETA_SIGMAS
+
+
+def absent_values(schema, measurements: Measurements, theta_sigmas: float = THETA_SIGMAS) -> dict[str, np.ndarray]:
+    """Per column, a mask over its original codes: the null/``other`` codes whose noisy 1-way count
+    is below theta = ``theta_sigmas`` x the 1-way sigma (post-processing of the measurements)."""
+    sigma = {m.attrs[0]: m.sigma for m in measurements.marginals if len(m.attrs) == 1}
+    out = {}
+    for column in schema.columns:
+        noisy = np.asarray(measurements.one_way_original[column.name], dtype=np.float64)
+        mask = np.zeros(noisy.size, dtype=bool)
+        for code in (column.null_code, column.other_code):
+            if code is not None and noisy[code] < theta_sigmas * sigma[column.name]:
+                mask[code] = True
+        out[column.name] = mask
+    return out
+
+
+def unavailable_merged(absent: Mapping[str, np.ndarray], value_maps: Mapping[str, np.ndarray],
+                       domain: Domain) -> dict[str, np.ndarray]:
+    """Per attribute, a mask over merged codes whose original members are all absent."""
+    out = {}
+    for attr, mask in absent.items():
+        members = np.bincount(value_maps[attr], minlength=domain[attr])
+        gone = np.bincount(value_maps[attr], weights=mask.astype(np.float64), minlength=domain[attr])
+        out[attr] = (members > 0) & (gone >= members)
+    return out
 
 
 def drop_zeroed_values(tables: Mapping[tuple[str, ...], np.ndarray], marginals: Sequence[NoisyMarginal],
-                       domain: Domain) -> dict[tuple[str, ...], np.ndarray]:
-    """Targets without the values whose noisy 1-way count is <= 0 (canonical attribute order)."""
+                       domain: Domain, unavailable: Mapping[str, np.ndarray] | None = None
+                       ) -> dict[tuple[str, ...], np.ndarray]:
+    """Targets without the values whose noisy 1-way count is <= 0 (canonical attribute order), nor
+    the merged values marked in ``unavailable`` (see :func:`unavailable_merged`)."""
     allowed = {m.attrs[0]: np.asarray(m.values) > 0 for m in marginals if len(m.attrs) == 1}
+    for attr, mask in (unavailable or {}).items():
+        if attr in allowed:
+            allowed[attr] = allowed[attr] & ~np.asarray(mask, dtype=bool)
     result = {}
     for attrs, table in tables.items():
         table = np.asarray(table, dtype=np.float64)

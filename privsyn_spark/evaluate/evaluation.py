@@ -13,11 +13,12 @@ from dataclasses import replace
 import numpy as np
 
 from privsyn_spark.evaluate.codes import code_labels, holdout_split, unpacked_codes
-from privsyn_spark.evaluate.fidelity import fidelity
+from privsyn_spark.evaluate.fidelity import fidelity, tvd
 from privsyn_spark.evaluate.ml_efficacy import ml_efficacy
 from privsyn_spark.evaluate.privacy_smoke import DEFAULT_TOLERANCE, privacy_smoke
+from privsyn_spark.evaluate.value_metrics import value_metrics
 from privsyn_spark.measure.encode import EncodedTable, encode
-from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts, all_pairs
 from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,29 @@ def one_way_distributions(schema: Schema, real: MarginalCounts, synthetic: Margi
 
     return {c.name: {"labels": code_labels(c), "real": shares(real.tables[(c.name,)]),
                      "synthetic": shares(synthetic.tables[(c.name,)])} for c in schema.columns}
+
+
+def independent_baseline(real: MarginalCounts, synthetic: MarginalCounts, domain) -> dict:
+    """Mean 2-way TVD of an independent-columns table with the synthetic 1-way marginals (the
+    product of them, no sampling noise), against the real 2-way tables: what a method that keeps no
+    dependence between columns would score."""
+    values = []
+    for a, b in all_pairs(domain):
+        product = np.multiply.outer(synthetic.tables[(a,)].astype(float), synthetic.tables[(b,)].astype(float))
+        values.append(tvd(real.tables[(a, b)], product))
+    return {"tvd_2way_mean": float(np.mean(values)) if values else None,
+            "method": "product of the synthetic table's 1-way marginals"}
+
+
+def values_not_in_input(schema: Schema, real: MarginalCounts, synthetic: MarginalCounts) -> list[dict]:
+    """Codes (values, bins, ``(other)``, ``(null)``) the synthetic table holds and the real one does not."""
+    out = []
+    for column in schema.columns:
+        r, s = real.tables[(column.name,)], synthetic.tables[(column.name,)]
+        labels = code_labels(column)
+        for code in np.flatnonzero((r == 0) & (s > 0)):
+            out.append({"column": column.name, "value": labels[code], "synthetic_rows": int(s[code])})
+    return out
 
 
 def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
@@ -54,8 +78,12 @@ def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = N
     real = real_df if isinstance(real_df, EncodedTable) else encode(real_df, schema)
     real, synthetic = _cached(real), _cached(encode(synthetic_df, schema))
     try:
-        return _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
-                         smoke_tolerance)
+        metrics = _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
+                            smoke_tolerance)
+        start = time.perf_counter()
+        metrics["values"] = value_metrics(real_df, synthetic_df, schema)
+        metrics["seconds"]["values"] = time.perf_counter() - start
+        return metrics
     finally:
         real.df.unpersist()
         synthetic.df.unpersist()
@@ -101,6 +129,8 @@ def _evaluate(spark, real: EncodedTable, synthetic: EncodedTable, schema: Schema
         "test_fraction": test_fraction,
         "rows": fid.metrics["rows"],
         "tvd": tvd,
+        "independent_baseline": independent_baseline(fid.real, fid.synthetic, real.domain),
+        "values_not_in_input": values_not_in_input(schema, fid.real, fid.synthetic),
         "range_queries": fid.metrics["range_queries"],
         "ml_efficacy": ml,
         "privacy_smoke": smoke,

@@ -31,6 +31,12 @@ SECTIONS = ("run", "budget", "selection", "estimation", "synthesis", "domain_han
 PLOTTED = {"/metrics/distributions", "/metrics/tvd_2way_matrix"}  # shown as plots, not tables
 PLOTS_MISSING = ("Plots are not shown: they need matplotlib, which is not installed "
                  "(pip install 'privsyn-spark[report]').")
+PLOTTED_SUFFIXES = ("/histogram",)  # per-column value histograms (metrics/values/<column>/histogram)
+
+
+def is_plotted(pointer: str) -> bool:
+    """Whether the part of report.json at ``pointer`` is shown as a plot rather than as numbers."""
+    return pointer in PLOTTED or pointer.endswith(PLOTTED_SUFFIXES)
 FOLD_ROWS = 20  # longer lists are folded into <details>
 
 _CSS = """
@@ -38,7 +44,8 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#22
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;
 vertical-align:top}th{background:#f4f4f4}.notice{background:#fff3cd;border:1px solid #e0c36c;padding:.8em 1em}
-.flag{color:#a00;font-weight:bold}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
+.flag{color:#a00;font-weight:bold}.verdict{background:#eef6ee;border:1px solid #9c9;padding:.6em 1em}
+.warn li{color:#8a4b00}nav ul{columns:3}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
 figcaption{font-size:.85em;color:#555}
 """
 
@@ -93,7 +100,7 @@ def _value(obj: Any, path: str) -> str:
         return html.escape(obj)
     if isinstance(obj, Mapping):
         rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
-                       for k, v in obj.items() if _pointer(path, k) not in PLOTTED)
+                       for k, v in obj.items() if not is_plotted(_pointer(path, k)))
         return _fold(len(obj), f"<table>{rows}</table>") if rows else "&mdash;"
     if obj and all(isinstance(v, Mapping) for v in obj):
         columns = list(dict.fromkeys(k for v in obj for k in v))
@@ -222,34 +229,190 @@ L1 distance of the normalised counts): 0 is identical, 1 is disjoint. Averaged o
 per attribute; the error is the absolute difference of the fractions of rows they select.</li>
 <li><b>ML efficacy</b>: a classifier trained on the synthetic table and one trained on the real training part, both
 tested on the same held-out real rows, beside always predicting the majority class.</li>
+<li><b>Value level</b> (numeric columns): the Kolmogorov-Smirnov distance of the real and synthetic values
+(the largest gap between their cumulative distributions; binned TVDs cannot see values misplaced inside a bin) and
+the share of each spike value (and of the most frequent real value) in both tables.</li>
+<li><b>Independent baseline</b>: the 2-way TVD of a table whose columns are independent, with the synthetic
+table's 1-way marginals (their product): what a method that keeps no dependence would score.</li>
 <li><b>Privacy smoke check</b>: the share of synthetic rows equal (on all codes) to a real row, beside the same
 share for held-out real rows against the rest of the real table. A flagged excess suggests copied records; no flag
 proves nothing: the guarantee is the differential privacy of the measurements.</li>
 </ul>"""
 
 
+def _at(report: Mapping, *keys):
+    """``(value, pointer)`` of a nested key (value None when missing)."""
+    node, path = report, ""
+    for key in keys:
+        node = node.get(key) if isinstance(node, Mapping) else (node[key] if isinstance(node, list)
+                                                                and isinstance(key, int) and key < len(node) else None)
+        path = _pointer(path, key)
+    return node, path
+
+
+def _n(report: Mapping, *keys) -> str:
+    value, path = _at(report, *keys)
+    return _num(value, path) if isinstance(value, (int, float)) and not isinstance(value, bool) else "&mdash;"
+
+
+def warnings(report: Mapping) -> list[str]:
+    """What an operator should look at: fallbacks, values not in the input, handled values, high errors (HTML)."""
+    out = []
+    if _at(report, "estimation", "method")[0] == "consistency":
+        reason = _at(report, "estimation", "info", "fallback_reason")[0]
+        out.append("Fallback: targets came from PrivSyn's consistency step, not Private-PGM"
+                   + (f" ({html.escape(str(reason))})" if reason else "") + ".")
+    for i, item in enumerate(_at(report, "metrics", "values_not_in_input")[0] or []):
+        out.append(f"Column <b>{html.escape(str(item['column']))}</b>: value {html.escape(str(item['value']))} is in "
+                   f"the output ({_n(report, 'metrics', 'values_not_in_input', i, 'synthetic_rows')} rows) but "
+                   "not in the input.")
+    for column, handled in (_at(report, "domain_handling")[0] or {}).items():
+        out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'out_of_domain')} "
+                   f"input values outside the declared domain, handled by <i>{html.escape(str(handled.get('handling')))}"
+                   "</i>.")
+    for column, values in (_at(report, "metrics", "values")[0] or {}).items():
+        if values.get("high_error"):
+            out.append(f"Column <b>{html.escape(column)}</b>: high value-level error, KS distance "
+                       f"{_n(report, 'metrics', 'values', column, 'ks')}.")
+    if _at(report, "metrics", "privacy_smoke", "flag")[0]:
+        out.append("Privacy smoke check flagged an excess of synthetic rows equal to real rows.")
+    return out
+
+
+def _verdict(report: Mapping) -> str:
+    """The opening section: budget in plain words, warnings, the result against the independent baseline."""
+    eps = _at(report, "budget", "epsilon")[0]
+    parts = ["<h2 id=\"verdict\">Verdict</h2>", '<div class="verdict">']
+    if eps is not None:
+        parts.append(f"<p><b>Budget.</b> This run spent epsilon = {_n(report, 'budget', 'epsilon')}, delta = "
+                     f"{_n(report, 'budget', 'delta')} (rho = {_n(report, 'budget', 'spent_rho')} zCDP) on "
+                     f"<i>{html.escape(str(_at(report, 'run', 'dataset')[0] or ''))}</i>. It protects every single "
+                     "record: adding or removing any one row changes the probability of any output by at most a "
+                     f"factor e<sup>epsilon</sup>, except with probability delta.</p>")
+    ledger = _at(report, "budget", "dataset_ledger")[0]
+    if isinstance(ledger, Mapping):
+        left = ("no limit is set" if ledger.get("budget_rho") is None else
+                f"{_n(report, 'budget', 'dataset_ledger', 'left_rho')} rho of "
+                f"{_n(report, 'budget', 'dataset_ledger', 'budget_rho')} is left")
+        parts.append(f"<p><b>Ledger.</b> The dataset has now spent {_n(report, 'budget', 'dataset_ledger', 'spent_rho')}"
+                     f" rho in total over all runs and drafts; {left}.</p>")
+    else:
+        parts.append("<p><b>Ledger.</b> No budget ledger was used: other runs on this table are not counted.</p>")
+    found = warnings(report)
+    parts.append('<p><b>Warnings.</b></p><ul class="warn">' + "".join(f"<li>{w}</li>" for w in found) + "</ul>"
+                 if found else "<p><b>Warnings.</b> None.</p>")
+    synthetic, _ = _at(report, "metrics", "tvd", "tvd_2way_mean")
+    baseline, _ = _at(report, "metrics", "independent_baseline", "tvd_2way_mean")
+    if synthetic is not None and baseline:
+        better = "better" if synthetic < baseline else "NOT better"
+        parts.append(f"<p><b>Result.</b> Mean 2-way TVD {_n(report, 'metrics', 'tvd', 'tvd_2way_mean')} against "
+                     f"{_n(report, 'metrics', 'independent_baseline', 'tvd_2way_mean')} for independent columns "
+                     f"(lower is better): {better} than the baseline, {synthetic / baseline:.2f}x its error.</p>")
+    return "".join(parts) + "</div>"
+
+
+def _marginals_table(report: Mapping) -> str:
+    rows = []
+    for i, m in enumerate(_at(report, "selection", "marginals")[0] or []):
+        rows.append(f"<tr><td>{html.escape(', '.join(map(str, m.get('attrs', []))))}</td>"
+                    f"<td>{_n(report, 'selection', 'marginals', i, 'cells')}</td>"
+                    f"<td>{_n(report, 'selection', 'marginals', i, 'rho')}</td>"
+                    f"<td>{_n(report, 'selection', 'marginals', i, 'sigma')}</td></tr>")
+    if not rows:
+        return ""
+    return _fold(len(rows), "<table><tr><th>attributes</th><th>cells</th><th>rho</th><th>sigma (noise sd)</th></tr>"
+                 + "".join(rows) + "</table>")
+
+
+def _timings_table(report: Mapping) -> str:
+    timings = _at(report, "timings")[0] or {}
+    rows = "".join(f"<tr><th>{html.escape(step)}</th><td>{_n(report, 'timings', step)} s</td></tr>"
+                   for step in timings)
+    return f"<table><tr><th>step</th><th>wall time</th></tr>{rows}</table>" if rows else ""
+
+
+def _values_table(report: Mapping) -> str:
+    rows = []
+    for column, v in (_at(report, "metrics", "values")[0] or {}).items():
+        spikes = v.get("spikes") or []
+        cells = [f"{html.escape(format_number(s['value']))}: {_n(report, 'metrics', 'values', column, 'spikes', i, 'real')}"
+                 f" real vs {_n(report, 'metrics', 'values', column, 'spikes', i, 'synthetic')} synthetic"
+                 for i, s in enumerate(spikes)]
+        flag = ' <span class="flag">high</span>' if v.get("high_error") else ""
+        rows.append(f"<tr><th>{html.escape(column)}</th><td>{_n(report, 'metrics', 'values', column, 'ks')}{flag}</td>"
+                    f"<td>{'<br>'.join(cells)}</td></tr>")
+    if not rows:
+        return ""
+    return ("<table><tr><th>column</th><th>KS distance</th><th>share of spike / most frequent values</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def value_plots(values: Mapping[str, Mapping]) -> list[str]:
+    """Per numeric column, real vs synthetic value histograms (log scales where the column is skewed)."""
+    from matplotlib.figure import Figure
+
+    out = []
+    for name, v in values.items():
+        hist = v.get("histogram")
+        if not hist:
+            continue
+        edges = np.asarray(hist["edges"], dtype=float)
+        real, synth = (np.asarray(hist[k], dtype=float) for k in ("real", "synthetic"))
+        real, synth = real / max(real.sum(), 1), synth / max(synth.sum(), 1)
+        fig = Figure(figsize=(4.6, 2.8))
+        ax = fig.add_subplot()
+        ax.stairs(real, edges, label="real", linewidth=1.5)
+        ax.stairs(synth, edges, label="synthetic", linewidth=1.5)
+        skewed = max(real.max(initial=0), synth.max(initial=0)) > 0.5
+        if skewed:
+            ax.set_yscale("log")
+        if hist.get("log_x") and edges[0] > 0:
+            ax.set_xscale("log")
+        ax.set_title(f"{name} (KS {v.get('ks') or 0:.3f})", fontsize=10)
+        ax.set_ylabel("share of rows" + (" (log)" if skewed else ""))
+        ax.legend(fontsize=7)
+        out.append(_figure(fig, f"{name}: values, real vs synthetic"))
+    return out
+
+
+_TITLES = {"metrics": "Metrics (binned and value-level)", "selection": "Measured marginals"}
+
+
 def render_html(report: Mapping) -> str:
     """The report as one self-contained HTML page (``report`` as returned by ``to_jsonable``)."""
     run = report.get("run") or {}
     title = f"privsyn-spark run report: {run.get('dataset') or ''} {run.get('run_id') or ''}".strip()
+    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report]
+    toc = ["verdict", "summary"] + sections
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
              "Do not publish this report or pass it on with the synthetic table.</p>",
-             _summary(report)]
+             "<nav><b>Contents</b><ul>" + "".join(
+                 f'<li><a href="#{k}">{html.escape(_TITLES.get(k, k.replace("_", " ").capitalize()))}</a></li>'
+                 for k in toc) + "</ul></nav>",
+             _verdict(report),
+             _summary(report).replace("<h2>Summary</h2>", '<h2 id="summary">Summary</h2>', 1)]
     plots = importlib.util.find_spec("matplotlib") is not None
     if not plots:
         parts.append(f'<p class="notice">{html.escape(PLOTS_MISSING)}</p>')
-    for section in list(SECTIONS) + [k for k in report if k not in SECTIONS]:
-        if section not in report:
-            continue
+    for section in sections:
         body = report[section]
-        parts.append(f"<h2>{html.escape(section.replace('_', ' ').capitalize())}</h2>")
+        parts.append(f'<h2 id="{section}">'
+                     f"{html.escape(_TITLES.get(section, section.replace('_', ' ').capitalize()))}</h2>")
         if plots and section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
             parts.append(budget_plot(body["ledger"]))
+        if section == "selection":
+            parts.append(_marginals_table(report))
+        if section == "timings":
+            parts.append(_timings_table(report))
+            continue
         if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
             parts.append(rounds_plot(body["rounds"]))
         if section == "metrics":
             parts.append(_GUIDE)
+            if isinstance(body, Mapping) and body.get("values"):
+                parts.append("<h3>Value-level fidelity of numeric columns</h3>" + _values_table(report)
+                             + ("".join(value_plots(body["values"])) if plots else ""))
         parts.append(_value(body, _pointer("", section)))
         if plots and section == "metrics" and isinstance(body, Mapping):
             if body.get("tvd_2way_matrix") and len(body["tvd_2way_matrix"].get("attrs", ())) > 1:

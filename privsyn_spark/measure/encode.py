@@ -111,8 +111,8 @@ def _categorical(raw, column: CategoricalColumn, joined_code=None):
     from pyspark.sql import functions as F
 
     typed = _typed(raw, column)
-    null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
     unseen_value = _packed(column.other_code or 0, STATUS_OUT_OF_DOMAIN)
+    null_value = _null_value(column, unseen_value)
     first = column.values[0]
     if joined_code is not None:
         found, code = joined_code.isNotNull(), joined_code
@@ -131,6 +131,13 @@ def _categorical(raw, column: CategoricalColumn, joined_code=None):
 
 def _packed(code: int, status: int) -> int:
     return (code << STATUS_BITS) + status
+
+
+def _null_value(column: Column, out_of_domain_value: int) -> int:
+    """Packed code of a null: its own code (``value``), a failure (``fail``), or out of domain (``none``)."""
+    if column.nulls == "none":
+        return out_of_domain_value
+    return _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
 
 
 _OFFSET = (r"[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?\s*"   # a time, then its zone: Z, +hh[:mm], a zone id
@@ -182,7 +189,7 @@ def _numerical(raw, column: NumericalColumn, source_type: str):
         index = sum((F.when(x >= F.lit(e), 1).otherwise(0) for e in edges[1:-1]), F.lit(0))
     clipped = F.least(F.greatest(index, F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
     inside = (x >= F.lit(edges[0])) & (x <= F.lit(edges[-1]))  # false for NaN, null for null
-    null_value = _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
+    null_value = _null_value(column, _packed(0, STATUS_OUT_OF_DOMAIN))
     return (F.when(inside, clipped)
             .when(raw.isNull(), F.lit(null_value))
             .when(x.isNull() | F.isnan(x), F.lit(_packed(0, STATUS_OUT_OF_DOMAIN)))

@@ -18,8 +18,11 @@ class SchemaError(UsageError):
     """A schema document or a table does not fit the rules; the message names the column."""
 
 
-NULL_POLICIES = ("value", "fail")
-"""``value``: nulls get their own code (default). ``fail``: a null stops the job, with a count."""
+NULL_POLICIES = ("value", "fail", "none")
+"""``value``: nulls get their own code (default). ``fail``: a null stops the job, with a count.
+``none``: the column is declared non-null (public knowledge): it has no null code, and a null in the
+input is an out-of-domain value (counted; the ``other`` code or the first bin, or the job stops when
+the column's ``unseen``/``out_of_range`` policy is ``fail``)."""
 
 CATEGORY_POLICIES = ("other", "fail")
 """Unseen categories: ``other`` maps them to an extra code; ``fail`` stops the job, with a count."""
@@ -94,11 +97,14 @@ class NumericalColumn(Column):
     """A column with public bounds cut into bins; ``edges`` has one more entry than bins.
 
     Bin i holds ``edges[i] <= x < edges[i+1]``; the last bin also holds ``x == edges[-1]``.
-    Dates and timestamps are binned over seconds since the epoch (UTC).
+    Dates and timestamps are binned over seconds since the epoch (UTC). Each of ``spikes`` (a
+    single value holding a large share, e.g. 0 in an amount column) has a bin of its own holding
+    that one value only (see :func:`with_spike_bins`); it decodes to exactly that value.
     """
 
     edges: tuple[float, ...] = field(default=())
     out_of_range: str = "clip"
+    spikes: tuple[float, ...] = ()
 
     kind: ClassVar[str] = "numerical"
 
@@ -114,9 +120,18 @@ class NumericalColumn(Column):
     def edge_array(self) -> np.ndarray:
         return np.asarray(self.edges, dtype=np.float64)
 
+    def spike_codes(self) -> dict[int, float]:
+        """Bin code -> the spike value that bin holds alone."""
+        edges = self.edge_array()
+        codes = np.minimum(np.searchsorted(edges, self.spikes, side="right") - 1, len(edges) - 2)  # top edge: last bin
+        return {int(c): float(v) for c, v in zip(codes, self.spikes)}
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.kind, "dtype": self.dtype, "edges": list(self.edges),
-                "out_of_range": self.out_of_range, "nulls": self.nulls}
+        doc = {"name": self.name, "type": self.kind, "dtype": self.dtype, "edges": list(self.edges),
+               "out_of_range": self.out_of_range, "nulls": self.nulls}
+        if self.spikes:
+            doc["spikes"] = list(self.spikes)
+        return doc
 
 
 def uniform_edges(lower: float, upper: float, bins: int, integer: bool) -> tuple[float, ...]:
@@ -138,3 +153,33 @@ def integer_bin_bounds(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hi = np.ceil(edges[1:]) - 1
     hi[-1] = np.floor(edges[-1])
     return lo.astype(np.int64), hi.astype(np.int64)
+
+
+def with_spike_bins(edges: tuple[float, ...], spikes: tuple[float, ...], integer: bool) -> tuple[float, ...]:
+    """``edges`` split so that each spike value is alone in its bin (idempotent).
+
+    Integer columns: the bin holding whole number v is cut at v and v + 1 where it holds other whole
+    numbers (at v - 0.5 / v + 0.5 next to the closed top edge). Other columns: cut at v and at the next
+    float above v, so the bin ``[v, nextafter(v))`` holds v only. Raises ValueError for a spike
+    outside the bounds.
+    """
+    cuts = set(float(e) for e in edges)
+    for v in spikes:
+        v = float(v)
+        if not edges[0] <= v <= edges[-1] or (integer and v != round(v)):
+            raise ValueError(f"spike {v:g} is not a {'whole number ' if integer else 'value '}inside "
+                             f"[{edges[0]:g}, {edges[-1]:g}]")
+        current = np.asarray(sorted(cuts))
+        if integer:
+            lo, hi = integer_bin_bounds(current)
+            b = int(np.searchsorted(hi, v))  # first bin whose top whole number is >= v
+            if lo[b] < v:
+                cuts.add(v if v < current[-1] else v - 0.5)
+            if hi[b] > v:
+                cuts.add(v + 1 if v + 1 < current[-1] else v + 0.5)
+        else:
+            above = float(np.nextafter(v, np.inf))
+            if not above < current[-1]:
+                raise ValueError(f"spike {v:g} is at the top edge {current[-1]:g}: raise the upper bound")
+            cuts.update((v, above))
+    return tuple(sorted(cuts))

@@ -1,25 +1,47 @@
 """`infer-schema`: draft a schema file from a table, for a person to review before any private run.
 
-A schema read from the data is NOT private: category lists and bounds reveal which values occur
-and the extremes of numeric columns. Replace them with public knowledge (code lists, documented
-ranges) before using the schema for a differentially private release.
+The default draft is **private**: :func:`draft_schema_privately` spends a declared (epsilon, delta)
+through one accountant (and the budget ledger, with the same dataset id as later runs) on DP
+partition selection for categories and DP histograms for numeric bounds, quantile bin edges and
+spike values (``privsyn_spark.privacy.discovery``); the file's header records the spend. It is
+written ``reviewed: false``: a person checks it and sets ``reviewed: true`` before a run uses it.
+
+:func:`infer_schema` (``--non-private``) reads category lists and bounds from the data directly:
+NOT private; it leaks which values occur and the extremes of numeric columns.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from privsyn_spark.errors import UsageError
+from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.schema.schema import DEFAULT_MAX_COLUMN_CODES, Schema, parse_schema
 
 log = logging.getLogger(__name__)
 
 WARNING_HEADER = """\
-# DRAFT schema inferred from the data by `privsyn-spark infer-schema`.
+# DRAFT schema inferred from the data by `privsyn-spark infer-schema --non-private`.
 # WARNING: this file is NOT private. Its category lists and numeric bounds were read from the
 # table and leak which values occur and the extremes. Review every column and replace them with
 # public knowledge (documented code lists, legal ranges) before a differentially private run.
 """
+
+INFER_STEP = "infer-schema"
+"""The ledger step name of a private draft."""
+
+COMMON_NULL_TOKENS = ("?", "", "NA", "N/A", "n/a", "NULL", "null", "None", "nan", "NaN")
+"""Public list of strings that usually mean "missing": a selected category among them becomes a null token."""
+
+#: Bounds assumed for a numeric column without declared ones, by dtype (stated in the draft's header).
+ASSUMED_BOUNDS = {"int": (-2.0 ** 31, 2.0 ** 31 - 1), "long": (-2.0 ** 53, 2.0 ** 53), "double": (-1e15, 1e15),
+                  "date": (-2208988800.0, 4102444800.0), "timestamp": (-2208988800.0, 4102444800.0)}
 
 _NUMERIC = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "long", "float": "double",
             "double": "double", "date": "date", "timestamp": "timestamp", "timestamp_ntz": "timestamp"}
@@ -27,7 +49,7 @@ _NUMERIC = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "long",
 
 def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
                  max_categories: int = 200) -> Schema:
-    """Draft a schema: strings/booleans as categorical, numbers and dates as numerical.
+    """NOT private (``--non-private``): strings/booleans as categorical, numbers and dates as numerical.
 
     Columns with more than ``max_categories`` distinct values (IDs, free text) are marked ``drop``.
     Only aggregates (distinct values, min/max) reach the driver, never rows.
@@ -52,8 +74,6 @@ def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
                 continue
             lo, hi = row["lo"], row["hi"]
             if dtype in ("date", "timestamp"):
-                import datetime as dt
-
                 lo, hi = (dt.datetime.fromtimestamp(v, dt.timezone.utc).isoformat() for v in (lo, hi))
             columns.append({"name": name, "type": "numerical", "dtype": dtype, "min": lo, "max": hi,
                             "bins": bins})
@@ -70,3 +90,188 @@ def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
     if null_tokens:
         doc["null_tokens"] = list(null_tokens)
     return parse_schema(doc)
+
+
+@dataclass
+class PrivateDraft:
+    """A privately drafted schema, what it cost, and what a reviewer should know."""
+
+    document: dict[str, Any]
+    epsilon: float
+    delta: float
+    rho: float
+    delta_selection: float
+    ledger: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def schema(self) -> Schema:
+        return parse_schema(self.document)
+
+    def header(self) -> str:
+        """The file header: a draft, its privacy cost, the assumptions a reviewer must check."""
+        spent = sum(e["rho"] for e in self.ledger)
+        lines = ["DRAFT schema drafted PRIVATELY by `privsyn-spark infer-schema` (differential privacy).",
+                 f"Privacy cost: epsilon={self.epsilon:g}, delta={self.delta:g} on this table: rho={self.rho:.6g} "
+                 f"zCDP (spent {spent:.6g} in {len(self.ledger)} releases) plus delta={self.delta_selection:g} "
+                 "for partition selection. Add it to the table's budget: runs on this table spend more.",
+                 "Categories are the values whose noisy count passed a threshold; rarer ones map to 'other'.",
+                 "Bins are at noisy quantiles; 'spikes' are single values with a large noisy share.",
+                 "Review every column (a person, with public knowledge), then set reviewed: true."]
+        lines += self.notes
+        return "".join(f"# {line}\n" for line in lines)
+
+    def record(self) -> dict[str, Any]:
+        """The draft's privacy cost as a document key (``draft``): what the header says, machine-readable."""
+        return {"private": True, "epsilon": self.epsilon, "delta": self.delta, "rho": self.rho,
+                "delta_selection": self.delta_selection, "spent_rho": sum(e["rho"] for e in self.ledger),
+                "releases": len(self.ledger), "notes": list(self.notes)}
+
+    def write(self, path: str | Path) -> None:
+        """Write the draft (``reviewed: false`` first, then its cost under ``draft``): YAML with the
+        header on top, or JSON if the path ends in .json."""
+        path = Path(path)
+        doc = {"reviewed": False, "draft": self.record(), **self.document}
+        if path.suffix.lower() == ".json":
+            import json
+
+            path.write_text(json.dumps(doc, indent=2, default=str))
+            return
+        import yaml
+
+        path.write_text(self.header() + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
+
+
+def _number_dtype(spark_type: str) -> str | None:
+    base = spark_type.split("(")[0]
+    if base in _NUMERIC:
+        return _NUMERIC[base]
+    return "double" if base.startswith("decimal") else None
+
+
+def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tuple[str, ...] = (),
+                           bins: int = 16, bounds: Mapping[str, tuple[float, float]] | None = None,
+                           max_categories: int = 200, spike_share: float | None = None,
+                           sampler=None) -> PrivateDraft:
+    """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
+
+    The budget's rho is split evenly over the columns; ``bounds`` declares public outer bounds of
+    numeric columns (values are clamped to them; without, ``ASSUMED_BOUNDS`` of the dtype, said in
+    the header). ``sampler`` defaults to the secure discrete Gaussian.
+    """
+    from privsyn_spark.privacy import discovery as dp
+    from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+    from privsyn_spark.schema import discovery as counts
+
+    bounds = dict(bounds or {})
+    unknown = sorted(set(bounds) - set(df.columns))
+    if unknown:
+        from privsyn_spark.schema.columns import SchemaError
+
+        raise SchemaError(f"--bounds names columns the table lacks: {unknown}")
+    budget = dp.DiscoveryBudget.from_eps_delta(epsilon, delta)
+    sampler = sampler or SecureDiscreteGaussian()
+    accountant = Accountant(budget.rho)
+    types = dict(df.dtypes)
+    numeric = {n: _number_dtype(t) for n, t in types.items() if _number_dtype(t)}
+    categorical = [n for n in df.columns if n not in numeric]
+    rho_column = budget.rho / max(1, len(df.columns))
+    delta_column = budget.delta_selection / max(1, len(categorical))
+    share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
+    notes: list[str] = []
+    specs: dict[str, dict[str, Any]] = {}
+    tokens = list(null_tokens)
+
+    for name in categorical:
+        boolean = types[name] == "boolean"
+        exact, nulls = counts.category_counts(df, name, tokens, boolean)
+        picked = dp.select_partitions(exact, nulls, rho_column, delta_column, accountant=accountant,
+                                      sampler=sampler, name=f"infer:{name}")
+        del exact  # exact tallies stay here
+        null_noisy = picked.null_noisy
+        values = list(picked.values)
+        for v in [v for v in values if isinstance(v, str) and v in COMMON_NULL_TOKENS]:
+            values.remove(v)
+            null_noisy += picked.noisy[v]
+            if v not in tokens:
+                tokens.append(v)
+                notes.append(f"{v!r} read as null (a common missing-value token selected in column {name!r})")
+        nulls = "value" if null_noisy >= dp.EMPTY_SIGMAS * picked.sigma else "none"
+        if not values or len(values) > max_categories:
+            why = "no value passed the threshold" if not values else f"more than {max_categories} values"
+            notes.append(f"column {name!r} dropped: {why}")
+            specs[name] = {"name": name, "type": "drop"}
+            continue
+        specs[name] = {"name": name, "type": "categorical", "dtype": "boolean" if boolean else "string",
+                       "values": sorted(values) if boolean else values, "unseen": "other", "nulls": nulls}
+
+    grids = {}
+    for name, dtype in numeric.items():
+        declared = bounds.get(name)
+        lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
+        if not declared:
+            notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
+        integer = dtype in ("int", "long", "date", "timestamp")
+        grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
+    exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
+                                          for n, g in grids.items()}, tokens)
+    for name, grid in grids.items():
+        dtype = numeric[name]
+        temporal = dtype in ("date", "timestamp")
+        cells, nulls = exact_cells.pop(name)
+        release = dp.release_numeric(
+            cells, nulls, grid, rho_column,
+            lambda ranges, n=name, t=temporal: counts.whole_number_counts(df, n, tokens, t, ranges),
+            accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share)
+        declared = bounds.get(name)
+        edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
+        if not edges:
+            notes.append(f"column {name!r} dropped: no value above the noise")
+            specs[name] = {"name": name, "type": "drop"}
+            continue
+        spikes = sorted(v for v in release.spikes if edges[0] <= v <= edges[-1])
+        spec = {"name": name, "type": "numerical", "dtype": dtype, "edges": [_edge(e, grid.integer) for e in edges],
+                "out_of_range": "clip",
+                "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
+        if spikes:
+            spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
+        specs[name] = spec
+    doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}
+    if tokens:
+        doc["null_tokens"] = tokens
+    if all(spec["type"] == "drop" for spec in specs.values()):
+        from privsyn_spark.schema.columns import SchemaError
+
+        raise SchemaError(f"infer-schema: no column could be drafted at epsilon={epsilon:g} (every noisy count "
+                          "is below its threshold: the table is empty or too small for this budget); the "
+                          "budget is spent")
+    parse_schema(doc)  # the draft must be a valid schema
+    log.info("drafted a schema privately: epsilon=%g, delta=%g, %d releases", epsilon, delta, len(accountant.ledger))
+    return PrivateDraft(doc, float(epsilon), float(delta), budget.rho, budget.delta_selection,
+                        accountant.ledger, notes)
+
+
+def _edge(value: float, integer: bool) -> float | int:
+    """An edge as written in the file: whole numbers as ints, half-integers as they are."""
+    return int(value) if integer and float(value).is_integer() and math.isfinite(value) else float(value)
+
+
+def reserve_draft_budget(spark, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,
+                         draft_path: str):
+    """Reserve a private draft's rho in the budget ledger, against the dataset's budget (``budget set``),
+    before any count; the reservation's fingerprint marks it as an ``infer-schema`` draft.
+
+    The one place the draft touches the ledger. The ledger holds zCDP rho; the draft's extra
+    partition-selection delta is stated in the file's header.
+    """
+    from privsyn_spark.privacy.discovery import DiscoveryBudget
+    from privsyn_spark.write.ledger import reserve
+
+    rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
+    fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}
+    held = reserve(spark, ledger, dataset_id, run_id, rho=rho, epsilon=epsilon, delta=delta,
+                   fingerprint=fingerprint, artifact=str(draft_path))
+    if not held.charged:  # a draft is never drawn twice under one reservation
+        raise UsageError(f"draft id {run_id!r} is already charged in ledger {ledger} (its draft: "
+                         f"{held.held.artifact}); use a new --run-id for a new draft")
+    return held

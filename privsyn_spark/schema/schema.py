@@ -10,7 +10,8 @@ A YAML or JSON document::
       - {name: workclass, type: categorical, values: [Private, State-gov], unseen: other}
       - {name: person_id, type: drop}
 
-Per column: ``nulls`` is ``value`` (own code, default) or ``fail``; categorical ``unseen`` is
+Per column: ``nulls`` is ``value`` (own code, default), ``fail`` or ``none`` (declared non-null: no
+null code, a null is out of domain); numerical ``spikes`` lists values that get a bin of their own; categorical ``unseen`` is
 ``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
 
 Every field is checked against its column's dtype before anything reads the table: categorical
@@ -43,6 +44,7 @@ from privsyn_spark.schema.columns import (
     SchemaError,
     integer_bin_bounds,
     uniform_edges,
+    with_spike_bins,
 )
 
 DEFAULT_MAX_COLUMN_CODES = 5000
@@ -129,10 +131,10 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
 
 
-TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed")
+TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft")
 COLUMN_KEYS = {
     "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
-    "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "out_of_range", "nulls"),
+    "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "spikes", "out_of_range", "nulls"),
     "drop": ("name", "type"),
 }
 """The keys a schema document may use, at the top and per column type."""
@@ -287,8 +289,17 @@ def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
         lo, hi = integer_bin_bounds(np.asarray(edges))
         if np.any(lo > hi):
             raise SchemaError(f"column {name!r}: a bin holds no whole number; widen the edges")
+    raw_spikes = spec.get("spikes") or []
+    if not isinstance(raw_spikes, list):
+        raise SchemaError(f"column {name!r}: spikes must be a list of values")
+    try:
+        spikes = tuple(sorted({float(_number(v)) for v in raw_spikes}))
+        edges = with_spike_bins(edges, spikes, integer)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"column {name!r}: spikes: {exc}") from None
     return NumericalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
-                           edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES))
+                           edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES),
+                           spikes=spikes)
 
 
 def _bound(name: str, key: str, value: Any, dated: bool) -> float:

@@ -1,9 +1,12 @@
 """Decoding synthetic codes back to the original schema (vectorised numpy, per Arrow batch).
 
 1. Merged rare values are expanded: a record in a merged cell gets one of the original codes of
-   that cell, drawn with the noisy 1-way marginal on the original domain (negatives as zero).
-2. Codes become values: categories with their declared type; numerical bins a value drawn
-   uniformly inside the bin (whole numbers for int/long/date/timestamp, bounds respected);
+   that cell, drawn with the noisy 1-way marginal on the original domain (negatives as zero);
+   absent values (``estimate.zeroed_values.absent_values``: a null or ``other`` code below the
+   rare-value threshold) get no weight, so they never appear.
+2. Codes become values: categories with their declared type; a spike bin its one value exactly;
+   other numerical bins a value drawn uniformly inside the bin (whole numbers for
+   int/long/date/timestamp, bounds respected);
    the null code becomes null; the ``other`` code becomes ``"__other__"`` in string columns and
    null elsewhere.
 All of it is post-processing of the measurements artifact.
@@ -35,9 +38,11 @@ class Decoder:
     """Turns (n, d) merged-domain code arrays into typed Arrow batches of the original schema."""
 
     def __init__(self, schema: Schema, value_maps: Mapping[str, np.ndarray],
-                 one_way_original: Mapping[str, np.ndarray]):
+                 one_way_original: Mapping[str, np.ndarray], absent: Mapping[str, np.ndarray] | None = None):
         self.schema = schema
-        self._expand = {c.name: _expansion(np.asarray(value_maps[c.name]), np.asarray(one_way_original[c.name]))
+        absent = absent or {}
+        self._expand = {c.name: _expansion(np.asarray(value_maps[c.name]), np.asarray(one_way_original[c.name]),
+                                           absent.get(c.name))
                         for c in schema.columns if c.name in value_maps}
 
     def original_codes(self, merged: np.ndarray, attr: str, rng: np.random.Generator) -> np.ndarray:
@@ -63,15 +68,20 @@ class Decoder:
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
 
-def _expansion(value_map: np.ndarray, weights: np.ndarray):
-    """Original codes sorted by merged code, their search keys (group + cumulative share), group starts."""
+def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None):
+    """Original codes sorted by merged code, their search keys (group + cumulative share), group starts.
+
+    Absent codes get no weight; a group whose other noisy counts are all <= 0 is uniform over its
+    present members (over all of them if none is present: such a group is never generated).
+    """
     order = np.argsort(value_map, kind="stable")
     groups = value_map[order]
     starts = np.searchsorted(groups, np.arange(int(value_map.max()) + 2))
-    w = np.clip(weights[order].astype(np.float64), 0, None)
+    present = np.ones(len(order), dtype=bool) if absent is None else ~np.asarray(absent, dtype=bool)[order]
+    w = np.where(present, np.clip(weights[order].astype(np.float64), 0, None), 0.0)
     totals = np.add.reduceat(w, starts[:-1]) if len(w) else w
-    empty = totals[groups] <= 0
-    w = np.where(empty, 1.0, w)  # a group whose noisy counts are all <= 0: uniform over its members
+    alive = np.add.reduceat(present.astype(np.float64), starts[:-1]) if len(w) else w
+    w = np.where(totals[groups] > 0, w, np.where(alive[groups] > 0, present, 1.0).astype(np.float64))
     totals = np.add.reduceat(w, starts[:-1])
     cumulative = np.cumsum(w) - np.repeat(np.cumsum(totals) - totals, np.diff(starts))
     return order.astype(np.int64), groups + cumulative / totals[groups], starts
@@ -97,6 +107,8 @@ def _numerical_values(column: NumericalColumn, codes: np.ndarray, rng: np.random
     else:
         values = edges[b] + rng.random(len(b)) * (edges[b + 1] - edges[b])
         values = np.minimum(values, edges[-1])
+        for code, value in column.spike_codes().items():  # a spike bin is its one value
+            values[b == code] = value
     mask = null if null.any() else None
     if column.dtype == "date":
         return pa.array((values // 86400).astype(np.int32), type=pa.date32(), mask=mask)
@@ -107,13 +119,15 @@ def _numerical_values(column: NumericalColumn, codes: np.ndarray, rng: np.random
 
 
 def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarray],
-                     one_way_original: Mapping[str, np.ndarray], seed: int):
+                     one_way_original: Mapping[str, np.ndarray], seed: int,
+                     absent: Mapping[str, np.ndarray] | None = None):
     """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
 
     Each batch draws from a generator seeded by (seed, partition id, batch index), so the same
-    partitioning of the same codes decodes to the same table.
+    partitioning of the same codes decodes to the same table. ``absent``: per column, original
+    codes never to decode to (see the module docstring).
     """
-    decoder = Decoder(schema, value_maps, one_way_original)
+    decoder = Decoder(schema, value_maps, one_way_original, absent)
     names = list(schema.names)
 
     def decode_batches(batches):

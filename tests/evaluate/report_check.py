@@ -6,7 +6,7 @@ import base64
 import json
 from html.parser import HTMLParser
 
-from privsyn_spark.evaluate.report import PLOTTED, format_number
+from privsyn_spark.evaluate.report import format_number, is_plotted
 
 VOID = {"meta", "img", "br", "hr", "link", "input", "col", "area", "base", "source", "wbr"}
 
@@ -54,7 +54,7 @@ def resolve(doc, pointer: str):
 
 def numeric_leaves(doc, pointer: str = ""):
     """Pointers of every number in ``doc`` outside the plotted parts."""
-    if pointer in PLOTTED:
+    if is_plotted(pointer):
         return
     if isinstance(doc, dict):
         for k, v in doc.items():

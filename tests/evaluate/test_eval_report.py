@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -63,3 +64,54 @@ def test_report_renders_and_numbers_match(tmp_path):
     keys = {n["key"] for n in parser.numbers}
     assert "/metrics/tvd/worst_pairs/0/tvd" in keys and "/budget/ledger/4/rho" in keys
     assert "/metrics/tvd/tvd_1way/in~1come" in keys  # JSON pointer escaping
+
+
+def operator_report() -> dict:
+    report = sample_report()
+    report["budget"]["spent_rho"] = 0.0123
+    report["budget"]["dataset_ledger"] = {"ledger": "/l", "dataset_id": "adult", "spent_rho": 0.02,
+                                          "budget_rho": 0.05, "left_rho": 0.03}
+    report["estimation"] = {"method": "consistency", "info": {"fallback_reason": "junction tree too large"}}
+    report["metrics"]["independent_baseline"] = {"tvd_2way_mean": 0.2334, "method": "product"}
+    report["metrics"]["values_not_in_input"] = [{"column": "sex", "value": "(null)", "synthetic_rows": 14}]
+    edges = list(np.linspace(0, 100, 41))
+    report["metrics"]["values"] = {
+        "age": {"ks": 0.25, "high_error": True, "rows": {"real": 100, "synthetic": 90},
+                "spikes": [{"value": 40.0, "declared": True, "real": 0.467, "synthetic": 0.056}],
+                "histogram": {"edges": edges, "log_x": False, "real": [3] * 40, "synthetic": [2] * 40}},
+        "gain": {"ks": 0.01, "high_error": False, "rows": {"real": 100, "synthetic": 90},
+                 "spikes": [{"value": 0.0, "declared": True, "real": 0.917, "synthetic": 0.92}],
+                 "histogram": {"edges": list(np.geomspace(1, 1e5, 41) - 1), "log_x": True,
+                               "real": [90] + [1] * 39, "synthetic": [88] + [1] * 39}}}
+    return report
+
+
+def test_report_opens_with_a_verdict_and_warnings(tmp_path):
+    json_path, html_path = write_report(operator_report(), tmp_path / "out")
+    # the 6 plots of before and one value plot per numeric column
+    report, parser = check_report(json_path, html_path, min_images=8)
+    assert len(parser.images) == 8
+    page = html_path.read_text()
+    assert page.index('id="verdict"') < page.index('id="summary"') < page.index('id="budget"')
+    text = re.sub(r"<[^>]+>", "", page)  # the page's text
+    assert "Fallback: targets came from PrivSyn's consistency step" in text
+    assert "value (null) is in the output" in text and "14 rows" in text
+    assert "3 input values outside the declared domain, handled by clip" in text
+    assert "high value-level error, KS distance 0.25" in text
+    assert "0.03 rho of 0.05 is left" in text
+    assert "better than the baseline, 0.50x its error" in text
+    assert "1.25 s" in text  # timings carry their unit
+    keys = {n["key"] for n in parser.numbers}
+    assert {"/metrics/values/age/ks", "/metrics/values/gain/spikes/0/synthetic", "/selection/marginals/0/sigma",
+            "/budget/dataset_ledger/left_rho"} <= keys
+    toc = [href for href in ("#verdict", "#summary", "#budget", "#metrics", "#timings")]
+    assert all(f'href="{h}"' in page for h in toc)
+
+
+def test_report_without_warnings_says_none(tmp_path):
+    report = sample_report()
+    report["domain_handling"] = {}
+    report["metrics"]["privacy_smoke"]["flag"] = False
+    json_path, html_path = write_report(report, tmp_path / "out")
+    _, parser = check_report(json_path, html_path, min_images=6)
+    assert "Warnings. None." in re.sub(r"<[^>]+>", "", html_path.read_text())

@@ -181,6 +181,8 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     state = dataset_state(spark, str(ledger), "adult")
     assert [(r.run_id, r.status) for r in state.reservations] == [(runs[0], "committed")], \
         "the measure step did not record its release in the budget ledger"
+    report = json.loads((work / "runs" / runs[0] / "report.json").read_text())
+    assert report["budget"]["dataset_ledger"]["spent_rho"] == pytest.approx(state.reservations[0].rho)
 
     # a retry of the measure task (same Airflow run id, even from another runs dir) reuses the
     # measurements the ledger points to and is not charged again

@@ -191,3 +191,23 @@ def test_auto_backend_counts_in_the_jvm(adult):
 def test_unknown_backend_is_refused(adult):
     with pytest.raises(ValueError, match="backend must be one of"):
         count_marginals(adult[2], [("age",)], backend="gpu")
+
+
+def test_nulls_none_has_no_null_code_and_counts_a_null_as_out_of_domain(spark, backend):
+    schema = parse_schema({"columns": [
+        {"name": "c", "type": "categorical", "values": ["a", "b"], "nulls": "none"},
+        {"name": "n", "type": "numerical", "min": 0, "max": 1, "bins": 2, "nulls": "none"}]})
+    assert [c.size for c in schema.columns] == [3, 2] and schema.column("n").null_code is None
+    df = spark.createDataFrame([("a", 0.2), ("b", 0.7), (None, None)], "c string, n double")
+    encoded = encode(df, schema)
+    counts = count_marginals(encoded, [("c",), ("n",)], backend=backend)
+    assert counts.tables[("c",)].tolist() == [1, 1, 1]  # the null goes to the other code
+    assert counts.tables[("n",)].tolist() == [2, 1]     # ... and to the first bin
+    assert counts.out_of_domain == {"c": 1, "n": 1}
+    assert check_domain_policies(encoded, counts) == {"c": {"out_of_domain": 1, "handling": "other"},
+                                                      "n": {"out_of_domain": 1, "handling": "clip"}}
+    strict = parse_schema({"columns": [{"name": "n", "type": "numerical", "min": 0, "max": 1, "nulls": "none",
+                                        "out_of_range": "fail"}]})
+    encoded = encode(df.select("n"), strict)
+    with pytest.raises(BadInputData, match="column 'n': 1 values outside"):
+        check_domain_policies(encoded, count_marginals(encoded, [("n",)], backend=backend))

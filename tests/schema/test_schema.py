@@ -131,3 +131,30 @@ def test_string_categories_read_numbers_as_text_and_integral_bins_are_accepted()
                               {"name": "y", "type": "numerical", "min": 0, "max": 1, "bins": 4.0}))
     assert schema.column("x").values == ("10001", "10002")
     assert schema.column("y").size == 4 + 1
+
+
+def test_spikes_get_bins_of_their_own_and_round_trip():
+    schema = parse_schema(doc(
+        {"name": "g", "type": "numerical", "dtype": "int", "edges": [0, 1, 2500, 5000, 99999], "spikes": [0, 3000, 99999]},
+        {"name": "h", "type": "numerical", "dtype": "int", "min": 1, "max": 99, "bins": 10, "spikes": [40]},
+        {"name": "x", "type": "numerical", "dtype": "double", "min": 0, "max": 10, "bins": 2, "spikes": [5]}))
+    g, h, x = schema.columns
+    lo, hi = integer_bin_bounds(g.edge_array())
+    for code, value in g.spike_codes().items():
+        assert lo[code] == hi[code] == value
+    lo, hi = integer_bin_bounds(h.edge_array())
+    assert [(lo[c], hi[c]) for c in h.spike_codes()] == [(40, 40)] and h.size == 12
+    (code, value), = x.spike_codes().items()
+    assert x.edges[code] == 5.0 and x.edges[code + 1] == np.nextafter(5.0, np.inf)
+    assert parse_schema(schema.to_document()).schema_hash() == schema.schema_hash()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"spikes": [120]}, "spikes: spike 120 is not a whole number inside"),
+    ({"spikes": [2.5]}, "spikes: spike 2.5 is not a whole number inside"),
+    ({"spikes": 3}, "spikes must be a list"),
+    ({"nulls": "never"}, "nulls must be one of"),
+])
+def test_bad_spikes_and_nulls_are_refused(spec, message):
+    with pytest.raises(SchemaError, match=message):
+        parse_schema(doc({"name": "a", "type": "numerical", "dtype": "int", "min": 0, "max": 99, **spec}))

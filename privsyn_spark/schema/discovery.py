@@ -1,0 +1,97 @@
+"""Spark side of private domain discovery: exact counts for ``privsyn_spark.privacy.discovery``.
+
+Only count arrays and (value, count) tallies reach the driver, and they go straight into the
+privacy code, which noises them; nothing here is logged or returned to a caller otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def cleaned(df, name: str, null_tokens: Sequence[str]):
+    """Column ``name`` with the null tokens turned into nulls."""
+    from pyspark.sql import functions as F
+
+    col = F.col(f"`{name}`")
+    if null_tokens:
+        col = F.when(F.trim(col.cast("string")).isin(*null_tokens), F.lit(None)).otherwise(col)
+    return col
+
+
+def as_number(col, temporal: bool):
+    """Numbers as doubles; dates/timestamps as epoch seconds (UTC); unparseable values as null."""
+    from pyspark.sql import functions as F
+
+    if temporal:
+        return F.unix_timestamp(col.try_cast("timestamp")).cast("double")
+    return col.try_cast("double")
+
+
+def category_counts(df, name: str, null_tokens: Sequence[str], boolean: bool = False) -> tuple[dict, int]:
+    """Exact count of every (trimmed) value of a column, and its null count (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    col = cleaned(df, name, null_tokens)
+    value = col.try_cast("boolean") if boolean else F.trim(col.cast("string"))
+    rows = df.select(value.alias("v")).groupBy("v").count().collect()
+    counts = {r["v"]: int(r["count"]) for r in rows if r["v"] is not None}
+    nulls = sum(int(r["count"]) for r in rows if r["v"] is None)
+    return counts, nulls
+
+
+def grid_counts(df, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
+                null_tokens: Sequence[str]) -> dict[str, tuple[np.ndarray, int]]:
+    """Per numeric column: exact count of each grid cell and the null count, in one pass.
+
+    ``grids[name] = (starts, lower, upper, temporal)``: values are clamped to [lower, upper] and
+    counted in cell ``searchsorted(starts, x, 'right') - 1``; nulls, NaN and unparseable values
+    count as null.
+    """
+    import pyarrow as pa
+
+    names = list(grids)
+    if not names:
+        return {}
+    sizes = [len(grids[n][0]) + 1 for n in names]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    starts = [np.asarray(grids[n][0], dtype=np.float64) for n in names]
+    bounds = [(float(grids[n][1]), float(grids[n][2])) for n in names]
+    selected = df.select(*[as_number(cleaned(df, n, null_tokens), grids[n][3]).alias(f"c{i}")
+                           for i, n in enumerate(names)])
+
+    def count(batches):
+        acc = np.zeros(int(offsets[-1]), dtype=np.int64)
+        for batch in batches:
+            for j in range(len(names)):
+                x = batch.column(j).to_numpy(zero_copy_only=False).astype(np.float64)
+                missing = np.isnan(x)
+                cells = np.searchsorted(starts[j], np.clip(x[~missing], *bounds[j]), side="right") - 1
+                part = np.bincount(np.maximum(cells, 0), minlength=sizes[j] - 1)
+                acc[offsets[j]:offsets[j] + sizes[j] - 1] += part
+                acc[offsets[j + 1] - 1] += int(missing.sum())
+        yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary())], ["counts"])
+
+    zero = np.zeros(int(offsets[-1]), dtype=np.int64)
+    total = (selected.mapInArrow(count, "counts binary").rdd
+             .map(lambda row: np.frombuffer(row[0], dtype=np.int64))
+             .treeAggregate(zero, lambda a, b: a + b, lambda a, b: a + b, depth=2))
+    return {n: (total[offsets[j]:offsets[j + 1] - 1], int(total[offsets[j + 1] - 1])) for j, n in enumerate(names)}
+
+
+def whole_number_counts(df, name: str, null_tokens: Sequence[str], temporal: bool,
+                        ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Exact count of every whole number in each inclusive range, concatenated in range order."""
+    from pyspark.sql import functions as F
+
+    x = as_number(cleaned(df, name, null_tokens), temporal)
+    inside = None
+    for lo, hi in ranges:
+        term = (x >= lo) & (x <= hi)
+        inside = term if inside is None else inside | term
+    rows = (df.select(x.alias("x"), inside.alias("inside")).where(F.col("inside") & (F.col("x") == F.floor("x")))
+            .groupBy("x").count().collect())
+    found = {int(r["x"]): int(r["count"]) for r in rows}
+    return np.asarray([found.get(v, 0) for lo, hi in ranges for v in range(lo, hi + 1)], dtype=np.int64)
