@@ -15,6 +15,7 @@ import numpy as np
 from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.randomness import Stage, generator
 from privsyn_spark.synthesize.sharded import shard_sizes
 from privsyn_spark.synthesize.sharded_spark import codes_schema
 
@@ -43,7 +44,7 @@ def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int
     def sample(batches):
         for batch in batches:
             for shard in batch.column(0).to_numpy():
-                rng = np.random.default_rng([seed, 0x96A, int(shard)])
+                rng = generator(seed, Stage.PGM_SAMPLE, int(shard))
                 codes = model.value.sample(sizes[int(shard)], rng)
                 yield pa.RecordBatch.from_arrays([pa.array(codes[:, j].astype(np.int32))
                                                   for j in range(len(domain))], names=list(domain.attrs))
