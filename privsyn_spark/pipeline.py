@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
+from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
@@ -37,8 +38,8 @@ DEFAULT_DELTA = 1e-9
 class RunConfig:
     """Everything one run needs; the CLI and the Airflow DAG fill it from their arguments."""
 
-    input: str
-    schema: str
+    input: str                           # a table location, or a description of the API's DataFrame
+    schema: Any                          # a schema file, or a Schema (the API)
     output: str
     run_id: str
     runs_dir: str = "runs"
@@ -63,6 +64,7 @@ class RunConfig:
     evaluate: bool = True
     max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
+    settings: Settings = field(default_factory=Settings)  # the rarely used knobs (--config file.yaml)
 
     @property
     def run_location(self) -> str:
@@ -115,13 +117,20 @@ def _artifacts(config: RunConfig, spark=None) -> RunArtifacts:
     return RunArtifacts(config.runs_dir, config.run_id, spark)
 
 
-def input_codes(spark, config: RunConfig):
-    """The run's input, read and encoded at most once (``InputCodes``); its scratch table under
-    ``<run>/scratch/codes`` is deleted when the returned context manager exits."""
-    from privsyn_spark.measure.input_codes import InputCodes
-    from privsyn_spark.schema.schema import load_schema
+def run_schema(config: RunConfig):
+    """The run's Schema (``config.schema`` is a file or already a Schema)."""
+    from privsyn_spark.schema.schema import Schema, load_schema
 
-    return InputCodes(spark, config.input, config.input_format, load_schema(config.schema),
+    return config.schema if isinstance(config.schema, Schema) else load_schema(config.schema)
+
+
+def input_codes(spark, config: RunConfig, source=None):
+    """The run's input (``source``: a DataFrame, default ``config.input``), read and encoded at most
+    once (``InputCodes``); its scratch table under ``<run>/scratch/codes`` is deleted when the returned
+    context manager exits."""
+    from privsyn_spark.measure.input_codes import InputCodes
+
+    return InputCodes(spark, config.input if source is None else source, config.input_format, run_schema(config),
                       _artifacts(config, spark).location("scratch", "codes"))
 
 
@@ -140,14 +149,13 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
     from privsyn_spark.privacy.release import measure_privately
     from privsyn_spark.release_guard import guarded_measure, run_fingerprint
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.write.ledger_state import check_epsilon_delta
 
     check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
     if config.ledger and not config.dataset_id:
         raise UsageError("a ledger needs a dataset id (never derived from the input)")
     state = state or RunState(config)
-    schema = load_schema(config.schema)
+    schema = run_schema(config)
 
     def draw(sampler, provenance: dict) -> Measurements:
         with _Timer(state, "measure"), (nullcontext(codes) if codes is not None
@@ -164,7 +172,8 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
 
             measurements = measure_privately(one_way, scores, engine, encoded.domain, run_id=config.run_id,
                                              schema_hash=schema.schema_hash(), epsilon=config.epsilon,
-                                             delta=config.delta, sampler=sampler)
+                                             delta=config.delta, sampler=sampler, split=config.settings.split,
+                                             selection=config.settings.selection)
             return dataclasses.replace(measurements, provenance=provenance)
 
     return guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,
@@ -185,7 +194,9 @@ def estimate(measurements: Measurements, config: RunConfig,
         return tables
     with _Timer(state, "estimate"):
         tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
-                                                  measurements.noisy_total)
+                                                  measurements.noisy_total,
+                                                  cell_budget=config.settings.estimation.cell_budget,
+                                                  consistency_iters=config.settings.estimation.consistency_iters)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
         state.estimation = {"method": method, "info": to_jsonable(info)}
         artifacts.save_targets(config.run_id, tables, state.estimation)
@@ -203,7 +214,12 @@ def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, s
 
 def config_dict(config: RunConfig) -> dict[str, Any]:
     """The run configuration as a JSON-ready dict (for the report)."""
-    return asdict(config)
+    from privsyn_spark.schema.schema import Schema
+
+    doc = asdict(config)
+    if isinstance(config.schema, Schema):
+        doc["schema"] = f"Schema {config.schema.schema_hash()}"
+    return doc
 
 
 def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
@@ -212,11 +228,10 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     from privsyn_spark.privacy.table_size import default_rows
     from privsyn_spark.runtime.scratch import run_scratch
     from privsyn_spark.runtime.tables import write_delta
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import decode_dataframe
 
     state = state or RunState(config)
-    schema = load_schema(config.schema)
+    schema = run_schema(config)
     if schema.schema_hash() != measurements.schema_hash:
         raise UsageError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
     rows = config.synth_rows if config.synth_rows is not None else default_rows(measurements)
@@ -242,7 +257,7 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     if config.synthesizer == "gum":
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
-        gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds,
+        gum = ShardedGumConfig(gum=config.settings.gum, shard_size=config.shard_rows, max_rounds=config.gum_rounds,
                                sweeps=config.gum_sweeps)
         # reliable checkpoints (see runtime/scratch.py): a lost executor's shards are recomputed from them
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
@@ -268,10 +283,9 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
     """
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-        from privsyn_spark.schema.schema import load_schema
 
         with _Timer(state, "evaluate"):
-            state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, load_schema(config.schema),
+            state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, run_schema(config),
                                             label=config.label, seed=config.seed)
     report = build_report(config, measurements, state)
     log.info("run report: %s", _artifacts(config, spark).write_report(report))
@@ -353,10 +367,9 @@ def run(spark, config: RunConfig) -> dict:
 def check_output(spark, config: RunConfig) -> None:
     """Refuse an output location the write would fail on (file, non-Delta folder, other schema in append)."""
     from privsyn_spark.runtime.output_check import check_output_table
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import output_ddl
 
-    check_output_table(spark, config.output, config.write_mode, output_ddl(load_schema(config.schema)))
+    check_output_table(spark, config.output, config.write_mode, output_ddl(run_schema(config)))
 
 
 def check_table_size(measurements: Measurements) -> None:
@@ -378,9 +391,8 @@ def _load_measurements(spark, config: RunConfig) -> Measurements:
         local_artifact,
         run_fingerprint,
     )
-    from privsyn_spark.schema.schema import load_schema
 
-    fingerprint = run_fingerprint(config, load_schema(config.schema).schema_hash())
+    fingerprint = run_fingerprint(config, run_schema(config).schema_hash())
     if config.ledger:
         from privsyn_spark.write.ledger import dataset_state
 
