@@ -147,8 +147,13 @@ class PrivSyn:
                          recharge=self.recharge, log_exact_counts=self.log_exact_counts, max_cells=self.max_cells,
                          settings=self.settings, **extra)
 
-    def plan(self) -> Plan:
-        """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data."""
+    def plan(self, df=None) -> Plan:
+        """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
+
+        ``df`` (optional): the table to be fitted; only its column names are checked against the schema.
+        """
+        if df is not None:
+            self.schema.check_table_columns(df.columns)
         from privsyn_spark.privacy.indif import indif_noise_scale
         from privsyn_spark.privacy.noise import gaussian_sigma
         from privsyn_spark.privacy.release import resolve_budget

@@ -4,6 +4,7 @@
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
+    privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
     privsyn-spark infer-schema --input table --out draft.yaml
     privsyn-spark provenance out/synthetic
 
@@ -91,10 +92,42 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                           f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
     run.add_argument("--keep-scratch", action="store_true",
                      help="keep the run's checkpoint files (removed when the run ends by default)")
+    _config_arg(run)
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
     _spark_args(parser)
+
+
+def _config_arg(group) -> None:
+    group.add_argument("--config", metavar="FILE.yaml",
+                       help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
+                            "estimation, gum")
+
+
+def _plan_parser(sub) -> None:
+    plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
+                          description="Print what a run would release from the schema and the budget alone.")
+    plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
+    plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    plan.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"privacy budget delta (default: {DEFAULT_DELTA})")
+    plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
+    plan.add_argument("--dataset-id", help="dataset key in the ledger")
+    plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
+    plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
+    _config_arg(plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """`plan`: the API's dry run (:meth:`privsyn_spark.PrivSyn.plan`), before and without Spark."""
+    from privsyn_spark.api import PrivSyn
+    from privsyn_spark.config import Settings
+
+    settings = Settings.load(args.config) if args.config else Settings()
+    synth = PrivSyn(args.schema, args.epsilon, args.delta, ledger=args.ledger, dataset_id=args.dataset_id,
+                    no_ledger=args.no_ledger, max_cells=args.max_cells, settings=settings)
+    print(synth.plan())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     }
     for step in STEPS:
         _run_args(sub.add_parser(step, help=helps[step], description=helps[step]), step)
+    _plan_parser(sub)
     infer = sub.add_parser("infer-schema", help="draft a schema from a table (NOT private: review it)",
                            description="Draft a schema file from a table. The draft reads the data, so "
                                        "its category lists and bounds are NOT private: review them.")
@@ -211,8 +245,10 @@ def _check_options(args: argparse.Namespace) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
+    from privsyn_spark.config import Settings
+
     _check_options(args)
-    return RunConfig(
+    return RunConfig(settings=Settings.load(args.config) if args.config else Settings(),
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
@@ -265,6 +301,8 @@ def _main(args: argparse.Namespace) -> int:
     from privsyn_spark import pipeline
     from privsyn_spark.runtime.session import build_spark_session
 
+    if args.command == "plan":
+        return _plan(args)
     if args.command in STEPS:
         validate_run_args(args)  # before Spark starts
     elif args.command == "budget" and args.action == "set":

@@ -89,7 +89,7 @@ class Schema:
     def load(cls, path: str | Path) -> Schema:
         """Read and validate a schema file (:func:`load_schema`).
 
-        >>> from privsyn_spark.sample.generator import SAMPLE_SCHEMA
+        >>> from privsyn_spark import SAMPLE_SCHEMA
         >>> Schema.load(SAMPLE_SCHEMA).names[:3]
         ('age', 'workclass', 'fnlwgt')
         """
