@@ -106,3 +106,44 @@ def test_a_synthesizer_needs_a_ledger_or_an_explicit_no_ledger():
         PrivSyn(Schema.from_dict(SCHEMA), epsilon=1.0)
     with pytest.raises(UsageError, match="dataset_id"):
         PrivSyn(Schema.from_dict(SCHEMA), epsilon=1.0, ledger="somewhere")
+
+
+SAMPLE_IN_ANOTHER_PROCESS = """
+import sys
+from privsyn_spark.runtime.session import build_spark_session
+spark = build_spark_session(master="local[1]", delta=False, conf={
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "37", "spark.default.parallelism": "3",
+    "spark.sql.shuffle.partitions": "5"})
+from privsyn_spark import PrivSyn
+model = PrivSyn.load(sys.argv[1])
+for synthesizer, out in (("gum", sys.argv[2]), ("pgm", sys.argv[3])):
+    model.synthesizer = synthesizer
+    model.sample(4000, seed=5).write.parquet(out)
+"""
+
+
+def sorted_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(list(frame.columns), na_position="first").reset_index(drop=True)
+
+
+@pytest.mark.slow
+def test_two_processes_with_other_arrow_batches_and_parallelism_sample_the_same_table(spark, fitted):
+    """Another process (1 core, Arrow batches of 37 rows, other default parallelism) samples the saved
+    model into the identical table, for both synthesizers (3 GUM shards of at most 1500 records)."""
+    import dataclasses
+    import os
+    import subprocess
+    import sys
+
+    root, _, _, model = fitted
+    model.save(str(root / "model5"))
+    outs = [str(root / "gum5"), str(root / "pgm5")]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-c", SAMPLE_IN_ANOTHER_PROCESS, str(root / "model5"), *outs],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for synthesizer, out in zip(("gum", "pgm"), outs):
+        here = dataclasses.replace(model, synthesizer=synthesizer).sample(4000, seed=5).toPandas()
+        there = pd.read_parquet(out)
+        assert len(here) == 4000
+        pd.testing.assert_frame_equal(sorted_rows(here), sorted_rows(there), check_dtype=False)
