@@ -84,9 +84,9 @@ class Plan:
                  + (f", dataset {self.dataset_id}" if self.dataset_id else ""),
                  f"{'release':<32} {'rho':>12} {'sigma':>10} {'cells':>10}"]
         lines += [f"{name:<32} {rho:>12.6g} {sigma:>10.4g} {cells:>10,}" for name, rho, sigma, cells in self.releases]
-        lines += ["selected marginals: rho {:.6g} split by PrivSyn Eq. 1 after selection".format(self.rho_selected),
-                  f"first engine pass: {self.first_pass_cells:,} cells (cap {self.max_cells:,}: "
-                  f"{'ok' if self.first_pass_cells <= self.max_cells else 'ABOVE the cap: the run stops before noise'})",
+        fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
+        lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
+                  f"first engine pass: {self.first_pass_cells:,} cells (cap {self.max_cells:,}: {fits})",
                   f"junction-tree cell budget: {self.cell_budget:,.0f}"]
         return "\n".join(lines)
 

@@ -110,7 +110,8 @@ def _plan_parser(sub) -> None:
                           description="Print what a run would release from the schema and the budget alone.")
     plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
     plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
-    plan.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"privacy budget delta (default: {DEFAULT_DELTA})")
+    plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                      help=f"privacy budget delta (default: {DEFAULT_DELTA})")
     plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
     plan.add_argument("--dataset-id", help="dataset key in the ledger")
     plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")

@@ -374,7 +374,8 @@ def check_output(spark, config: RunConfig) -> None:
 
 def check_table_size(measurements: Measurements) -> None:
     """Stop (BadInputData) when the noisy total cannot be told from 0; log the report's size warnings."""
-    from privsyn_spark.privacy.table_size import check_table_size as check, table_size_warnings
+    from privsyn_spark.privacy.table_size import check_table_size as check
+    from privsyn_spark.privacy.table_size import table_size_warnings
 
     check(measurements)
     for warning in table_size_warnings(measurements):

@@ -80,7 +80,7 @@ def test_plan_reads_no_data_and_matches_the_release(spark, fitted):
     poisoned = spark.range(3).select(explode("id").alias("a"), explode("id").alias("b"), explode("id").alias("n"))
     plan = synth.plan(poisoned)  # only its column names are looked at: a scan would raise
     released = {r["name"]: r for r in model.measurements.ledger if r["name"].startswith("one_way:")}
-    for name, rho, sigma, cells in plan.releases:
+    for name, rho, sigma, _ in plan.releases:
         if name in released:
             assert rho == pytest.approx(released[name]["rho"], rel=1e-12)
             assert sigma == pytest.approx(released[name]["sigma_requested"], rel=1e-12)

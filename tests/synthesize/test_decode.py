@@ -86,7 +86,8 @@ def test_a_shard_decodes_the_same_in_one_batch_or_many():
                               rng.integers(0, 4, 1000)])
     dec = decoder(c_map=(0, 1, 1, 1, 2, 3), c_weights=(5, 5, 5, 5, 1, 1))
     whole = dec.decode(merged, RowUniforms(9, 4, 0, 1000)).to_pydict()
-    parts = [dec.decode(merged[a:b], RowUniforms(9, 4, a, b - a)).to_pydict() for a, b in ((0, 7), (7, 600), (600, 1000))]
+    cuts = ((0, 7), (7, 600), (600, 1000))
+    parts = [dec.decode(merged[a:b], RowUniforms(9, 4, a, b - a)).to_pydict() for a, b in cuts]
     for name in SCHEMA.names:
         assert sum((p[name] for p in parts), []) == whole[name]
     other_shard = dec.decode(merged, RowUniforms(9, 5, 0, 1000)).to_pydict()
