@@ -9,18 +9,21 @@ SparkSession; about a minute on a laptop):
 >>> import pandas as pd
 >>> from privsyn_spark import PrivSyn, Schema, SAMPLE_DATA, SAMPLE_SCHEMA
 >>> schema = Schema.load(SAMPLE_SCHEMA)
->>> synth = PrivSyn(schema, epsilon=1.0, no_ledger=True, runs_dir=str(tmp / "runs"), run_id="doc")
+>>> synth = PrivSyn(schema, epsilon=2.0, no_ledger=True, runs_dir=str(tmp / "runs"), run_id="doc")
 >>> synth.plan().rho > 0
 True
 >>> real = pd.read_csv(SAMPLE_DATA, nrows=3000)          # or a Spark DataFrame: spark.read.csv(...)
 >>> model = synth.fit(real)                              # pandas in: a local SparkSession underneath
->>> model.save(str(tmp / "model"))
+>>> saved = model.save(str(tmp / "model"))
 >>> again = PrivSyn.load(str(tmp / "model"))
 >>> out = again.sample(500, seed=0)                     # a Spark DataFrame with the schema's types
 >>> out.count(), out.columns == list(schema.names)
 (500, True)
 >>> model.sample_pandas(500, seed=0).equals(out.toPandas())
 True
+>>> report = evaluate(real, out, schema)                # NOT private: compares with the real table
+>>> 0 <= report.metrics["tvd"]["tvd_2way_mean"] <= 1, "<html" in report.to_html(tmp / "report.html")
+(True, True)
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ class Plan:
 
     ``releases``: (name, rho, sigma, cells) of every release fixed before selection; the selected
     marginals share ``rho_selected`` by PrivSyn Eq. 1 once selection has chosen them.
+
+    >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
+    >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
+    (0.01497, 0.1, 'one_way:age')
+    >>> print(plan)  # doctest: +ELLIPSIS
+    budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
+    ...
     """
 
     epsilon: float
@@ -137,15 +147,15 @@ class PrivSyn:
         self.synthesizer, self.sharding, self.settings = synthesizer, sharding, settings
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
 
-    def run_config(self, input_name: str, run_id: str | None = None, **extra: Any) -> RunConfig:
-        """The pipeline's RunConfig of this synthesizer (``extra``: output settings, seed, rows...)."""
-        return RunConfig(input=input_name, schema=self.schema, output=extra.pop("output", ""),
+    def run_config(self, input_name: str, run_id: str | None = None) -> RunConfig:
+        """The pipeline's RunConfig of this synthesizer's measure and estimate steps."""
+        return RunConfig(input=input_name, schema=self.schema, output="",
                          run_id=run_id or self.run_id or uuid.uuid4().hex[:12], runs_dir=self.runs_dir,
                          epsilon=self.epsilon, delta=self.delta, synthesizer=self.synthesizer,
                          shard_rows=self.sharding.shard_rows, gum_rounds=self.sharding.gum_rounds,
                          gum_sweeps=self.sharding.gum_sweeps, dataset_id=self.dataset_id, ledger=self.ledger,
                          recharge=self.recharge, log_exact_counts=self.log_exact_counts, max_cells=self.max_cells,
-                         settings=self.settings, **extra)
+                         settings=self.settings)
 
     def plan(self, df=None) -> Plan:
         """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
@@ -169,10 +179,11 @@ class PrivSyn:
         releases = [(f"one_way:{a}", one_way / d, gaussian_sigma(1.0, one_way / d), domain[a]) for a in domain.attrs]
         pairs = d * (d - 1) // 2
         if indif > 0:
-            releases.append(("indif (all pairs)", indif,
+            releases.append(("indif (all pairs; InDif scale)", indif,
                              indif_noise_scale(pairs, indif, self.settings.selection.indif_scale), pairs))
-        first = sum(domain[a] for a in domain.attrs) + sum(
-            domain[a] * domain[b] for i, a in enumerate(domain.attrs) for b in domain.attrs[i + 1:])
+        # the engine computes the pairs and sums the 1-way tables from them (measure/engine.py's _plan)
+        first = (sum(domain[a] * domain[b] for i, a in enumerate(domain.attrs) for b in domain.attrs[i + 1:])
+                 if d > 1 else domain.cells(domain.attrs))
         return Plan(self.epsilon, self.delta, rho, one_way, indif, selected, tuple(releases),
                     {a: domain[a] for a in domain.attrs}, first, self.max_cells,
                     self.settings.estimation.cell_budget, self.ledger, self.dataset_id)

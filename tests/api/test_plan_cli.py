@@ -63,3 +63,14 @@ def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
     assert "measure_settings" not in run_fingerprint(base, "h")  # default runs match older artifacts
     diff = fingerprint_mismatch(run_fingerprint(base, "h"), run_fingerprint(custom, "h"))
     assert diff and "measure_settings" in diff
+
+
+def test_plan_counts_the_cells_the_first_engine_pass_computes():
+    from privsyn_spark.measure.engine import _plan, one_and_two_way
+
+    synth = PrivSyn(SAMPLE_SCHEMA, no_ledger=True, max_cells=10_000)
+    domain = synth.schema.domain()
+    _, computed, _ = _plan(domain, one_and_two_way(domain))
+    plan = synth.plan()
+    assert plan.first_pass_cells == sum(domain.cells(m) for m in computed)
+    assert "ABOVE the cap" in str(plan)  # 16,035 cells > 10,000: the run would stop before any noise
