@@ -85,7 +85,7 @@ def test_report_and_budget(spark, adult_run):
     assert saved["estimation"]["method"] in ("pgm", "consistency")
     baseline = independent_baseline(spark)
     assert 0.05 < baseline  # Adult's columns are far from independent
-    assert saved["metrics"]["tvd"]["tvd_2way_mean"] < 0.8 * baseline
+    assert saved["metrics"]["tvd"]["tvd_2way_mean"] < 0.5 * baseline  # measured: 0.024 against 0.078
     assert saved["synthesis"]["rounds"]
 
 
