@@ -1,3 +1,26 @@
-"""privsyn-spark: differentially private synthetic data (PrivSyn + Private-PGM) on Spark and Delta."""
+"""privsyn-spark: differentially private synthetic data (PrivSyn + Private-PGM) on Spark and Delta.
+
+The Python API (see :mod:`privsyn_spark.api` and the README's "Python API")::
+
+    from privsyn_spark import PrivSyn, Schema
+    model = PrivSyn(Schema.load("adult.schema.yaml"), epsilon=1.0, ledger="ledger", dataset_id="adult").fit(df)
+    out = model.sample(1_000_000, seed=0)
+"""
 
 __version__ = "0.1.0"
+
+from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, Plan, PrivSyn, Report, SynthModel, evaluate, write_delta  # noqa: E402
+from privsyn_spark.config import (  # noqa: E402
+    BudgetSplit,
+    EstimationConfig,
+    GumConfig,
+    OutputConfig,
+    SelectionConfig,
+    Settings,
+    ShardingConfig,
+)
+from privsyn_spark.schema.schema import Schema  # noqa: E402
+
+__all__ = ["BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
+           "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
+           "evaluate", "write_delta"]

@@ -4,6 +4,7 @@
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
+    privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
     privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1
     privsyn-spark provenance out/synthetic
 
@@ -67,10 +68,10 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
-    privacy.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET,
+    privacy.add_argument("--model-cells", type=float, default=None,
                          help="selection keeps the junction tree of the measured marginals within this many "
                               f"cells in total, so Private-PGM can run (default {DEFAULT_CELL_BUDGET:.0e}; 0: "
-                              "unbounded, PrivSyn's selection)")
+                              "unbounded, PrivSyn's selection; overrides --config)")
     privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
                                           "(`privsyn-spark budget set`); required unless --no-ledger")
     privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
@@ -85,9 +86,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
                        help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
-    synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default="auto",
+    synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default=None,
                        help="target marginals from Private-PGM (pgm), PrivSyn's consistency, or auto: "
-                            "Private-PGM when the model fits, else consistency (default)")
+                            "Private-PGM when the model fits, else consistency (default; overrides --config)")
     synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
     synth.add_argument("--shard-rows", type=int, default=1_000_000, help="records per GUM shard")
     synth.add_argument("--gum-rounds", type=int, default=8, help="GUM reconciliation rounds (cap)")
@@ -99,10 +100,43 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                           f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
     run.add_argument("--keep-scratch", action="store_true",
                      help="keep the run's checkpoint files (removed when the run ends by default)")
+    _config_arg(run)
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
     _spark_args(parser)
+
+
+def _config_arg(group) -> None:
+    group.add_argument("--config", metavar="FILE.yaml",
+                       help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
+                            "estimation, gum")
+
+
+def _plan_parser(sub) -> None:
+    plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
+                          description="Print what a run would release from the schema and the budget alone.")
+    plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
+    plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                      help=f"privacy budget delta (default: {DEFAULT_DELTA})")
+    plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
+    plan.add_argument("--dataset-id", help="dataset key in the ledger")
+    plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
+    plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
+    _config_arg(plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """`plan`: the API's dry run (:meth:`privsyn_spark.PrivSyn.plan`), before and without Spark."""
+    from privsyn_spark.api import PrivSyn
+    from privsyn_spark.config import Settings
+
+    settings = Settings.load(args.config) if args.config else Settings()
+    synth = PrivSyn(args.schema, args.epsilon, args.delta, ledger=args.ledger, dataset_id=args.dataset_id,
+                    no_ledger=args.no_ledger, max_cells=args.max_cells, settings=settings)
+    print(synth.plan())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     }
     for step in STEPS:
         _run_args(sub.add_parser(step, help=helps[step], description=helps[step]), step)
+    _plan_parser(sub)
     infer = sub.add_parser("infer-schema", help="draft a schema from a table, privately (--epsilon) or not",
                            description="Draft a schema file from a table for a person to review. With --epsilon "
                                        "the draft is differentially private (its cost is charged and written in "
@@ -228,14 +263,14 @@ def _check_options(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option.replace('_', '-')} must be >= {minimum}, got {value}")
     if args.run_id is not None:
         check_run_id(args.run_id)
-    if getattr(args, "model_cells", 0) < 0:
+    if (getattr(args, "model_cells", None) or 0) < 0:
         raise UsageError(f"--model-cells must be >= 0 (0: unbounded), got {args.model_cells:g}")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
     _check_options(args)
-    return RunConfig(
+    return RunConfig(settings=settings_from_args(args),
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
@@ -244,8 +279,23 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
         log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
-        max_cells=args.max_cells, keep_scratch=args.keep_scratch,
-        model_cells=args.model_cells or None, estimator=args.estimator)
+        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then the flags that override it."""
+    import dataclasses
+
+    from privsyn_spark.config import Settings
+
+    settings = Settings.load(args.config) if getattr(args, "config", None) else Settings()
+    if getattr(args, "model_cells", None) is not None:
+        settings = dataclasses.replace(settings, selection=dataclasses.replace(
+            settings.selection, model_cells=args.model_cells or None))
+    if getattr(args, "estimator", None):
+        settings = dataclasses.replace(settings, estimation=dataclasses.replace(
+            settings.estimation, estimator=args.estimator))
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,6 +389,8 @@ def _main(args: argparse.Namespace) -> int:
     from privsyn_spark import pipeline
     from privsyn_spark.runtime.session import build_spark_session
 
+    if args.command == "plan":
+        return _plan(args)
     if args.command in STEPS:
         validate_run_args(args)  # before Spark starts
     elif args.command == "infer-schema":

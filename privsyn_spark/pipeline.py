@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark import __version__
+from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
@@ -38,8 +38,8 @@ DEFAULT_DELTA = 1e-9
 class RunConfig:
     """Everything one run needs; the CLI and the Airflow DAG fill it from their arguments."""
 
-    input: str
-    schema: str
+    input: str                           # a table location, or a description of the API's DataFrame
+    schema: Any                          # a schema file, or a Schema (the API)
     output: str
     run_id: str
     runs_dir: str = "runs"
@@ -64,8 +64,7 @@ class RunConfig:
     evaluate: bool = True
     max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
-    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells selection may need (None: unbounded)
-    estimator: str = "auto"              # "auto", "pgm" or "consistency" (estimate.targets.ESTIMATORS)
+    settings: Settings = field(default_factory=Settings)  # the rarely used knobs (--config file.yaml)
 
     @property
     def run_location(self) -> str:
@@ -119,13 +118,20 @@ def _artifacts(config: RunConfig, spark=None) -> RunArtifacts:
     return RunArtifacts(config.runs_dir, config.run_id, spark)
 
 
-def input_codes(spark, config: RunConfig):
-    """The run's input, read and encoded at most once (``InputCodes``); its scratch table under
-    ``<run>/scratch/codes`` is deleted when the returned context manager exits."""
-    from privsyn_spark.measure.input_codes import InputCodes
-    from privsyn_spark.schema.schema import load_schema
+def run_schema(config: RunConfig):
+    """The run's Schema (``config.schema`` is a file or already a Schema)."""
+    from privsyn_spark.schema.schema import Schema, load_schema
 
-    return InputCodes(spark, config.input, config.input_format, load_schema(config.schema),
+    return config.schema if isinstance(config.schema, Schema) else load_schema(config.schema)
+
+
+def input_codes(spark, config: RunConfig, source=None):
+    """The run's input (``source``: a DataFrame, default ``config.input``), read and encoded at most
+    once (``InputCodes``); its scratch table under ``<run>/scratch/codes`` is deleted when the returned
+    context manager exits."""
+    from privsyn_spark.measure.input_codes import InputCodes
+
+    return InputCodes(spark, config.input if source is None else source, config.input_format, run_schema(config),
                       _artifacts(config, spark).location("scratch", "codes"))
 
 
@@ -142,16 +148,15 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif import indif_scores
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-    from privsyn_spark.privacy.release import SelectionConfig, measure_privately
+    from privsyn_spark.privacy.release import measure_privately
     from privsyn_spark.release_guard import guarded_measure, run_fingerprint
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.write.ledger_state import check_epsilon_delta
 
     check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
     if config.ledger and not config.dataset_id:
         raise UsageError("a ledger needs a dataset id (never derived from the input)")
     state = state or RunState(config)
-    schema = load_schema(config.schema)
+    schema = run_schema(config)
 
     def draw(sampler, provenance: dict) -> Measurements:
         with _Timer(state, "measure"), (nullcontext(codes) if codes is not None
@@ -177,8 +182,8 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
             start = time.perf_counter()
             measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=config.run_id,
                                              schema_hash=schema.schema_hash(), epsilon=config.epsilon,
-                                             delta=config.delta, sampler=sampler,
-                                             selection=SelectionConfig(model_cells=config.model_cells))
+                                             delta=config.delta, sampler=sampler, split=config.settings.split,
+                                             selection=config.settings.selection)
             state.timings["noise+select"] = time.perf_counter() - start - counting[0]
             return dataclasses.replace(measurements, provenance=provenance)
 
@@ -199,7 +204,6 @@ def estimate(measurements: Measurements, config: RunConfig,
     """Consistent target marginals for GUM (Private-PGM, or PrivSyn's consistency fallback); cached."""
     from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
     from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
-    from privsyn_spark.schema.schema import load_schema
 
     state = state or RunState(config)
     artifacts = _artifacts(config)
@@ -208,10 +212,12 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, state.estimation = cached
         return tables
     with _Timer(state, "estimate"):
+        estimation = config.settings.estimation
         tables, method, info = consistent_targets(
             measurements.marginals, measurements.domain, measurements.noisy_total,
-            estimation_budget(config.model_cells, config.estimator), estimator_choice=config.estimator)
-        absent = absent_values(load_schema(config.schema), measurements)
+            estimation_budget(config.settings.selection.model_cells, estimation.estimator),
+            estimator_choice=estimation.estimator, consistency_iters=estimation.consistency_iters)
+        absent = absent_values(run_schema(config), measurements)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                     unavailable_merged(absent, measurements.value_maps, measurements.domain))
         state.estimation = {"method": method, "info": to_jsonable(info)}
@@ -230,7 +236,12 @@ def run_properties(config: RunConfig, measurements: Measurements) -> dict[str, s
 
 def config_dict(config: RunConfig) -> dict[str, Any]:
     """The run configuration as a JSON-ready dict (for the report)."""
-    return asdict(config)
+    from privsyn_spark.schema.schema import Schema
+
+    doc = asdict(config)
+    if isinstance(config.schema, Schema):
+        doc["schema"] = f"Schema {config.schema.schema_hash()}"
+    return doc
 
 
 def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
@@ -240,11 +251,10 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     from privsyn_spark.runtime.scratch import run_scratch
     from privsyn_spark.estimate.zeroed_values import absent_values
     from privsyn_spark.runtime.tables import write_delta
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import decode_dataframe
 
     state = state or RunState(config)
-    schema = load_schema(config.schema)
+    schema = run_schema(config)
     if schema.schema_hash() != measurements.schema_hash:
         raise UsageError(f"schema {config.schema} is not the one run {config.run_id} was measured with")
     rows = config.synth_rows if config.synth_rows is not None else default_rows(measurements)
@@ -270,7 +280,7 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     if config.synthesizer == "gum":
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
-        gum = ShardedGumConfig(shard_size=config.shard_rows, max_rounds=config.gum_rounds,
+        gum = ShardedGumConfig(gum=config.settings.gum, shard_size=config.shard_rows, max_rounds=config.gum_rounds,
                                sweeps=config.gum_sweeps)
         # reliable checkpoints (see runtime/scratch.py): a lost executor's shards are recomputed from them
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
@@ -287,7 +297,7 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
         return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows,
-                                    cell_budget=estimation_budget(config.model_cells))
+                                    cell_budget=estimation_budget(config.settings.selection.model_cells))
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
 
 
@@ -298,10 +308,9 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
     """
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-        from privsyn_spark.schema.schema import load_schema
 
         with _Timer(state, "evaluate"):
-            state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, load_schema(config.schema),
+            state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, run_schema(config),
                                             label=config.label, seed=config.seed)
     report = build_report(config, measurements, state)
     log.info("run report: %s", _artifacts(config, spark).write_report(report))
@@ -384,15 +393,15 @@ def run(spark, config: RunConfig) -> dict:
 def check_output(spark, config: RunConfig) -> None:
     """Refuse an output location the write would fail on (file, non-Delta folder, other schema in append)."""
     from privsyn_spark.runtime.output_check import check_output_table
-    from privsyn_spark.schema.schema import load_schema
     from privsyn_spark.synthesize.decode import output_ddl
 
-    check_output_table(spark, config.output, config.write_mode, output_ddl(load_schema(config.schema)))
+    check_output_table(spark, config.output, config.write_mode, output_ddl(run_schema(config)))
 
 
 def check_table_size(measurements: Measurements) -> None:
     """Stop (BadInputData) when the noisy total cannot be told from 0; log the report's size warnings."""
-    from privsyn_spark.privacy.table_size import check_table_size as check, table_size_warnings
+    from privsyn_spark.privacy.table_size import check_table_size as check
+    from privsyn_spark.privacy.table_size import table_size_warnings
 
     check(measurements)
     for warning in table_size_warnings(measurements):
@@ -409,9 +418,8 @@ def _load_measurements(spark, config: RunConfig) -> Measurements:
         local_artifact,
         run_fingerprint,
     )
-    from privsyn_spark.schema.schema import load_schema
 
-    fingerprint = run_fingerprint(config, load_schema(config.schema).schema_hash())
+    fingerprint = run_fingerprint(config, run_schema(config).schema_hash())
     if config.ledger:
         from privsyn_spark.write.ledger import dataset_state
 

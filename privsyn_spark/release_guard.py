@@ -61,12 +61,22 @@ class TrackingSampler:
 
 
 def run_fingerprint(config, schema_hash: str) -> dict:
-    """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input."""
+    """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input (and the
+    same budget split and selection settings when they are not the defaults)."""
     source = config.input
     if "://" not in source and ("/" in source or Path(source).exists()):
         source = str(Path(source).expanduser().absolute())
-    return {"epsilon": float(config.epsilon), "delta": float(config.delta), "schema_hash": schema_hash,
-            "input": source}
+    fingerprint = {"epsilon": float(config.epsilon), "delta": float(config.delta), "schema_hash": schema_hash,
+                   "input": source}
+    settings = getattr(config, "settings", None)
+    if settings is not None:  # a non-default budget split or selection changes what is released
+        from privsyn_spark.config import Settings
+
+        default = Settings()
+        if (settings.split, settings.selection) != (default.split, default.selection):
+            fingerprint["measure_settings"] = {k: v for k, v in settings.to_dict().items()
+                                               if k in ("budget_split", "selection")}
+    return fingerprint
 
 
 def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -> None:

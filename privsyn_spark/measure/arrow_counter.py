@@ -2,7 +2,9 @@
 
 Portable (it needs no jar, and runs wherever PySpark's Arrow UDFs run), but every row crosses
 from the JVM to a Python worker as Arrow; :mod:`privsyn_spark.measure.jvm_counter` avoids that.
-Per-partition memory: the requested cells (8 bytes each) plus one Arrow batch.
+Per-partition memory: the requested cells (8 bytes each) plus about ``BATCH_ROWS`` rows: the
+session's Arrow batches (``spark.sql.execution.arrow.maxRecordsPerBatch``, never changed here) are
+gathered into blocks of that size before counting.
 """
 
 from __future__ import annotations
@@ -14,7 +16,24 @@ import numpy as np
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
 from privsyn_spark.measure.packing import CountLayout
 
-BATCH_ROWS = 200_000  # Arrow batch size for the hand-off to Python
+BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
+
+
+def _blocks(batches, rows: int = BATCH_ROWS):
+    """The Arrow batches gathered into record batches of about ``rows`` rows (fewer bincount calls)."""
+    import pyarrow as pa
+
+    pending, held = [], 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, held = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def _partition_counter(layout: CountLayout):
@@ -29,9 +48,7 @@ def _partition_counter(layout: CountLayout):
 
     def count(batches):
         acc = np.zeros(layout.length, dtype=np.int64)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
+        for batch in _blocks(batches):
             words = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
             flagged = [bool(np.any(w & m)) for w, m in zip(words, masks)]  # any status bit set?
             codes = {}
@@ -64,7 +81,6 @@ def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) ->
 
 def count_with_arrow(packed, layout: CountLayout) -> tuple[np.ndarray, float]:
     """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB)."""
-    packed.sparkSession.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
     zero = (np.zeros(layout.length, dtype=np.int64), 0)
     total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(

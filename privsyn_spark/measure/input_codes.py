@@ -31,10 +31,11 @@ log = logging.getLogger(__name__)
 class InputCodes:
     """Lazily read, encode and persist the input once; hand out the persisted packed codes.
 
-    Use as a context manager (or call ``close``): the scratch table is deleted on exit.
+    Use as a context manager (or call ``close``): the scratch table is deleted on exit. ``source`` is
+    a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
     """
 
-    def __init__(self, spark, source: str, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
+    def __init__(self, spark, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
@@ -44,7 +45,8 @@ class InputCodes:
         if self._packed is None:
             from privsyn_spark.runtime.tables import read_table
 
-            raw = read_table(self.spark, self.source, self.fmt, infer_types=False)
+            raw = (self.source if not isinstance(self.source, str)
+                   else read_table(self.spark, self.source, self.fmt, infer_types=False))
             packed = pack_codes(encode(raw, self.schema))
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))

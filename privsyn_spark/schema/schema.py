@@ -87,6 +87,25 @@ class Schema:
         text = json.dumps(self.to_document(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    @classmethod
+    def load(cls, path: str | Path) -> Schema:
+        """Read and validate a schema file (:func:`load_schema`).
+
+        >>> from privsyn_spark import SAMPLE_SCHEMA
+        >>> Schema.load(SAMPLE_SCHEMA).names[:3]
+        ('age', 'workclass', 'fnlwgt')
+        """
+        return load_schema(path)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> Schema:
+        """Validate a schema document (the file's content as a dict).
+
+        >>> Schema.from_dict({"columns": [{"name": "x", "type": "categorical", "values": ["a", "b"]}]}).names
+        ('x',)
+        """
+        return parse_schema(doc)
+
     def check_table_columns(self, table_columns: Iterable[str]) -> None:
         """Raise SchemaError naming every declared column the table lacks."""
         present = set(table_columns)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from privsyn_spark.measure.encode import spark_type
+from privsyn_spark.randomness import Stage, uniforms_at
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
 
@@ -34,6 +35,20 @@ def output_ddl(schema: Schema) -> str:
     return ", ".join(f"`{c.name}` {spark_type(c.dtype)}" for c in schema.columns)
 
 
+class RowUniforms:
+    """The decoding draws of consecutive rows ``start ..`` of one shard: uniforms per (column, use),
+    a function of (seed, shard, row position) only (:func:`privsyn_spark.randomness.uniforms_at`)."""
+
+    def __init__(self, seed: int, shard: int, start: int, rows: int) -> None:
+        self.seed, self.shard, self.start, self.rows = seed, shard, start, rows
+
+    def __call__(self, column: int, use: int) -> np.ndarray:
+        return uniforms_at(self.seed, Stage.DECODE, self.shard, 2 * column + use, self.start, self.rows)
+
+
+_EXPAND, _VALUE = 0, 1  # the two uses of a column's draws
+
+
 class Decoder:
     """Turns (n, d) merged-domain code arrays into typed Arrow batches of the original schema."""
 
@@ -45,26 +60,29 @@ class Decoder:
                                            absent.get(c.name))
                         for c in schema.columns if c.name in value_maps}
 
-    def original_codes(self, merged: np.ndarray, attr: str, rng: np.random.Generator) -> np.ndarray:
-        """Expand merged codes of ``attr`` to original codes (identity where nothing was merged)."""
+    def original_codes(self, merged: np.ndarray, attr: str, u: np.ndarray) -> np.ndarray:
+        """Expand merged codes of ``attr`` to original codes (identity where nothing was merged);
+        ``u``: one uniform per record."""
         if attr not in self._expand:
             return merged
         members, keys, starts = self._expand[attr]
         # keys = group + cumulative share within the group, increasing over the concatenated groups,
         # so one searchsorted picks a member of each record's own group with the right probability
-        position = np.searchsorted(keys, merged + rng.random(len(merged)), side="right")
+        position = np.searchsorted(keys, merged + u, side="right")
         position = np.clip(position, starts[merged], starts[merged + 1] - 1)
         return members[position]
 
-    def decode(self, merged_codes: np.ndarray, rng: np.random.Generator) -> pa.RecordBatch:
+    def decode(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> pa.RecordBatch:
         """Decode one batch of records (rows: records, columns: the schema's kept columns)."""
         arrays = []
         for j, column in enumerate(self.schema.columns):
-            codes = self.original_codes(np.asarray(merged_codes[:, j], dtype=np.int64), column.name, rng)
+            codes = np.asarray(merged_codes[:, j], dtype=np.int64)
+            if column.name in self._expand:
+                codes = self.original_codes(codes, column.name, uniforms(j, _EXPAND))
             if isinstance(column, CategoricalColumn):
                 arrays.append(_categorical_values(column, codes))
             else:
-                arrays.append(_numerical_values(column, codes, rng))
+                arrays.append(_numerical_values(column, codes, uniforms(j, _VALUE)))
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
 
@@ -95,17 +113,17 @@ def _categorical_values(column: CategoricalColumn, codes: np.ndarray) -> pa.Arra
     return table.take(pa.array(codes))
 
 
-def _numerical_values(column: NumericalColumn, codes: np.ndarray, rng: np.random.Generator) -> pa.Array:
+def _numerical_values(column: NumericalColumn, codes: np.ndarray, u: np.ndarray) -> pa.Array:
     edges = column.edge_array()
     bins = len(edges) - 1
     null = codes >= bins
     b = np.where(null, 0, codes)
     if column.integer:
         lo, hi = integer_bin_bounds(edges)
-        values = lo[b] + np.floor(rng.random(len(b)) * (hi[b] - lo[b] + 1)).astype(np.int64)
+        values = lo[b] + np.floor(u * (hi[b] - lo[b] + 1)).astype(np.int64)
         values = np.minimum(values, hi[b])
     else:
-        values = edges[b] + rng.random(len(b)) * (edges[b + 1] - edges[b])
+        values = edges[b] + u * (edges[b + 1] - edges[b])
         values = np.minimum(values, edges[-1])
         for code, value in column.spike_codes().items():  # a spike bin is its one value
             values[b == code] = value
@@ -123,8 +141,10 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
                      absent: Mapping[str, np.ndarray] | None = None):
     """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
 
-    Each batch draws from a generator seeded by (seed, partition id, batch index), so the same
-    partitioning of the same codes decodes to the same table. ``absent``: per column, original
+    Partition ``i`` of ``codes_df`` must hold synthesis shard ``i`` in a fixed order (what both
+    synthesizers produce: one partition per shard); a record's draws are a function of (seed, its
+    shard, its position in the shard) only (:mod:`privsyn_spark.randomness`), so the table does not
+    depend on the session's Arrow batch size or parallelism. ``absent``: per column, original
     codes never to decode to (see the module docstring).
     """
     decoder = Decoder(schema, value_maps, one_way_original, absent)
@@ -133,12 +153,12 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
     def decode_batches(batches):
         from pyspark import TaskContext
 
-        partition = TaskContext.get().partitionId()
-        for index, batch in enumerate(batches):
+        shard, start = TaskContext.get().partitionId(), 0
+        for batch in batches:
             if batch.num_rows == 0:
                 continue
             codes = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in names])
-            rng = np.random.default_rng([seed, 0xDEC0DE, partition, index])
-            yield decoder.decode(codes, rng)
+            yield decoder.decode(codes, RowUniforms(seed, shard, start, batch.num_rows))
+            start += batch.num_rows
 
     return codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))

@@ -18,6 +18,7 @@ import numpy as np
 from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.randomness import Stage, generator
 from privsyn_spark.synthesize.sharded import shard_sizes
 from privsyn_spark.synthesize.sharded_spark import codes_schema
 
@@ -37,7 +38,7 @@ def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CH
     Records are drawn ``chunk`` at a time (memory bounded by the chunk, work linear in ``rows``); a pure
     function of its arguments, so a recomputed task yields the same records.
     """
-    rng = np.random.default_rng([seed, 0x96A, int(shard)])
+    rng = generator(seed, Stage.PGM_SAMPLE, int(shard))
     for lo in range(0, rows, chunk):
         codes = model.sample(min(chunk, rows - lo), rng).astype(np.int32)
         for start in range(0, codes.shape[0], batch):

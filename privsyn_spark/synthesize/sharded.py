@@ -130,7 +130,9 @@ def shard_sizes(n: int, shard_size: int) -> list[int]:
 
 def shard_rng(seed: int, tag: int, shard: int, round_: int) -> np.random.Generator:
     """The random stream of one shard at one stage: a function of (seed, stage, shard id, round) only."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(tag, shard, round_)))
+    from privsyn_spark.randomness import generator
+
+    return generator(seed, tag, shard, round_)
 
 
 class TableLayout:

@@ -139,10 +139,12 @@ def test_cli_model_cells_and_estimator_flags() -> None:
     from privsyn_spark.cli import build_parser, config_from_args
 
     base = ["run", "--input", "in", "--schema", "s.yaml", "--output", "out"]
-    config = config_from_args(build_parser().parse_args(base))
-    assert (config.model_cells, config.estimator) == (DEFAULT_CELL_BUDGET, "auto")
+    def chosen(config):
+        return config.settings.selection.model_cells, config.settings.estimation.estimator
+
+    assert chosen(config_from_args(build_parser().parse_args(base))) == (DEFAULT_CELL_BUDGET, "auto")
     config = config_from_args(build_parser().parse_args(base + ["--model-cells", "0", "--estimator", "pgm"]))
-    assert (config.model_cells, config.estimator) == (None, "pgm")
+    assert chosen(config) == (None, "pgm")
     with pytest.raises(UsageError, match="--model-cells"):
         config_from_args(build_parser().parse_args(base + ["--model-cells", "-1"]))
 

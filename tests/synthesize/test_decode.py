@@ -8,7 +8,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.schema.schema import parse_schema
-from privsyn_spark.synthesize.decode import Decoder
+from privsyn_spark.synthesize.decode import Decoder, RowUniforms
 
 SCHEMA = parse_schema({"columns": [
     {"name": "x", "type": "numerical", "dtype": "double", "min": 0, "max": 10, "bins": 2, "spikes": [0, 5]},
@@ -31,7 +31,7 @@ def test_spike_bins_decode_to_their_value_exactly():
     assert x.spike_codes() == {0: 0.0, 2: 5.0} and g.spike_codes() == {3: 3000.0}
     decoder = Decoder(SCHEMA, {}, {})
     codes = np.column_stack([np.repeat([0, 1, 2, 3], 250), np.repeat([0, 3, 2, 4], 250), np.zeros(1000, int)])
-    batch = decoder.decode(codes, np.random.default_rng(0))
+    batch = decoder.decode(codes, RowUniforms(0, 0, 0, len(codes)))
     xs, gs = batch.column(0).to_numpy(), batch.column(1).to_numpy()
     assert set(xs[:250]) == {0.0} and set(xs[500:750]) == {5.0}
     assert np.all((xs[250:500] > 0) & (xs[250:500] < 5)) and np.all((xs[750:] > 5) & (xs[750:] <= 10))
@@ -51,9 +51,9 @@ def test_absent_null_and_other_codes_never_decode():
     assert absent["x"].tolist() == [False] * 4 + [True] and absent["g"][-1]
     decoder = Decoder(SCHEMA, maps, one_way, absent)
     codes = np.column_stack([np.zeros(5000, int), np.zeros(5000, int), np.full(5000, 2)])
-    values = decoder.decode(codes, np.random.default_rng(1)).column(2).to_pylist()
+    values = decoder.decode(codes, RowUniforms(1, 0, 0, len(codes))).column(2).to_pylist()
     assert set(values) == {"r"}  # never "__other__" nor None
-    without = Decoder(SCHEMA, maps, one_way).decode(codes, np.random.default_rng(1)).column(2).to_pylist()
+    without = Decoder(SCHEMA, maps, one_way).decode(codes, RowUniforms(1, 0, 0, len(codes))).column(2).to_pylist()
     assert {"__other__", None} <= set(without)  # what happened before
 
 

@@ -1,0 +1,76 @@
+"""`privsyn-spark plan` (the API's dry run) and `--config`: no data, no Spark session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from privsyn_spark import SAMPLE_SCHEMA, BudgetSplit, PrivSyn, Settings
+from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.errors import UsageError
+
+CODE = """
+import sys
+from privsyn_spark import cli
+code = cli.main(["plan", "--schema", sys.argv[1], "--epsilon", "2", "--no-ledger", "--config", sys.argv[2]])
+print("pyspark imported:", "pyspark" in sys.modules)
+sys.exit(code)
+"""
+
+
+def test_plan_command_prints_the_split_without_spark(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("budget_split: {one_way: 0.2, indif: 0.1, selected: 0.7}\n")
+    done = subprocess.run([sys.executable, "-c", CODE, SAMPLE_SCHEMA, str(config)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pyspark imported: False" in done.stdout
+    expected = PrivSyn(SAMPLE_SCHEMA, 2.0, no_ledger=True,
+                       settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).plan()
+    assert f"one-way {expected.rho_one_way:.6g}" in done.stdout
+    assert expected.rho_one_way == pytest.approx(0.2 * expected.rho)
+
+
+def test_config_file_reaches_the_run_config(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("selection: {max_pairs: 3}\nestimation: {cell_budget: 1000}\ngum: {alpha_0: 0.25}\n")
+    args = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
+                                      "--no-ledger", "--config", str(config)])
+    settings = config_from_args(args).settings
+    assert settings.selection.max_pairs == 3 and settings.estimation.cell_budget == 1000
+    assert settings.gum.alpha_0 == 0.25 and settings.split == BudgetSplit()
+    config.write_text("budget_split: {one_way: 0.5}\n")  # does not sum to 1
+    with pytest.raises(UsageError, match="budget_split"):
+        config_from_args(args)
+
+
+def test_plan_refuses_what_a_run_would_refuse():
+    with pytest.raises(UsageError, match="epsilon"):
+        PrivSyn(SAMPLE_SCHEMA, epsilon=-1.0, no_ledger=True)
+    with pytest.raises(UsageError, match="not both"):
+        PrivSyn(SAMPLE_SCHEMA, ledger="l", dataset_id="d", no_ledger=True)
+
+
+def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
+    from privsyn_spark.release_guard import run_fingerprint
+    from privsyn_spark.write.ledger_state import fingerprint_mismatch
+
+    base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).run_config("t", "r1")
+    custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True,
+                     settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).run_config("t", "r1")
+    assert "measure_settings" not in run_fingerprint(base, "h")  # default runs match older artifacts
+    diff = fingerprint_mismatch(run_fingerprint(base, "h"), run_fingerprint(custom, "h"))
+    assert diff and "measure_settings" in diff
+
+
+def test_plan_counts_the_cells_the_first_engine_pass_computes():
+    from privsyn_spark.measure.engine import _plan, one_and_two_way
+
+    synth = PrivSyn(SAMPLE_SCHEMA, no_ledger=True, max_cells=10_000)
+    domain = synth.schema.domain()
+    _, computed, _ = _plan(domain, one_and_two_way(domain))
+    plan = synth.plan()
+    assert plan.first_pass_cells == sum(domain.cells(m) for m in computed)
+    assert "ABOVE the cap" in str(plan)  # 16,035 cells > 10,000: the run would stop before any noise
