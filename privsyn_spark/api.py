@@ -83,7 +83,7 @@ class Plan:
     attribute_cells: Mapping[str, int]
     first_pass_cells: int
     max_cells: int
-    cell_budget: float
+    model_cells: float | None
     ledger: str | None
     dataset_id: str | None
 
@@ -97,7 +97,8 @@ class Plan:
         fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
         lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
                   f"first engine pass: {self.first_pass_cells:,} cells (cap {self.max_cells:,}: {fits})",
-                  f"junction-tree cell budget: {self.cell_budget:,.0f}"]
+                  "model size: the measured marginals' junction tree within "
+                  + (f"{self.model_cells:,.0f} cells (Private-PGM runs)" if self.model_cells else "no bound")]
         return "\n".join(lines)
 
 
@@ -186,7 +187,7 @@ class PrivSyn:
                  if d > 1 else domain.cells(domain.attrs))
         return Plan(self.epsilon, self.delta, rho, one_way, indif, selected, tuple(releases),
                     {a: domain[a] for a in domain.attrs}, first, self.max_cells,
-                    self.settings.estimation.cell_budget, self.ledger, self.dataset_id)
+                    self.settings.selection.model_cells, self.ledger, self.dataset_id)
 
     def fit(self, df, run_id: str | None = None) -> SynthModel:
         """Measure ``df`` privately (the only read of private data; charged once) and estimate the targets.

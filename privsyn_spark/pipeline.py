@@ -127,12 +127,12 @@ def run_schema(config: RunConfig):
 
 def input_codes(spark, config: RunConfig, source=None):
     """The run's input (``source``: a DataFrame, default ``config.input``), read and encoded at most
-    once (``InputCodes``); its scratch table under ``<run>/scratch/codes`` is deleted when the returned
+    once (``InputCodes``); its scratch table under ``<run>/scratch`` is deleted when the returned
     context manager exits."""
     from privsyn_spark.measure.input_codes import InputCodes
 
     return InputCodes(spark, config.input if source is None else source, config.input_format, run_schema(config),
-                      _artifacts(config, spark).location("scratch", "codes"))
+                      _artifacts(config, spark).location("scratch"))
 
 
 def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
@@ -309,9 +309,15 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
 
+        from privsyn_spark.runtime.tables import read_table
+
+        # counts come from the run's persisted codes; only the value-level metrics of numeric columns
+        # (KS distance, spike shares: not private, operators only) read the source's raw values again
+        raw = (read_table(spark, config.input, config.input_format, infer_types=False)
+               if isinstance(config.input, str) else config.input)
         with _Timer(state, "evaluate"):
             state.metrics = evaluate_tables(spark, codes.encoded(), synthetic, run_schema(config),
-                                            label=config.label, seed=config.seed)
+                                            label=config.label, seed=config.seed, real_values=raw)
     report = build_report(config, measurements, state)
     log.info("run report: %s", _artifacts(config, spark).write_report(report))
     return report

@@ -19,6 +19,7 @@ from privsyn_spark.evaluate.privacy_smoke import DEFAULT_TOLERANCE, privacy_smok
 from privsyn_spark.evaluate.value_metrics import value_metrics
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts, all_pairs
+from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,12 @@ def values_not_in_input(schema: Schema, real: MarginalCounts, synthetic: Margina
 
 def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
              n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
-             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE) -> dict:
+             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values=None) -> dict:
     """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
 
-    ``real_df`` may also be the real table already encoded (e.g. the run's persisted input codes).
+    ``real_df`` may also be the real table already encoded (e.g. the run's persisted input codes);
+    the value-level metrics of numeric columns then read the raw table ``real_values`` (skipped when
+    it is None).
 
     Fidelity (TVD, range queries) from engine counts; the privacy smoke check and, if ``label``
     is given, ML efficacy on a seeded held-out part (``test_fraction``) of the real table.
@@ -80,9 +83,18 @@ def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = N
     try:
         metrics = _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
                             smoke_tolerance)
-        start = time.perf_counter()
-        metrics["values"] = value_metrics(real_df, synthetic_df, schema)
-        metrics["seconds"]["values"] = time.perf_counter() - start
+        raw = real_values if real_values is not None else (None if isinstance(real_df, EncodedTable) else real_df)
+        if raw is not None:
+            from pyspark import StorageLevel
+
+            start = time.perf_counter()
+            numeric = [c.name for c in schema.columns if isinstance(c, NumericalColumn)]
+            raw = raw.select(*numeric).persist(StorageLevel.MEMORY_AND_DISK)  # one scan for all columns
+            try:
+                metrics["values"] = value_metrics(raw, synthetic_df, schema)
+            finally:
+                raw.unpersist()
+            metrics["seconds"]["values"] = time.perf_counter() - start
         return metrics
     finally:
         real.df.unpersist()

@@ -31,10 +31,14 @@ def _values(df, schema: Schema, column: NumericalColumn):
     """The column as doubles (dates/timestamps as epoch seconds), null tokens as nulls; nulls dropped."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.measure.encode import _as_number, _raw
+    from privsyn_spark.measure.encode import _raw, epoch_seconds
 
-    return df.select(_as_number(_raw(schema, column), column).alias("x")).where(F.col("x").isNotNull()
-                                                                              & ~F.isnan("x"))
+    raw = _raw(schema, column)
+    if column.dtype in ("date", "timestamp"):
+        number = epoch_seconds(raw, dict(df.dtypes)[column.name], column.dtype)
+    else:
+        number = raw.try_cast("double")
+    return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))
 
 
 def ks_distance(real, synthetic) -> float:

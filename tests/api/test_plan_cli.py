@@ -35,11 +35,19 @@ def test_plan_command_prints_the_split_without_spark(tmp_path):
 
 def test_config_file_reaches_the_run_config(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("selection: {max_pairs: 3}\nestimation: {cell_budget: 1000}\ngum: {alpha_0: 0.25}\n")
+    config.write_text("selection: {max_pairs: 3, model_cells: 1000}\nestimation: {estimator: consistency}\n"
+                      "gum: {alpha_0: 0.25}\n")
     args = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
                                       "--no-ledger", "--config", str(config)])
     settings = config_from_args(args).settings
-    assert settings.selection.max_pairs == 3 and settings.estimation.cell_budget == 1000
+    assert settings.selection.max_pairs == 3 and settings.selection.model_cells == 1000
+    assert settings.estimation.estimator == "consistency"
+    flags = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
+                                       "--no-ledger", "--config", str(config), "--model-cells", "0",
+                                       "--estimator", "pgm"])
+    overridden = config_from_args(flags).settings  # the flags win over the file
+    assert (overridden.selection.model_cells, overridden.estimation.estimator) == (None, "pgm")
+    assert overridden.selection.max_pairs == 3
     assert settings.gum.alpha_0 == 0.25 and settings.split == BudgetSplit()
     config.write_text("budget_split: {one_way: 0.5}\n")  # does not sum to 1
     with pytest.raises(UsageError, match="budget_split"):
