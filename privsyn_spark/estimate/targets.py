@@ -34,7 +34,8 @@ def consistent_targets(
     cliques fits ``cell_budget`` (tables are the fitted model's marginals), else ``"consistency"``
     (PrivSyn's post-processing). ``total`` None estimates it from the tables. ``rng`` only breaks
     ties in the elimination order (None: deterministic). ``estimator`` defaults to
-    :class:`MirrorDescent`.
+    :class:`MirrorDescent`. With ``"pgm"``, ``info["model"]`` is the fitted graphical model (not JSON:
+    callers that save ``info`` pop it; GUM starts from its samples, the ``pgm`` synthesizer samples it).
     """
     start = time.perf_counter()
     if not marginals:
@@ -57,7 +58,8 @@ def consistent_targets(
     info.update({"method": "pgm", "estimator": result.method, "iterations": result.iterations,
                  "converged": result.converged, "loss": result.loss,
                  "max_clique_cells": tree.max_clique_cells, "largest_clique": list(tree.largest_clique),
-                 "junction_tree_cliques": len(tree.cliques), "seconds": time.perf_counter() - start})
+                 "junction_tree_cliques": len(tree.cliques), "seconds": time.perf_counter() - start,
+                 "model": result.model})
     log.info("consistent targets from the graphical model: %d cliques, %d iterations, %.2fs",
              len(cliques), result.iterations, info["seconds"])
     return tables, "pgm", info

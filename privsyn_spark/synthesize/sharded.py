@@ -87,6 +87,10 @@ class ShardedGumConfig:
     """Local GUM iterations (k) between two reconciliations."""
     max_rounds: int = 8
     """Jacobi rounds (the first one starts from the 1-way initialisation); sweeps come after them."""
+    model_max_rounds: int = 1
+    """Jacobi rounds (at most ``max_rounds``) when the shards start from samples of the fitted model: on
+    the Adult sample (epsilon 0.5, the pipeline's Private-PGM targets) 1 round ends at a lower error to
+    the targets than 2, 4 or 8 (and than 8 rounds from the 1-way start), at a fifth of the time."""
     tolerance: float = 0.0
     """Stop when every tracked target's union L1 / n is at or below this (0: run every round)."""
     sweeps: int = 0
@@ -108,8 +112,9 @@ class ShardedGumConfig:
     a single shard's error floor."""
 
     def __post_init__(self) -> None:
-        if self.shard_size < 1 or self.iterations_per_round < 1 or self.max_rounds < 1:
-            raise ValueError("ShardedGumConfig: shard_size, iterations_per_round and max_rounds must be >= 1")
+        if min(self.shard_size, self.iterations_per_round, self.max_rounds, self.model_max_rounds) < 1:
+            raise ValueError("ShardedGumConfig: shard_size, iterations_per_round, max_rounds and model_max_rounds "
+                             "must be >= 1")
         if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
             raise ValueError("ShardedGumConfig: need sweeps >= 0, sweep_iterations >= 1, settle_sweeps >= 0 and "
                              "sweep_best_cell_pairs >= 0")
@@ -238,7 +243,12 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
 
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                  config: ShardedGumConfig, model=None) -> ShardContext:
-    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext)."""
+    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext).
+
+    With a model, the context's config runs ``min(max_rounds, model_max_rounds)`` Jacobi rounds.
+    """
+    if model is not None:
+        config = replace(config, max_rounds=min(config.max_rounds, config.model_max_rounds))
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)
     layout = TableLayout(domain, list(plan.required_tables) + list(plan.targets))
@@ -297,7 +307,7 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
     started = time.perf_counter()
     state = [init_shard(ctx, j) for j in range(len(ctx.sizes))]
     done = run._record(sum(c for _, c in state), started)
-    for step in config.steps(len(ctx.sizes)):
+    for step in ctx.config.steps(len(ctx.sizes)):
         if done:
             break
         started = time.perf_counter()

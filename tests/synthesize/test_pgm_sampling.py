@@ -88,5 +88,23 @@ def test_sharded_gum_from_model_samples():
     for name, m in (("1-way", None), ("model", model)):
         records, run = run_shards_locally(domain, targets, 10_000, seed=4, config=cfg, model=m)
         assert records.shape == (10_000, 4) and len(run.context.sizes) == 2
+        assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds (1) Jacobi rounds
         final[name] = sum(run.final_errors.values())
+    assert final["model"] <= final["1-way"], final
 
+
+
+def test_the_fitted_model_round_trips_through_the_run_folder(tmp_path):
+    """The estimate step saves its model beside the targets; a later step loads the same model (same samples)."""
+    from privsyn_spark.run_artifacts import RunArtifacts
+
+    domain, keys, model = chain_model()
+    artifacts = RunArtifacts(str(tmp_path), "r1")
+    assert artifacts.load_model("r1", domain) is None
+    artifacts.save_model("r1", model)
+    assert artifacts.load_model("other", domain) is None
+    loaded = artifacts.load_model("r1", domain)
+    assert loaded.total == model.total and loaded.tree.cliques == model.tree.cliques
+    for k in keys:
+        assert np.allclose(loaded.marginal(k), model.marginal(k))
+    assert np.array_equal(loaded.sample(1_000, np.random.default_rng(4)), model.sample(1_000, np.random.default_rng(4)))
