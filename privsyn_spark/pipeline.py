@@ -191,10 +191,11 @@ def estimate(measurements: Measurements, config: RunConfig,
         tables, method, info = consistent_targets(measurements.marginals, measurements.domain,
                                                   measurements.noisy_total)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain)
-        state.model = info.pop("model", None)
+        model = info.pop("model", None)
         state.estimation = {"method": method, "info": to_jsonable(info)}
-        if state.model is not None:
-            artifacts.save_model(config.run_id, state.model)
+        if model is not None:  # synthesis uses the saved model, as a later step would: the same table
+            artifacts.save_model(config.run_id, model)
+            state.model = artifacts.load_model(config.run_id, measurements.domain)
         artifacts.save_targets(config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
     return tables
