@@ -150,7 +150,7 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
         _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
         secs = time.perf_counter() - started
         overlap, touched = overlap_stats(domain, targets, cfg.gum)
-        iterations = run.rounds * k  # a model start runs ShardedGumConfig.model_max_rounds rounds
+        iterations = run.rounds * k  # a model start runs at most ShardedGumConfig.model_max_rounds rounds
         us = 1e6 * secs / (n * iterations)
         rows.append((width, len(targets), overlap, touched, iterations, secs, n / secs, us, 1e3 * us / len(targets),
                      run.max_relative_error(), sum(run.final_errors.values()) / n))

@@ -87,10 +87,12 @@ class ShardedGumConfig:
     """Local GUM iterations (k) between two reconciliations."""
     max_rounds: int = 8
     """Jacobi rounds (the first one starts from the 1-way initialisation); sweeps come after them."""
-    model_max_rounds: int = 1
-    """Jacobi rounds (at most ``max_rounds``) when the shards start from samples of the fitted model: on
-    the Adult sample (epsilon 0.5, the pipeline's Private-PGM targets) 1 round ends at a lower error to
-    the targets than 2, 4 or 8 (and than 8 rounds from the 1-way start), at a fifth of the time."""
+    model_max_rounds: int | None = None
+    """Jacobi rounds (at most ``max_rounds``; None: ``max_rounds``) when the shards start from samples of
+    the fitted model. On the Adult sample (epsilon 0.5, the pipeline's Private-PGM targets) 1 round ends
+    closer to the targets than 8 (worst L1/n 0.0379 vs 0.0400) at a fifth of the time, but on a generated
+    97-column table (exact chain targets, 10^5 records) the error still falls from 0.19 after 1 round to
+    0.069 after 8, so the default does not cut rounds."""
     tolerance: float = 0.0
     """Stop when every tracked target's union L1 / n is at or below this (0: run every round)."""
     sweeps: int = 0
@@ -112,7 +114,8 @@ class ShardedGumConfig:
     a single shard's error floor."""
 
     def __post_init__(self) -> None:
-        if min(self.shard_size, self.iterations_per_round, self.max_rounds, self.model_max_rounds) < 1:
+        rounds = self.max_rounds if self.model_max_rounds is None else self.model_max_rounds
+        if min(self.shard_size, self.iterations_per_round, self.max_rounds, rounds) < 1:
             raise ValueError("ShardedGumConfig: shard_size, iterations_per_round, max_rounds and model_max_rounds "
                              "must be >= 1")
         if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
@@ -247,7 +250,7 @@ def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], 
 
     With a model, the context's config runs ``min(max_rounds, model_max_rounds)`` Jacobi rounds.
     """
-    if model is not None:
+    if model is not None and config.model_max_rounds is not None:
         config = replace(config, max_rounds=min(config.max_rounds, config.model_max_rounds))
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)

@@ -79,7 +79,7 @@ def test_sharded_gum_from_model_samples():
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
     cfg = ShardedGumConfig(gum=GumConfig(append_attributes=False), shard_size=5_000, iterations_per_round=3,
-                           max_rounds=2)
+                           max_rounds=2, model_max_rounds=1)
     ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, model)))
     assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after
     records, counts = init_shard(ctx, 1)
@@ -88,7 +88,7 @@ def test_sharded_gum_from_model_samples():
     for name, m in (("1-way", None), ("model", model)):
         records, run = run_shards_locally(domain, targets, 10_000, seed=4, config=cfg, model=m)
         assert records.shape == (10_000, 4) and len(run.context.sizes) == 2
-        assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds (1) Jacobi rounds
+        assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds Jacobi rounds
         final[name] = sum(run.final_errors.values())
     assert final["model"] <= final["1-way"], final
 
