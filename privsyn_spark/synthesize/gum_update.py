@@ -144,15 +144,17 @@ class UpdateStats:
     beta: float
 
 
-def _candidates(idx: np.ndarray, current: np.ndarray, want: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Records drawn independently, those of cell ``c`` with ``p_c`` a little above ``want[c] / current[c]``.
+def _candidates(idx: np.ndarray, current: np.ndarray, want: np.ndarray, rng: np.random.Generator,
+                margin: bool = True) -> np.ndarray:
+    """Records drawn independently, those of cell ``c`` with ``p_c = want[c] / current[c]`` (plus a margin).
 
     One uniform draw per record, no grouping: ``O(n)``. The margin (``2 sqrt(want) + 1``) makes a cell
     short of ``want`` candidates rare (then it gives what it has); :func:`_trim` cuts the excess.
     """
     has = want > 0
+    extra = 2.0 * np.sqrt(want[has]) + 1.0 if margin else 0.0
     p = np.zeros(want.size, dtype=np.float32)
-    p[has] = np.minimum(1.0, (want[has] + 2.0 * np.sqrt(want[has]) + 1.0) / np.maximum(current[has], 1))
+    p[has] = np.minimum(1.0, (want[has] + extra) / np.maximum(current[has], 1))
     return np.flatnonzero(rng.random(idx.size, dtype=np.float32) < p[idx])
 
 
@@ -178,9 +180,9 @@ def _pick(idx: np.ndarray, current: np.ndarray, remove: np.ndarray, dup: np.ndar
     disjoint, so one ``O(n)`` draw serves both; everything after it costs ``O(candidates)``.
     """
     want = remove + dup
-    if pool > 1:
+    if pool > 1:  # pools of at least twice the count: no margin needed to fill the count
         want = np.maximum(np.minimum(current, pool * want), want)
-    cand = _candidates(idx, current, want, rng)
+    cand = _candidates(idx, current, want, rng, margin=pool <= 1)
     cells = idx[cand]
     key = score(cand) if pool > 1 and cand.size else None
     out = []
