@@ -205,7 +205,8 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     only if it lowers the summed L1 over ``which`` and the scored marginals it touches, and small updates
     send each removed record to its best gain cell (:attr:`GumConfig.best_cell_pairs`). The counts in
     ``marginals`` are kept up to date, recounting only the marginals over a changed column: the update
-    costs ``O(n)`` (one cell index and one uniform draw per record, no sort) plus ``O(moved x marginals touched)``.
+    costs ``O(n)`` (a cell index and a uniform draw per record; only the drawn candidates are sorted) plus
+    ``O(moved x marginals touched)``.
     """
     n = records.shape[0]
     cols, shape, target = marginals.cols[which], marginals.shapes[which], marginals.targets[which]
