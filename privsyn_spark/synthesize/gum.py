@@ -32,7 +32,7 @@ marginals, 40 iterations) the summed L1 on exact targets goes from about 2700 (r
 the first two and 180 with all three (12400 to 9800 on noisy targets with the third). The second makes
 the error non-increasing, which the sharded reconciliation relies on.
 
-Everything is vectorised (cell index, bincount, independent draws per record, ``np.repeat``); Python loops run over
+Everything is vectorised (cell index, bincount, radix argsort, ``np.repeat``); Python loops run over
 iterations, components and marginals only, never over records or cells. The entry point is
 :func:`synthesize`; the pieces (:func:`plan_gum`, :func:`prepare_targets`, :func:`initialize_records`,
 :func:`run_gum`, :func:`append_attributes`) are public so the Spark-sharded driver can run rounds of

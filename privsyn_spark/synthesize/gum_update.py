@@ -1,7 +1,7 @@
 """GUM's record-level operations: counts kept exact as records change, one marginal's update, appending.
 
 Part of PrivSyn's GUM (Section 5.3): over-counted cells lose records, under-counted cells gain them by
-Duplicate or Replace; everything vectorised (cell index, bincount, independent draws per record, ``np.repeat``).
+Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort, ``np.repeat``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,22 @@ def _round_rows(want: np.ndarray, totals: np.ndarray, rng: np.random.Generator) 
     cum[:, -1] = totals
     y = np.floor(cum + rng.random((want.shape[0], 1))).astype(np.int64)
     return np.diff(y, axis=1, prepend=0)
+
+
+def _pick_in_groups(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """From each group ``order[start:start+size]`` take ``count`` records from a random cyclic offset.
+
+    Positions are random (records are shuffled between passes), so a run from a random offset is a
+    random subset; counts above the group size wrap around (repeats, only for duplicate sources).
+    """
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=order.dtype)
+    offsets = rng.integers(0, sizes)
+    group = np.repeat(np.arange(counts.size), counts)
+    within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return order[starts[group] + (offsets[group] + within) % sizes[group]]
 
 
 def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> tuple[np.ndarray, float]:
@@ -144,52 +160,21 @@ class UpdateStats:
     beta: float
 
 
-def _candidates(idx: np.ndarray, current: np.ndarray, want: np.ndarray, rng: np.random.Generator,
-                margin: bool = True) -> np.ndarray:
-    """Records drawn independently, those of cell ``c`` with ``p_c = want[c] / current[c]`` (plus a margin).
+def _choose(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, pool: int,
+            score, rng: np.random.Generator) -> np.ndarray:
+    """Pick ``counts[g]`` records of each cell group; with ``pool`` > 1, the best-scored of a random pool.
 
-    One uniform draw per record, no grouping: ``O(n)``. The margin (``2 sqrt(want) + 1``) makes a cell
-    short of ``want`` candidates rare (then it gives what it has); :func:`_trim` cuts the excess.
+    The pool of a cell holds up to ``pool * count`` of its records (random, see :func:`_pick_in_groups`);
+    records are ranked by ``score(rows)`` (higher first, ties in random order).
     """
-    has = want > 0
-    extra = 2.0 * np.sqrt(want[has]) + 1.0 if margin else 0.0
-    p = np.zeros(want.size, dtype=np.float32)
-    p[has] = np.minimum(1.0, (want[has] + extra) / np.maximum(current[has], 1))
-    return np.flatnonzero(rng.random(idx.size, dtype=np.float32) < p[idx])
-
-
-def _trim(cand: np.ndarray, cells: np.ndarray, counts: np.ndarray, key: np.ndarray | None) -> np.ndarray:
-    """Of the candidates ``cand`` (in cells ``cells``) keep, per cell ``c``, the ``counts[c]`` ranked first.
-
-    ``key`` (higher first) ranks them; None keeps record order (random: records are shuffled between
-    passes and candidates are independent draws). Sorts only the candidates (radix, without ``key``).
-    """
-    order = _stable_argsort(cells, counts.size) if key is None else np.lexsort((-key, cells))
-    g = cells[order]
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    rank = np.arange(g.size) - np.repeat(first, np.diff(np.r_[first, g.size]))
-    return cand[order][rank < counts[g]]
-
-
-def _pick(idx: np.ndarray, current: np.ndarray, remove: np.ndarray, dup: np.ndarray, pool: int, score,
-          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``(removed, sources)``: ``remove[c]`` records of each over-counted cell, ``dup[c]`` of each duplicate source.
-
-    With ``pool`` > 1, the best-scored of about ``pool`` times as many random candidates per cell
-    (removed: highest ``score(rows)``, sources: lowest; ties in random order). The two sets of cells are
-    disjoint, so one ``O(n)`` draw serves both; everything after it costs ``O(candidates)``.
-    """
-    want = remove + dup
-    if pool > 1:  # pools of at least twice the count: no margin needed to fill the count
-        want = np.maximum(np.minimum(current, pool * want), want)
-    cand = _candidates(idx, current, want, rng, margin=pool <= 1)
-    cells = idx[cand]
-    key = score(cand) if pool > 1 and cand.size else None
-    out = []
-    for counts, sign in ((remove, 1.0), (dup, -1.0)):
-        mine = counts[cells] > 0
-        out.append(_trim(cand[mine], cells[mine], counts, None if key is None else sign * key[mine]))
-    return out[0], out[1]
+    if pool <= 1 or counts.sum() == 0:
+        return _pick_in_groups(order, starts, sizes, counts, rng)
+    take = np.maximum(np.minimum(sizes, pool * counts), counts)
+    cand = _pick_in_groups(order, starts, sizes, take, rng)
+    group = np.repeat(np.arange(counts.size), take)
+    ranked = np.lexsort((-score(cand), group))  # by group, best score first, stable within ties
+    rank = np.arange(cand.size) - np.repeat(np.cumsum(take) - take, take)
+    return cand[ranked][rank < np.repeat(counts, take)]
 
 
 def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alpha: float, config: GumConfig,
@@ -205,8 +190,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     only if it lowers the summed L1 over ``which`` and the scored marginals it touches, and small updates
     send each removed record to its best gain cell (:attr:`GumConfig.best_cell_pairs`). The counts in
     ``marginals`` are kept up to date, recounting only the marginals over a changed column: the update
-    costs ``O(n)`` (a cell index and a uniform draw per record; only the drawn candidates are sorted) plus
-    ``O(moved x marginals touched)``.
+    costs ``O(n)`` to group the records by cell plus ``O(moved x marginals touched)``.
     """
     n = records.shape[0]
     cols, shape, target = marginals.cols[which], marginals.shapes[which], marginals.targets[which]
@@ -234,8 +218,10 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
     rep = add - dup
 
-    # pick removed records and duplicate sources: one independent draw per record, no grouping by cell
+    # group records by cell, pick removed records and duplicate sources
     idx = cell_index(records, cols, shape)
+    order = _stable_argsort(idx, cells)
+    starts = np.cumsum(current_i) - current_i
     pool = config.pool(total_add, n)
     copied = marginals.duplicate_columns(which, config.whole_record_marginals, copy_cols)
     if dup.any():  # the marginals a move may touch: over the copied columns, else those overlapping ``which``
@@ -249,20 +235,19 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     def score(rows: np.ndarray) -> np.ndarray:
         return marginals.excess_score(records[rows], others)
 
-    removed, sources = _pick(idx, current_i, remove, dup, pool, score, rng)
+    rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
+    removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
     gain_cells = np.flatnonzero(add)
     offered = min(gain_cells.size, config.best_cell_candidates)
     if improving_only and 0 < removed.size * offered <= config.best_cell_pairs:  # polishing: best cells, no Duplicate
         moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
                                  add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)
+    sources = _choose(order, starts[dc], current_i[dc], dup[dc], pool, lambda rows: -score(rows), rng)
     rep_cells = np.repeat(np.arange(cells), rep)
 
-    # pair removed records with gain slots at random (counts differ only by rounding and short cells)
-    slots_total = sources.size + rep_cells.size
-    if removed.size > slots_total:
-        removed = removed[rng.permutation(removed.size)[:slots_total]]
-    slots = rng.permutation(slots_total)[: removed.size]
+    # pair removed records with gain slots at random (fewer removals than gains only by rounding)
+    slots = rng.permutation(total_add)[: removed.size]
     is_dup = slots < sources.size
     old = records[removed]
     new = old.copy()

@@ -6,7 +6,7 @@ with those need rescoring and recounting, so :class:`MarginalSet` keeps, per col
 it (the overlap index) and does every batch of work over just the touched marginals, in one vectorised
 pass (all tables live in one flat vector, cell indices of several marginals are computed at once). The
 work is counted (:attr:`MarginalSet.work`): one iteration costs ``O(records moved x marginals touched)``
-on top of the ``O(n)`` pass over the updated marginal's cell of every record (no sort), not
+on top of the ``O(n)`` grouping of the records by the updated marginal's cells, not
 ``O(moved x marginals^2)``.
 """
 

@@ -68,7 +68,7 @@ def test_neighbourhood_duplicate_touches_the_marginals_over_its_columns():
     touched = touched_by(marginals, NEIGHBOURHOOD)
     assert touched == 9 < len(KEYS)
     assert marginals.work.recounted == touched
-    assert marginals.work.scored == touched - 1  # removal and source candidates scored at once, over what moves touch
+    assert marginals.work.scored == 2 * (touched - 1)  # removals and duplicate sources, over what moves touch
     for key, counts in zip(marginals.keys, marginals.counts):
         assert np.array_equal(counts, marginal_counts(records, DOMAIN, key).ravel()), key
 
