@@ -91,7 +91,7 @@ class RunState:
     metrics: dict[str, Any] = field(default_factory=dict)
     output_version: int | None = None
     model: Any = field(default=None, repr=False)
-    """The graphical model the estimate step fitted (Private-PGM; in memory only, never saved)."""
+    """The graphical model the estimate step fitted (Private-PGM), as saved in ``<run>/targets/``; not in state.json."""
 
 
 class _Timer:
@@ -262,7 +262,8 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
                    "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
-        info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model", "rounds": rounds,
+        info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model",
+                "rounds": rounds,
                 "final_l1_error": result.max_relative_error(),
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
