@@ -91,6 +91,11 @@ def test_sharded_gum_from_model_samples():
         assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds Jacobi rounds
         final[name] = sum(run.final_errors.values())
     assert final["model"] <= final["1-way"], final
+    _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model,
+                                config=ShardedGumConfig(gum=cfg.gum, shard_size=5_000, iterations_per_round=3,
+                                                        max_rounds=8))
+    worst = [max(h.values()) for h in run.history]
+    assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < 0.05 * worst[-2], worst  # model_min_gain stopped it
 
 
 
