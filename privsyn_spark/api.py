@@ -239,6 +239,7 @@ class SynthModel:
         schema's column types. The same seed gives the same rows (whatever the session's Arrow batch
         size or parallelism). GUM runs when this is called; decoding is lazy."""
         from privsyn_spark import pipeline
+        from privsyn_spark.estimate.zeroed_values import absent_values
         from privsyn_spark.privacy.table_size import default_rows
         from privsyn_spark.synthesize.decode import decode_dataframe
 
@@ -252,11 +253,14 @@ class SynthModel:
                            synthesizer=self.synthesizer, shard_rows=self.sharding.shard_rows,
                            gum_rounds=self.sharding.gum_rounds, gum_sweeps=self.sharding.gum_sweeps,
                            settings=self.settings)
+        # GUM starts from independent 1-way draws here (the fitted model is not part of the saved
+        # artifact), so a loaded model samples exactly what the fitted one did
         codes, info = pipeline._synthesize_codes(spark, config, self.measurements, self.targets, rows, None)
         self.info["synthesis"] = {"synthesizer": self.synthesizer, "rows": rows, "seed": int(seed), **info}
         self.last_seed = int(seed)
         return decode_dataframe(codes, self.schema, self.measurements.value_maps,
-                                self.measurements.one_way_original, int(seed))
+                                self.measurements.one_way_original, int(seed),
+                                absent_values(self.schema, self.measurements))
 
     def sample_pandas(self, rows: int | None = None, seed: int = 0):
         """:meth:`sample` as a pandas DataFrame (synthetic rows only; small tables)."""

@@ -93,6 +93,8 @@ class RunState:
     metrics: dict[str, Any] = field(default_factory=dict)
     output_version: int | None = None
     dataset_ledger: dict[str, Any] | None = None  # the dataset's ledger after this run's reservation
+    model: Any = field(default=None, repr=False)
+    """The graphical model the estimate step fitted (Private-PGM), as saved in ``<run>/targets/``; not in state.json."""
 
 
 class _Timer:
@@ -210,6 +212,8 @@ def estimate(measurements: Measurements, config: RunConfig,
     cached = artifacts.load_targets(config.run_id)
     if cached is not None:
         tables, state.estimation = cached
+        if state.estimation.get("method") == "pgm":
+            state.model = artifacts.load_model(config.run_id, measurements.domain)
         return tables
     with _Timer(state, "estimate"):
         estimation = config.settings.estimation
@@ -220,7 +224,11 @@ def estimate(measurements: Measurements, config: RunConfig,
         absent = absent_values(run_schema(config), measurements)
         tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                     unavailable_merged(absent, measurements.value_maps, measurements.domain))
+        model = info.pop("model", None)
         state.estimation = {"method": method, "info": to_jsonable(info)}
+        if model is not None:  # synthesis uses the saved model, as a later step would: the same table
+            artifacts.save_model(config.run_id, model)
+            state.model = artifacts.load_model(config.run_id, measurements.domain)
         artifacts.save_targets(config.run_id, tables, state.estimation)
         log.info("targets from %s: %d tables", method, len(tables))
     return tables
@@ -260,7 +268,7 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
     rows = config.synth_rows if config.synth_rows is not None else default_rows(measurements)
     with run_scratch(spark, _artifacts(config, spark).checkpoints, config.keep_scratch) as checkpoints:
         with _Timer(state, "synthesize"):
-            codes, info = _synthesize_codes(spark, config, measurements, targets, rows, checkpoints)
+            codes, info = _synthesize_codes(spark, config, measurements, targets, rows, checkpoints, state.model)
             state.synthesis = {"synthesizer": config.synthesizer, "rows": rows, **to_jsonable(info)}
             decoded = decode_dataframe(codes, schema, measurements.value_maps, measurements.one_way_original,
                                        config.seed, absent_values(schema, measurements))
@@ -275,8 +283,12 @@ def synthesize(spark, config: RunConfig, measurements: Measurements, targets: di
 
 
 def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
-                      targets: dict[tuple[str, ...], np.ndarray], rows: int, checkpoints: str):
-    """A DataFrame of merged codes (one int column per attribute) and a dict describing the synthesis."""
+                      targets: dict[tuple[str, ...], np.ndarray], rows: int, checkpoints: str, model=None):
+    """A DataFrame of merged codes (one int column per attribute) and a dict describing the synthesis.
+
+    ``model``: the estimate step's graphical model (None: consistency fallback, or targets cached by an
+    earlier step): GUM starts from its samples, the ``pgm`` synthesizer samples it without fitting again.
+    """
     if config.synthesizer == "gum":
         from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
 
@@ -284,11 +296,12 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
                                sweeps=config.gum_sweeps)
         # reliable checkpoints (see runtime/scratch.py): a lost executor's shards are recomputed from them
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=config.seed, config=gum,
-                                    checkpoint_dir=checkpoints)
+                                    checkpoint_dir=checkpoints, model=model)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1),
                    "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
-        info = {"shards": len(result.context.sizes), "rounds": rounds,
+        info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model",
+                "rounds": rounds,
                 "final_l1_error": result.max_relative_error(),
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
@@ -297,7 +310,8 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
         from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 
         return sample_model_sharded(spark, measurements, rows, seed=config.seed, shard_rows=config.shard_rows,
-                                    cell_budget=estimation_budget(config.settings.selection.model_cells))
+                                    cell_budget=estimation_budget(config.settings.selection.model_cells),
+                                    model=model)
     raise ValueError(f"unknown synthesizer {config.synthesizer!r} (use 'gum' or 'pgm')")
 
 

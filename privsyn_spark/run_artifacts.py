@@ -1,7 +1,7 @@
 """A run's artifact folder ``<runs-dir>/<run-id>/`` on any storage (see :mod:`privsyn_spark.runtime.storage`).
 
 Holds ``measurements/measurements.npz`` (written once, atomically, before anything derived from it
-leaves the process), ``targets/`` (consistent target marginals), ``state.json`` (what the steps found),
+leaves the process), ``targets/`` (consistent target marginals, and the graphical model they came from), ``state.json`` (what the steps found),
 ``report.json`` / ``report.html`` and GUM's ``checkpoints/``.
 """
 
@@ -68,6 +68,31 @@ class RunArtifacts:
         np.savez_compressed(buffer, **{f"t{i}": tables[k] for i, k in enumerate(keys)})
         self.write(buffer.getvalue(), "targets", "targets.npz")
         self.write_json({"run_id": run_id, "keys": [list(k) for k in keys], **meta}, "targets", "targets.json")
+
+    def save_model(self, run_id: str, model) -> None:
+        """The fitted graphical model (potentials npz, tree json); call before :meth:`save_targets`."""
+        cliques = list(model.potentials)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **{f"p{i}": model.potentials[c] for i, c in enumerate(cliques)})
+        self.write(buffer.getvalue(), "targets", "model.npz")
+        tree = model.tree
+        self.write_json({"run_id": run_id, "total": model.total, "potentials": [list(c) for c in cliques],
+                         "cliques": [list(c) for c in tree.cliques], "edges": [list(e) for e in tree.edges],
+                         "order": list(tree.order)}, "targets", "model.json")
+
+    def load_model(self, run_id: str, domain):
+        """The graphical model saved for ``run_id`` over ``domain``, or None."""
+        from privsyn_spark.estimate.junction_tree import JunctionTree
+        from privsyn_spark.estimate.model import GraphicalModel
+
+        doc = self.read_json("targets", "model.json")
+        if doc is None or doc.get("run_id") != run_id:
+            return None
+        tree = JunctionTree(domain, tuple(tuple(c) for c in doc["cliques"]), tuple(tuple(e) for e in doc["edges"]),
+                            tuple(doc["order"]))
+        with np.load(io.BytesIO(self.read("targets", "model.npz")), allow_pickle=False) as arrays:
+            potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
+        return GraphicalModel(domain, tree, potentials, doc["total"])
 
     def load_targets(self, run_id: str):
         """``(tables, meta)`` saved for ``run_id``, or None."""

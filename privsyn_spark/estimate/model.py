@@ -171,7 +171,9 @@ def _systematic_draw(weights: np.ndarray, group: np.ndarray, rng: np.random.Gene
     cond = np.where(rows > 0, weights / np.where(rows > 0, rows, 1.0), 1.0 / k)
     cdf = np.cumsum(cond, axis=1)
     cdf[:, -1] = 1.0
-    order = np.lexsort((rng.random(n), group))  # group by group, random order inside a group
+    perm = rng.permutation(n)  # then a stable sort by group (radix for <= 2^16 groups): random order inside a group
+    key = group[perm].astype(np.uint16) if g_count <= 1 << 16 else group[perm]
+    order = perm[np.argsort(key, kind="stable")]
     sorted_group = group[order]
     sizes = np.bincount(sorted_group, minlength=g_count)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))

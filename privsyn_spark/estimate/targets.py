@@ -57,7 +57,9 @@ def consistent_targets(
     ``"consistency"`` (PrivSyn's post-processing), chosen by ``estimator_choice`` (see
     :data:`ESTIMATORS`) against ``cell_budget``, the junction tree's total cells (None: no limit);
     ``info["reason"]`` says why. ``total`` None estimates it from the tables. ``rng`` only breaks ties in the
-    elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`.
+    elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`. With ``"pgm"``,
+    ``info["model"]`` is the fitted graphical model (not JSON: callers that save ``info`` pop it; GUM
+    starts from its samples, the ``pgm`` synthesizer samples it).
     """
     start = time.perf_counter()
     if estimator_choice not in ESTIMATORS:
@@ -93,7 +95,8 @@ def consistent_targets(
                  "iterations": result.iterations, "converged": result.converged, "loss": result.loss,
                  "model_cells": tree.total_cells, "max_clique_cells": tree.max_clique_cells,
                  "largest_clique": list(tree.largest_clique), "junction_tree_cliques": len(tree.cliques),
-                 "estimation_seconds": result.seconds, "seconds": time.perf_counter() - start})
+                 "estimation_seconds": result.seconds, "seconds": time.perf_counter() - start,
+                 "model": result.model})
     log.info("consistent targets from the graphical model: %d cliques, %d iterations, %.2fs",
              len(cliques), result.iterations, info["seconds"])
     return tables, "pgm", info

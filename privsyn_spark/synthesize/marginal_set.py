@@ -134,8 +134,12 @@ class MarginalSet:
         self.work.scored += len(which)
         if len(which) == 0:
             return np.zeros(rows.shape[0])
-        pos = self.flat_cells(rows, which)
-        return ((self.count_flat[pos] - self.target_flat[pos]) / self.scale[pos]).sum(axis=0)
+        out = np.empty(rows.shape[0])
+        step = max(256, (1 << 16) // len(which))  # blocks of rows x marginals that stay in cache
+        for lo in range(0, rows.shape[0], step):
+            pos = self.flat_cells(rows[lo: lo + step], which)
+            out[lo: lo + step] = ((self.count_flat[pos] - self.target_flat[pos]) / self.scale[pos]).sum(axis=0)
+        return out
 
     def l1_change(self, old: np.ndarray, new: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
         """Per row, the change of the summed L1 over marginals ``which`` if that row alone went ``old`` -> ``new``."""

@@ -1,6 +1,7 @@
 """The `pgm` synthesizer: sample records from the Private-PGM model, sharded over Spark partitions.
 
-The model is fitted on the driver from the measurements artifact (post-processing), broadcast,
+The model is the one the estimate step fitted (passed in), or is fitted on the driver from the
+measurements artifact (post-processing: when the targets were cached by an earlier step); it is broadcast,
 and every shard (one Spark partition, ``shard_rows`` records) draws its records with exact tree
 sampling, ``chunk`` records at a time (systematic rounding inside each chunk), from a generator
 seeded by (seed, shard id): the same seed gives the same table whatever the number of executors.
@@ -45,11 +46,8 @@ def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CH
             yield codes[start: start + batch]
 
 
-def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int, shard_rows: int = 1_000_000,
-                         cell_budget: float = DEFAULT_CELL_BUDGET):
-    """``(DataFrame of merged codes, info)``: ``rows`` records sampled from the fitted model."""
-    import pyarrow as pa
-
+def fit_model(measurements: Measurements, cell_budget: float = DEFAULT_CELL_BUDGET):
+    """``(model, info)``: Private-PGM (mirror descent) fitted to the measurements, as the estimate step fits it."""
     domain = measurements.domain
     cliques = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements.marginals))
     try:
@@ -59,10 +57,25 @@ def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int
                          f"use --synthesizer gum") from None
     fit = MirrorDescent(cell_budget=cell_budget).estimate(measurements.marginals, domain,
                                                          measurements.noisy_total, tree=tree)
+    return fit.model, {"estimator_iterations": fit.iterations, "converged": fit.converged,
+                       "max_clique_cells": tree.max_clique_cells}
+
+
+def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int, shard_rows: int = 1_000_000,
+                         cell_budget: float = DEFAULT_CELL_BUDGET, model=None):
+    """``(DataFrame of merged codes, info)``: ``rows`` records sampled from the fitted model.
+
+    ``model``: the graphical model the estimate step fitted (reused, not fitted again); None: fitted here.
+    """
+    import pyarrow as pa
+
+    domain = measurements.domain
+    fit_info = {"model": "from the estimate step"}
+    if model is None:
+        model, fit_info = fit_model(measurements, cell_budget)
     sizes = shard_sizes(rows, shard_rows)
-    model = spark.sparkContext.broadcast(fit.model)
-    log.info("pgm sampling: %d records in %d shards from a model fitted in %d iterations", rows, len(sizes),
-             fit.iterations)
+    log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
+    model = spark.sparkContext.broadcast(model)
 
     def sample(batches):
         for batch in batches:
@@ -72,6 +85,4 @@ def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int
                                                      names=list(domain.attrs))
 
     records = spark.range(0, len(sizes), 1, numPartitions=len(sizes)).mapInArrow(sample, codes_schema(domain))
-    info = {"shards": len(sizes), "estimator_iterations": fit.iterations, "converged": fit.converged,
-            "max_clique_cells": tree.max_clique_cells}
-    return records, info
+    return records, {"shards": len(sizes), **fit_info}

@@ -87,6 +87,16 @@ class ShardedGumConfig:
     """Local GUM iterations (k) between two reconciliations."""
     max_rounds: int = 8
     """Jacobi rounds (the first one starts from the 1-way initialisation); sweeps come after them."""
+    model_max_rounds: int | None = None
+    """Jacobi rounds (at most ``max_rounds``; None: ``max_rounds``) when the shards start from samples of
+    the fitted model. On the Adult sample (epsilon 0.5, the pipeline's Private-PGM targets) 1 round ends
+    closer to the targets than 8 (worst L1/n 0.0379 vs 0.0400) at a fifth of the time, but on a generated
+    97-column table (exact chain targets, 10^5 records) the error still falls from 0.19 after 1 round to
+    0.069 after 8, so the default does not cut rounds; ``model_min_gain`` stops them instead."""
+    model_min_gain: float = 0.05
+    """With a model start, stop the rounds (and sweeps) once a round lowers the worst union L1/n by less
+    than this share of its value (0: never). Adult at epsilon 0.5 then stops after 2 rounds, a generated
+    15- or 50-column table after 2, a 97-column one runs on (its error still falls 5-30% a round)."""
     tolerance: float = 0.0
     """Stop when every tracked target's union L1 / n is at or below this (0: run every round)."""
     sweeps: int = 0
@@ -108,8 +118,12 @@ class ShardedGumConfig:
     a single shard's error floor."""
 
     def __post_init__(self) -> None:
-        if self.shard_size < 1 or self.iterations_per_round < 1 or self.max_rounds < 1:
-            raise ValueError("ShardedGumConfig: shard_size, iterations_per_round and max_rounds must be >= 1")
+        rounds = self.max_rounds if self.model_max_rounds is None else self.model_max_rounds
+        if min(self.shard_size, self.iterations_per_round, self.max_rounds, rounds) < 1:
+            raise ValueError("ShardedGumConfig: shard_size, iterations_per_round, max_rounds and model_max_rounds "
+                             "must be >= 1")
+        if not 0 <= self.model_min_gain < 1:
+            raise ValueError("ShardedGumConfig: model_min_gain must be in [0, 1)")
         if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
             raise ValueError("ShardedGumConfig: need sweeps >= 0, sweep_iterations >= 1, settle_sweeps >= 0 and "
                              "sweep_best_cell_pairs >= 0")
@@ -240,7 +254,12 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
 
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                  config: ShardedGumConfig, model=None) -> ShardContext:
-    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext)."""
+    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext).
+
+    With a model, the context's config runs ``min(max_rounds, model_max_rounds)`` Jacobi rounds.
+    """
+    if model is not None and config.model_max_rounds is not None:
+        config = replace(config, max_rounds=min(config.max_rounds, config.model_max_rounds))
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)
     layout = TableLayout(domain, list(plan.required_tables) + list(plan.targets))
@@ -284,7 +303,14 @@ class ShardedRun:
         worst = max(errs.values(), default=0.0) / max(self.n, 1)
         log.info("sharded GUM round %d: worst union L1/n %.5f (%.1f s)", len(self.history) - 1, worst,
                  self.round_seconds[-1])
-        return worst <= self.context.config.tolerance
+        config = self.context.config
+        if self.context.model is not None and config.model_min_gain > 0 and len(self.history) >= 2:
+            before = max(self.history[-2].values(), default=0.0) / max(self.n, 1)
+            if before - worst < config.model_min_gain * before:
+                log.info("sharded GUM: round %d gained under %.0f%%; stopping", len(self.history) - 1,
+                         100 * config.model_min_gain)
+                return True
+        return worst <= config.tolerance
 
 
 def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
@@ -299,7 +325,7 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
     started = time.perf_counter()
     state = [init_shard(ctx, j) for j in range(len(ctx.sizes))]
     done = run._record(sum(c for _, c in state), started)
-    for step in config.steps(len(ctx.sizes)):
+    for step in ctx.config.steps(len(ctx.sizes)):
         if done:
             break
         started = time.perf_counter()

@@ -215,7 +215,7 @@ def run_sharded_on_spark(spark, domain: Domain, targets: Mapping[tuple[str, ...]
     state = checkpoint(ids.mapInArrow(_init_fn(bc), STATE_SCHEMA))
     counts = _sum_counts(state)
     done = run._record(counts, started)
-    for step in config.steps(p):
+    for step in ctx.config.steps(p):
         if done:
             break
         started = time.perf_counter()

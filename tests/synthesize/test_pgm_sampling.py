@@ -79,7 +79,7 @@ def test_sharded_gum_from_model_samples():
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
     cfg = ShardedGumConfig(gum=GumConfig(append_attributes=False), shard_size=5_000, iterations_per_round=3,
-                           max_rounds=2)
+                           max_rounds=2, model_max_rounds=1)
     ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, model)))
     assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after
     records, counts = init_shard(ctx, 1)
@@ -88,5 +88,28 @@ def test_sharded_gum_from_model_samples():
     for name, m in (("1-way", None), ("model", model)):
         records, run = run_shards_locally(domain, targets, 10_000, seed=4, config=cfg, model=m)
         assert records.shape == (10_000, 4) and len(run.context.sizes) == 2
+        assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds Jacobi rounds
         final[name] = sum(run.final_errors.values())
+    assert final["model"] <= final["1-way"], final
+    _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model,
+                                config=ShardedGumConfig(gum=cfg.gum, shard_size=5_000, iterations_per_round=3,
+                                                        max_rounds=8))
+    worst = [max(h.values()) for h in run.history]
+    assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < 0.05 * worst[-2], worst  # model_min_gain stopped it
 
+
+
+def test_the_fitted_model_round_trips_through_the_run_folder(tmp_path):
+    """The estimate step saves its model beside the targets; a later step loads the same model (same samples)."""
+    from privsyn_spark.run_artifacts import RunArtifacts
+
+    domain, keys, model = chain_model()
+    artifacts = RunArtifacts(str(tmp_path), "r1")
+    assert artifacts.load_model("r1", domain) is None
+    artifacts.save_model("r1", model)
+    assert artifacts.load_model("other", domain) is None
+    loaded = artifacts.load_model("r1", domain)
+    assert loaded.total == model.total and loaded.tree.cliques == model.tree.cliques
+    for k in keys:
+        assert np.allclose(loaded.marginal(k), model.marginal(k))
+    assert np.array_equal(loaded.sample(1_000, np.random.default_rng(4)), model.sample(1_000, np.random.default_rng(4)))
