@@ -117,7 +117,8 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
     Without ``model``, every attribute follows its 1-way table exactly (PrivSyn's start). With a fitted
     graphical model (:class:`~privsyn_spark.estimate.model.GraphicalModel` over the plan's domain),
     records are drawn from it (exact tree sampling, ``chunk`` records at a time), already close to every
-    target the model was fitted to.
+    target the model was fitted to; a sampled code the targets rule out (a zeroed or absent value) is
+    redrawn from its attribute's target 1-way shares.
     """
     domain = plan.domain
     records = np.empty((n, len(domain)), dtype=codes_dtype(domain), order="F")
@@ -126,6 +127,13 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
             raise ValueError("initialize_records: the model's domain is not the plan's")
         for lo in range(0, n, chunk):
             records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
+        for j, a in enumerate(domain.attrs):  # codes the targets rule out (zeroed or absent values)
+            one_way = tables.get((a,))
+            if one_way is None or one_way.sum() <= 0:
+                continue
+            ruled_out = one_way[records[:, j]] <= 0
+            if ruled_out.any():  # redrawn from the target's 1-way shares: GUM never has to remove them
+                records[ruled_out, j] = rng.choice(len(one_way), int(ruled_out.sum()), p=one_way / one_way.sum())
         return records
     for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
         one_way = tables.get((a,))
