@@ -41,6 +41,7 @@ import numpy as np
 
 from privsyn_spark.config import OutputConfig, Settings, ShardingConfig
 from privsyn_spark.errors import UsageError
+from privsyn_spark.evaluate.report import to_jsonable
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
@@ -289,7 +290,7 @@ class SynthModel:
         doc = {"run_id": self.run_id, "schema": self.schema.to_document(), "synthesizer": self.synthesizer,
                "sharding": self.sharding.__dict__, "settings": self.settings.to_dict(),
                "targets": None if self.targets is None else [list(k) for k in keys], "info": self.info}
-        storage.write(join(uri, MODEL_FILE), json.dumps(doc, default=_json_default).encode("utf-8"))
+        storage.write(join(uri, MODEL_FILE), json.dumps(to_jsonable(doc)).encode("utf-8"))
         return uri
 
     @classmethod
@@ -380,14 +381,6 @@ def _spark_frame(df):
     if not hasattr(df, "sparkSession"):
         raise UsageError(f"expected a Spark or pandas DataFrame, got {type(df).__name__}")
     return df
-
-
-def _json_default(obj: object) -> object:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, (tuple, set)):
-        return list(obj)
-    return str(obj)
 
 
 __all__ = ["PrivSyn", "SynthModel", "Plan", "Report", "evaluate", "write_delta", "SAMPLE_SCHEMA", "SAMPLE_DATA"]

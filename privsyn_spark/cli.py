@@ -5,7 +5,7 @@
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
     privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
-    privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1
+    privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger ledger --dataset-id adult
     privsyn-spark provenance out/synthetic
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
@@ -179,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
                                             "id as the runs on this table)")
     infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
+    infer.add_argument("--no-ledger", action="store_true",
+                       help="draft privately without a budget ledger: nothing limits or records what it spends")
     _spark_args(infer)
     budget = sub.add_parser("budget", help="a dataset's total privacy budget in the ledger: set it, show it",
                             description="The ledger holds each dataset's total budget; runs read it.")
@@ -344,6 +346,11 @@ def _draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
         check_epsilon_delta(args.epsilon, args.delta)
     if args.ledger and not args.dataset_id:
         raise UsageError("infer-schema --ledger needs --dataset-id (the id later runs on this table use)")
+    if args.epsilon is not None and not args.ledger and not args.no_ledger:
+        raise UsageError("a private draft spends budget: pass --ledger L --dataset-id ID (the dataset's budget "
+                         "from `privsyn-spark budget set`), or --no-ledger to draft without any record")
+    if args.ledger and args.no_ledger:
+        raise UsageError("give --ledger or --no-ledger, not both")
     bounds = {}
     for item in args.bounds:
         try:
