@@ -29,8 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gum_pandas_reference import gum_pandas  # noqa: E402
-from privsyn_spark.synthesize.gum import GumConfig, synthesize  # noqa: E402
-from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded  # noqa: E402
+from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize  # noqa: E402
+from privsyn_spark.synthesize.sharded.algorithm import ShardedGumConfig  # noqa: E402
+from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded  # noqa: E402
 from tests.synthesize.adult_data import adult_targets  # noqa: E402
 from tests.synthesize.test_gum import DENSE  # noqa: E402
 
@@ -76,7 +77,7 @@ def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int 
     other pairs, ``pairs_per_column * width`` in all (at most every pair).
     """
     from privsyn_spark.domain import Domain
-    from privsyn_spark.synthesize.gum import marginal_counts
+    from privsyn_spark.synthesize.gum.kernel import marginal_counts
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 61, width)
@@ -101,7 +102,7 @@ def overlap_stats(domain, keys, config: GumConfig) -> tuple[float, float]:
     """Mean over the updated marginals of the others sharing an attribute with one (what a Replace touches)
     and of the marginals a Duplicate recounts (all of them up to ``whole_record_marginals``, else those over
     the neighbourhood's attributes)."""
-    from privsyn_spark.synthesize.gum import plan_gum
+    from privsyn_spark.synthesize.gum.kernel import plan_gum
 
     overlap, touched = [], []
     for comp in plan_gum(domain, keys, config).components:
@@ -136,7 +137,7 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
     """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule."""
     import os
 
-    from privsyn_spark.synthesize.sharded import run_shards_locally
+    from privsyn_spark.synthesize.sharded.algorithm import run_shards_locally
 
     rows = []
     for width in widths:

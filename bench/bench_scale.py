@@ -52,8 +52,7 @@ def _jvm_peak_mb(spark) -> float:
 
 def _generate(spark, rows: int, columns: int, folder: Path) -> tuple[Path, Path, list[tuple[str, str]]]:
     """Parquet table + schema file of a generated network (reused when already written)."""
-    from privsyn_spark.sample.generator import (bayes_net_structure, bayes_net_table, dependent_pairs,
-                                                generated_schema)
+    from privsyn_spark.sample.generator import bayes_net_structure, bayes_net_table, dependent_pairs, generated_schema
 
     sizes, parents = bayes_net_structure(columns, seed=columns)
     table, schema = folder / f"table_{rows}x{columns}", folder / f"schema_{rows}x{columns}.yaml"
@@ -71,7 +70,7 @@ def _tvds(spark, source: str, fmt: str, schema_path: Path, output: str, measurem
     from privsyn_spark.measure.encode import encode
     from privsyn_spark.measure.engine import count_marginals
     from privsyn_spark.privacy.measurements import Measurements
-    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.runtime.input_table import read_table
     from privsyn_spark.schema.schema import load_schema
 
     schema = load_schema(str(schema_path))
@@ -125,7 +124,7 @@ def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float) -> 
         table, schema, dependent = _generate(spark, rows, columns, workdir)
         print(f"  generated {rows:,} x {columns} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         source, fmt = str(table), "parquet"
-    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.runtime.input_table import read_table
 
     df = read_table(spark, source, fmt)
     start = time.perf_counter()

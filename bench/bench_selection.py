@@ -21,10 +21,10 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, model_cells
 from privsyn_spark.privacy.accounting import Accountant, rho_from_eps_delta
-from privsyn_spark.privacy.combine import combine_marginals
-from privsyn_spark.privacy.densemarg import dense_marg
-from privsyn_spark.privacy.indif import release_noisy_indif
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+from privsyn_spark.select.combine import combine_marginals
+from privsyn_spark.select.densemarg import dense_marg
+from privsyn_spark.select.noisy_indif import release_noisy_indif
 
 
 def synthetic_scores(rng: np.random.Generator, d: int, n: int) -> tuple[Domain, dict[tuple[str, ...], float]]:

@@ -18,8 +18,8 @@ import numpy as np
 from privsyn_spark.evaluate.codes import unpacked_codes
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import _plan, count_marginals, one_and_two_way
+from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.session import build_spark_session
-from privsyn_spark.runtime.tables import read_table
 from privsyn_spark.schema.schema import load_schema
 
 

@@ -67,10 +67,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from privsyn_spark.evaluate.evaluation import evaluate  # noqa: E402
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, _load_measurements, run  # noqa: E402
 from privsyn_spark.privacy.measurements import Measurements  # noqa: E402
+from privsyn_spark.runtime.input_table import read_table  # noqa: E402
 from privsyn_spark.runtime.session import build_spark_session  # noqa: E402
-from privsyn_spark.runtime.tables import read_table  # noqa: E402
 from privsyn_spark.schema.schema import Schema, load_schema  # noqa: E402
-from privsyn_spark.synthesize.decode import decode_dataframe  # noqa: E402
+from privsyn_spark.write.decode import decode_dataframe  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample"
 ADULT = SAMPLE / "adult.csv.gz"

@@ -1,6 +1,6 @@
 """A straightforward pandas implementation of GUM's updates (the benchmark baseline, not library code).
 
-Same updates as ``privsyn_spark.synthesize.gum`` with ``candidate_pool=1`` and no polishing, appending or
+Same updates as ``privsyn_spark.synthesize.gum.kernel`` with ``candidate_pool=1`` and no polishing, appending or
 separation: start from records whose every attribute follows its 1-way target; each iteration visits
 every (maximal) target marginal, over-counted cells lose ``min(n_s - n_t, beta n_s)`` uniformly random
 records (beta by bisection, as in the reference implementation), under-counted cells gain
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum import GumConfig
+from privsyn_spark.synthesize.gum.kernel import GumConfig
 
 
 def _beta(excess: np.ndarray, current: np.ndarray, total: float) -> float:

@@ -7,10 +7,8 @@ The Python API (see :mod:`privsyn_spark.api` and the README's "Python API")::
     out = model.sample(1_000_000, seed=0)
 """
 
-__version__ = "0.1.0"
-
-from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, Plan, PrivSyn, Report, SynthModel, evaluate, write_delta  # noqa: E402
-from privsyn_spark.config import (  # noqa: E402
+from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, Plan, PrivSyn, Report, SynthModel, evaluate, write_delta
+from privsyn_spark.config import (
     BudgetSplit,
     EstimationConfig,
     GumConfig,
@@ -19,8 +17,9 @@ from privsyn_spark.config import (  # noqa: E402
     Settings,
     ShardingConfig,
 )
-from privsyn_spark.schema.schema import Schema  # noqa: E402
+from privsyn_spark.schema.schema import Schema
+from privsyn_spark.version import __version__
 
-__all__ = ["BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
+__all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
            "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
            "evaluate", "write_delta"]

@@ -1,7 +1,7 @@
 """The Python API: ``PrivSyn(schema, epsilon, ...)`` -> ``plan()`` -> ``fit(df)`` -> ``model.sample(n)``.
 
 ``fit`` is the only step that reads private data, and it spends the budget once (through the
-ledger's reservation, :mod:`privsyn_spark.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
+ledger's reservation, :mod:`privsyn_spark.budget.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
 read only the public schema or the persisted measurements. The CLI's steps call the same stage
 functions (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no ledger, a local
 SparkSession; about a minute on a laptop):
@@ -124,8 +124,8 @@ class PrivSyn:
                  run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
                  sharding: ShardingConfig = ShardingConfig(), settings: Settings = Settings(),
                  max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False, log_exact_counts: bool = False) -> None:
+        from privsyn_spark.budget.ledger_state import check_epsilon_delta
         from privsyn_spark.runtime.output_check import check_run_id
-        from privsyn_spark.write.ledger_state import check_epsilon_delta
 
         self.schema = schema if isinstance(schema, Schema) else Schema.load(schema)
         check_epsilon_delta(epsilon, delta)
@@ -166,9 +166,9 @@ class PrivSyn:
         """
         if df is not None:
             self.schema.check_table_columns(df.columns)
-        from privsyn_spark.privacy.indif import indif_noise_scale
+        from privsyn_spark.privacy.accounting import resolve_budget
         from privsyn_spark.privacy.noise import gaussian_sigma
-        from privsyn_spark.privacy.release import resolve_budget
+        from privsyn_spark.select.noisy_indif import indif_noise_scale
 
         domain = self.schema.domain()
         rho = resolve_budget(self.epsilon, self.delta, None)[0]
@@ -242,7 +242,7 @@ class SynthModel:
         from privsyn_spark import pipeline
         from privsyn_spark.estimate.zeroed_values import absent_values
         from privsyn_spark.privacy.table_size import default_rows
-        from privsyn_spark.synthesize.decode import decode_dataframe
+        from privsyn_spark.write.decode import decode_dataframe
 
         if self.schema.schema_hash() != self.measurements.schema_hash:
             raise UsageError(f"the schema is not the one run {self.run_id} was measured with")
@@ -316,7 +316,7 @@ def write_delta(df, target: str, provenance: SynthModel | Mapping[str, str] | No
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
     version. ``provenance`` (the model it was sampled from, or its ``provenance()`` dict) becomes the
     table's ``privsyn.*`` properties and the commit's userMetadata."""
-    from privsyn_spark.runtime.tables import write_delta as write
+    from privsyn_spark.write.delta_output import write_delta as write
 
     props = provenance.provenance() if isinstance(provenance, SynthModel) else dict(provenance or {})
     reserved = [k for k in output.properties if k.startswith("privsyn.")]

@@ -20,11 +20,11 @@ import sys
 import uuid
 from pathlib import Path
 
-from privsyn_spark import __version__
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig
+from privsyn_spark.version import __version__
 
 log = logging.getLogger("privsyn_spark")
 
@@ -226,9 +226,9 @@ def validate_run_args(args: argparse.Namespace) -> None:
     """Everything a run can be refused for without Spark: epsilon, delta, ledger or --no-ledger,
     dataset id, runs dir, schema (an unreviewed draft is refused), a local run id reused with other
     settings. Raises a one-line :class:`UsageError`."""
-    from privsyn_spark.release_guard import check_same_run, local_artifact, run_fingerprint
+    from privsyn_spark.budget.ledger_state import check_epsilon_delta
+    from privsyn_spark.budget.release_guard import check_same_run, local_artifact, run_fingerprint
     from privsyn_spark.schema.schema import load_schema
-    from privsyn_spark.write.ledger_state import check_epsilon_delta
 
     if args.dataset_epsilon is not None:
         raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
@@ -315,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     """Everything checkable without Spark, before its session starts: options, input path, schema, output."""
+    from privsyn_spark.runtime.locations import is_path
     from privsyn_spark.runtime.output_check import check_output_path
-    from privsyn_spark.runtime.tables import is_path
     from privsyn_spark.schema.schema import load_schema
 
     bad_conf = [item for item in args.conf if "=" not in item]
@@ -340,7 +340,7 @@ def _draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
 
     if args.non_private == (args.epsilon is not None):
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
-    from privsyn_spark.write.ledger_state import check_epsilon_delta
+    from privsyn_spark.budget.ledger_state import check_epsilon_delta
 
     if args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
@@ -366,7 +366,7 @@ def _draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
 
 def _infer_schema(spark, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
-    from privsyn_spark.runtime.tables import read_table
+    from privsyn_spark.runtime.input_table import read_table
     from privsyn_spark.schema import infer
 
     if args.non_private:
@@ -403,7 +403,7 @@ def _main(args: argparse.Namespace) -> int:
     elif args.command == "infer-schema":
         _draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget" and args.action == "set":
-        from privsyn_spark.write.ledger_state import check_budget
+        from privsyn_spark.budget.ledger_state import check_budget
 
         check_budget(args.epsilon, args.delta)
     config = _check_before_spark(args)
@@ -426,8 +426,8 @@ def _main(args: argparse.Namespace) -> int:
 
 def _budget(spark, args: argparse.Namespace) -> int:
     """`budget set` / `budget show`."""
-    from privsyn_spark.write import ledger
-    from privsyn_spark.write.ledger_state import describe
+    from privsyn_spark.budget import ledger
+    from privsyn_spark.budget.ledger_state import describe
 
     if args.action == "set":
         ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
@@ -446,7 +446,7 @@ def _print_provenance(spark, table: str, as_json: bool) -> None:
     """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
     import json
 
-    from privsyn_spark.runtime.tables import provenance
+    from privsyn_spark.write.delta_output import provenance
 
     for entry in provenance(spark, table):
         run = entry["run"] or {}

@@ -29,8 +29,8 @@ from typing import Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import BudgetSplit
-from privsyn_spark.privacy.release import SelectionConfig
-from privsyn_spark.synthesize.gum_plan import GumConfig
+from privsyn_spark.select.selection_config import SelectionConfig
+from privsyn_spark.synthesize.gum.plan import GumConfig
 
 __all__ = ["BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "SelectionConfig", "Settings",
            "ShardingConfig"]
@@ -66,7 +66,7 @@ class ShardingConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """How the synthetic table is written (see :func:`privsyn_spark.runtime.tables.write_delta`)."""
+    """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`)."""
 
     mode: str = "overwrite"                 # or "append"
     partition_by: tuple[str, ...] = ()      # partition columns (on create/overwrite)

@@ -49,11 +49,6 @@ class Domain(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self.attrs)
 
-    def project(self, attrs: Iterable[str]) -> "Domain":
-        """Sub-domain on ``attrs``, in the order given."""
-        attrs = tuple(attrs)
-        return Domain(attrs, tuple(self[a] for a in attrs))
-
     def canonical(self, attrs: Iterable[str]) -> tuple[str, ...]:
         """``attrs`` sorted in this domain's attribute order (the order count arrays use)."""
         wanted = set(attrs)

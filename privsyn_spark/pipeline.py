@@ -4,7 +4,7 @@ Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop 
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
 ``targets/`` (consistent target marginals), ``report.json`` and ``report.html``.
 Steps are idempotent: measuring a run id again reuses its measurements and spends nothing (with a
-ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`); synthesizing again
+ledger, wherever the ledger says they are: :mod:`privsyn_spark.budget.release_guard`); synthesizing again
 with the same seed rewrites the same table.
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_spark import __version__
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import to_jsonable
@@ -27,6 +26,7 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import join
+from privsyn_spark.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def input_codes(spark, config: RunConfig, source=None):
 
 def measure(spark, config: RunConfig, state: RunState | None = None, codes=None) -> Measurements:
     """Measure privately once per run id (two engine passes + the privacy core) or reuse the run's
-    measurements; with a ledger, under its reservation (:func:`privsyn_spark.release_guard.guarded_measure`:
+    measurements; with a ledger, under its reservation (:func:`privsyn_spark.budget.release_guard.guarded_measure`:
     released again when the input is refused before any noise is drawn).
 
     ``codes``: the run's ``input_codes`` (kept for later steps); without it the step reads the input
@@ -147,12 +147,12 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     """
     from contextlib import nullcontext
 
+    from privsyn_spark.budget.ledger_state import check_epsilon_delta
+    from privsyn_spark.budget.release_guard import guarded_measure, run_fingerprint
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
-    from privsyn_spark.measure.indif import indif_scores
+    from privsyn_spark.measure.indif_scores import indif_scores
+    from privsyn_spark.privacy.measure_privately import measure_privately
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-    from privsyn_spark.privacy.release import measure_privately
-    from privsyn_spark.release_guard import guarded_measure, run_fingerprint
-    from privsyn_spark.write.ledger_state import check_epsilon_delta
 
     check_epsilon_delta(config.epsilon, config.delta)  # before anything is read (the CLI checked already)
     if config.ledger and not config.dataset_id:
@@ -192,7 +192,7 @@ def measure(spark, config: RunConfig, state: RunState | None = None, codes=None)
     measurements = guarded_measure(spark, config, run_fingerprint(config, schema.schema_hash()), draw,
                                    SecureDiscreteGaussian())
     if config.ledger:
-        from privsyn_spark.write.ledger import dataset_state
+        from privsyn_spark.budget.ledger import dataset_state
 
         held = dataset_state(spark, config.ledger, config.dataset_id)
         budget = held.budget.rho if held.budget is not None else None
@@ -255,11 +255,11 @@ def config_dict(config: RunConfig) -> dict[str, Any]:
 def synthesize(spark, config: RunConfig, measurements: Measurements, targets: dict[tuple[str, ...], np.ndarray],
                state: RunState | None = None):
     """Synthesize merged codes (GUM sharded over Spark, or PGM sampling), decode, write the Delta table."""
+    from privsyn_spark.estimate.zeroed_values import absent_values
     from privsyn_spark.privacy.table_size import default_rows
     from privsyn_spark.runtime.scratch import run_scratch
-    from privsyn_spark.estimate.zeroed_values import absent_values
-    from privsyn_spark.runtime.tables import write_delta
-    from privsyn_spark.synthesize.decode import decode_dataframe
+    from privsyn_spark.write.decode import decode_dataframe
+    from privsyn_spark.write.delta_output import write_delta
 
     state = state or RunState(config)
     schema = run_schema(config)
@@ -290,7 +290,8 @@ def _synthesize_codes(spark, config: RunConfig, measurements: Measurements,
     earlier step): GUM starts from its samples, the ``pgm`` synthesizer samples it without fitting again.
     """
     if config.synthesizer == "gum":
-        from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
+        from privsyn_spark.synthesize.sharded.algorithm import ShardedGumConfig
+        from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 
         gum = ShardedGumConfig(gum=config.settings.gum, shard_size=config.shard_rows, max_rounds=config.gum_rounds,
                                sweeps=config.gum_sweeps)
@@ -322,8 +323,7 @@ def _report(spark, config: RunConfig, measurements: Measurements, state: RunStat
     """
     if config.evaluate and synthetic is not None:
         from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-
-        from privsyn_spark.runtime.tables import read_table
+        from privsyn_spark.runtime.input_table import read_table
 
         # counts come from the run's persisted codes; only the value-level metrics of numeric columns
         # (KS distance, spike shares: not private, operators only) read the source's raw values again
@@ -384,7 +384,8 @@ def run_synthesize(spark, config: RunConfig):
 
 def run_evaluate(spark, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
-    from privsyn_spark.runtime.tables import is_path, read_table
+    from privsyn_spark.runtime.input_table import read_table
+    from privsyn_spark.runtime.locations import is_path
 
     measurements = _load_measurements(spark, config)
     state = _load_state(config)
@@ -395,7 +396,8 @@ def run_evaluate(spark, config: RunConfig) -> dict:
 
 def run(spark, config: RunConfig) -> dict:
     """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
-    from privsyn_spark.runtime.tables import is_path, read_table
+    from privsyn_spark.runtime.input_table import read_table
+    from privsyn_spark.runtime.locations import is_path
 
     state = RunState(config)
     check_output(spark, config)  # before any budget is spent
@@ -413,7 +415,7 @@ def run(spark, config: RunConfig) -> dict:
 def check_output(spark, config: RunConfig) -> None:
     """Refuse an output location the write would fail on (file, non-Delta folder, other schema in append)."""
     from privsyn_spark.runtime.output_check import check_output_table
-    from privsyn_spark.synthesize.decode import output_ddl
+    from privsyn_spark.write.decode import output_ddl
 
     check_output_table(spark, config.output, config.write_mode, output_ddl(run_schema(config)))
 
@@ -431,7 +433,7 @@ def check_table_size(measurements: Measurements) -> None:
 def _load_measurements(spark, config: RunConfig) -> Measurements:
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
-    from privsyn_spark.release_guard import (
+    from privsyn_spark.budget.release_guard import (
         ArtifactLost,
         check_same_run,
         find_committed,
@@ -441,7 +443,7 @@ def _load_measurements(spark, config: RunConfig) -> Measurements:
 
     fingerprint = run_fingerprint(config, run_schema(config).schema_hash())
     if config.ledger:
-        from privsyn_spark.write.ledger import dataset_state
+        from privsyn_spark.budget.ledger import dataset_state
 
         held = dataset_state(spark, config.ledger, config.dataset_id).active(config.run_id)
         if held is None or held.artifact_sha256 is None:

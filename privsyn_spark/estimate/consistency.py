@@ -49,7 +49,7 @@ def intersection_closure(cliques: Sequence[tuple[str, ...]], domain: Domain) -> 
     return [domain.canonical(s) for s in ordered]
 
 
-def _project(view: _View, attrs: tuple[str, ...]) -> np.ndarray:
+def _marginal(view: _View, attrs: tuple[str, ...]) -> np.ndarray:
     drop = tuple(k for k, a in enumerate(view.attrs) if a not in attrs)
     return sum_axes(view.values, drop)
 
@@ -70,7 +70,7 @@ def _consistency_step(views: list[_View], closure: Sequence[tuple[str, ...]], to
                       for v in holders], dtype=np.float64)
         w = np.array([v.rho for v in holders]) / g
         w = w / w.sum()  # PrivSyn: w_i = (rho_i / g_i) / sum_j (rho_j / g_j)
-        projections = [_project(v, attrs) for v in holders]
+        projections = [_marginal(v, attrs) for v in holders]
         target = np.full((), float(total)) if not attrs else sum(wi * p for wi, p in zip(w, projections))
         for v, p, gi in zip(holders, projections, g):
             v.values += _spread(v, attrs, (target - p) / gi)

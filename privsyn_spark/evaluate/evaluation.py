@@ -18,7 +18,7 @@ from privsyn_spark.evaluate.ml_efficacy import ml_efficacy
 from privsyn_spark.evaluate.privacy_smoke import DEFAULT_TOLERANCE, privacy_smoke
 from privsyn_spark.evaluate.value_metrics import value_metrics
 from privsyn_spark.measure.encode import EncodedTable, encode
-from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts, all_pairs
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, CountingPass, all_pairs
 from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
@@ -28,7 +28,7 @@ NOTICE = ("These metrics read the private table. They are not differentially pri
           "operators of the run, not for release with the synthetic data.")
 
 
-def one_way_distributions(schema: Schema, real: MarginalCounts, synthetic: MarginalCounts) -> dict[str, dict]:
+def one_way_distributions(schema: Schema, real: CountingPass, synthetic: CountingPass) -> dict[str, dict]:
     """Per column: code labels and the real and synthetic shares of each code (for histograms)."""
     def shares(table: np.ndarray) -> list[float]:
         total = table.sum()
@@ -38,7 +38,7 @@ def one_way_distributions(schema: Schema, real: MarginalCounts, synthetic: Margi
                      "synthetic": shares(synthetic.tables[(c.name,)])} for c in schema.columns}
 
 
-def independent_baseline(real: MarginalCounts, synthetic: MarginalCounts, domain) -> dict:
+def independent_baseline(real: CountingPass, synthetic: CountingPass, domain) -> dict:
     """Mean 2-way TVD of an independent-columns table with the synthetic 1-way marginals (the
     product of them, no sampling noise), against the real 2-way tables: what a method that keeps no
     dependence between columns would score."""
@@ -50,7 +50,7 @@ def independent_baseline(real: MarginalCounts, synthetic: MarginalCounts, domain
             "method": "product of the synthetic table's 1-way marginals"}
 
 
-def values_not_in_input(schema: Schema, real: MarginalCounts, synthetic: MarginalCounts) -> list[dict]:
+def values_not_in_input(schema: Schema, real: CountingPass, synthetic: CountingPass) -> list[dict]:
     """Codes (values, bins, ``(other)``, ``(null)``) the synthetic table holds and the real one does not."""
     out = []
     for column in schema.columns:

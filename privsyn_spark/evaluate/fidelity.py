@@ -15,7 +15,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.encode import EncodedTable
-from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, MarginalCounts, all_pairs, count_marginals
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, CountingPass, all_pairs, count_marginals
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def answer_range_queries(tables: Tables, rows: int, queries: RangeQueries) -> np
     return answers
 
 
-def range_query_error(real: MarginalCounts, synthetic: MarginalCounts, queries: RangeQueries) -> dict:
+def range_query_error(real: CountingPass, synthetic: CountingPass, queries: RangeQueries) -> dict:
     """Average (and largest) absolute error of the synthetic table's answered fractions."""
     result = {"queries": len(queries), "triples": len(queries.triples), "capped": queries.capped,
               "note": queries.note, "mean_abs_error": None, "max_abs_error": None}
@@ -142,8 +142,8 @@ class FidelityResult:
     """Metrics (``rows``, ``tvd``, ``range_queries``), the count tables they came from and the queries."""
 
     metrics: dict
-    real: MarginalCounts
-    synthetic: MarginalCounts
+    real: CountingPass
+    synthetic: CountingPass
     queries: RangeQueries
 
 

@@ -14,7 +14,7 @@ import resource
 import numpy as np
 
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
-from privsyn_spark.measure.packing import CountLayout
+from privsyn_spark.measure.packing import CounterPlan
 
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
 
@@ -36,7 +36,7 @@ def _blocks(batches, rows: int = BATCH_ROWS):
         yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
-def _partition_counter(layout: CountLayout):
+def _partition_counter(layout: CounterPlan):
     """The function each partition runs: Arrow batches of packed words -> one row of partial counts."""
     import pyarrow as pa
 
@@ -79,7 +79,7 @@ def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) ->
     return left[0] + right[0], max(left[1], right[1])
 
 
-def count_with_arrow(packed, layout: CountLayout) -> tuple[np.ndarray, float]:
+def count_with_arrow(packed, layout: CounterPlan) -> tuple[np.ndarray, float]:
     """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB)."""
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
     zero = (np.zeros(layout.length, dtype=np.int64), 0)

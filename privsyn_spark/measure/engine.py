@@ -39,7 +39,7 @@ class CellCapExceeded(UsageError):
 
 
 @dataclass
-class MarginalCounts:
+class CountingPass:
     """Exact count tables (canonical attribute order), the row count and the out-of-domain tallies."""
 
     tables: dict[tuple[str, ...], np.ndarray]
@@ -88,7 +88,7 @@ def _choose_backend(spark, backend: str) -> str:
 
 def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tuple[str, ...]],
                     recode: Mapping[str, np.ndarray] | None = None,
-                    max_cells: int = DEFAULT_MAX_CELLS, backend: str = "auto") -> MarginalCounts:
+                    max_cells: int = DEFAULT_MAX_CELLS, backend: str = "auto") -> CountingPass:
     """Exact counts of every requested marginal in one pass over ``encoded``.
 
     ``encoded`` is an encoded table (packed here, lazily) or already packed codes, e.g. the run's
@@ -114,7 +114,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
     packed = encoded if isinstance(encoded, PackedCodes) else pack_codes(encoded)
-    layout = packed.layout(domain, computed, recode)
+    layout = packed.counter_plan(domain, computed, recode)
     peak_mb = 0.0
     if backend == "jvm":
         total = count_with_jvm(packed.df, layout)
@@ -126,7 +126,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
             source = derived[m]
             drop = tuple(i for i, a in enumerate(source) if a not in m)
             tables[m] = tables[source].sum(axis=drop)
-    result = MarginalCounts(tables={m: tables[m] for m in wanted}, rows=rows, out_of_domain=out_of_domain,
+    result = CountingPass(tables={m: tables[m] for m in wanted}, rows=rows, out_of_domain=out_of_domain,
                             null_failures=null_failures, seconds=time.perf_counter() - start,
                             backend=backend, worker_peak_rss_mb=peak_mb)
     # never the row count: it is a statistic of the private table (README, "Privacy guarantees")
@@ -135,7 +135,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     return result
 
 
-def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: MarginalCounts,
+def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingPass,
                           log_exact_counts: bool = False) -> dict[str, dict[str, int]]:
     """Apply the out-of-domain and null policies: raise BadInputData for columns whose policy is ``fail``.
 

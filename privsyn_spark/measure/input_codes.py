@@ -43,7 +43,7 @@ class InputCodes:
     def packed(self) -> PackedCodes:
         """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
         if self._packed is None:
-            from privsyn_spark.runtime.tables import read_table
+            from privsyn_spark.runtime.input_table import read_table
 
             raw = (self.source if not isinstance(self.source, str)
                    else read_table(self.spark, self.source, self.fmt, infer_types=False))

@@ -22,7 +22,7 @@ import numpy as np
 
 from privsyn_spark.errors import PrivsynError
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
-from privsyn_spark.measure.packing import CountLayout
+from privsyn_spark.measure.packing import CounterPlan
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def jvm_counter_loaded(spark) -> bool:
     return isinstance(jvm.io.privsyn.spark.MarginalCounter, JavaClass)
 
 
-def _plan_bytes(layout: CountLayout, spark_version: str) -> bytes:
+def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
     """The layout as the little-endian int32 plan ``MarginalCounter.Layout`` reads, after its header
     (magic, plan version, the driver's Spark major and minor version)."""
     needed = layout.needed
@@ -104,7 +104,7 @@ def _plan_bytes(layout: CountLayout, spark_version: str) -> bytes:
     return np.asarray(plan, dtype="<i4").tobytes() + b"".join(lut.tobytes() for lut in luts)
 
 
-def count_with_jvm(packed, layout: CountLayout) -> np.ndarray:
+def count_with_jvm(packed, layout: CounterPlan) -> np.ndarray:
     """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM.
 
     Raises CounterDeploymentError when the executors lack the jar or run another Spark or jar.

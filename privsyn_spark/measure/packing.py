@@ -1,10 +1,10 @@
-"""Bit-packing of the encoded columns and the count layout both counting backends follow.
+"""Bit-packing of the encoded columns and the counter plan both counting backends follow.
 
 The encoded columns (``code * 4 + status`` each) are packed in Spark SQL into as few bigint
 columns ("words") as fit, first fit at 63 bits each: fewer, wider columns are cheaper to move
-than one narrow column per attribute. :class:`CountLayout` says where every attribute sits in the
-words, how its code is recoded, and where every computed table, the row count and the
-out-of-domain / null-failure tallies live in the flat count array.
+than one narrow column per attribute. :class:`CounterPlan` says where every attribute sits in the
+words, how its code is recoded, and where every computed table (a :class:`CountLayout`), the row count
+and the out-of-domain / null-failure tallies live in the flat count array.
 """
 
 from __future__ import annotations
@@ -14,25 +14,37 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
 from privsyn_spark.schema.schema import Schema
 
 
 @dataclass(frozen=True)
-class CountLayout:
-    """Where codes sit in the packed words and where each count lands in the flat array."""
+class CounterPlan:
+    """What a counting pass follows (the JVM decodes it as ``MarginalCounter.Layout``): where codes sit in
+    the packed words, how they are recoded, and the :class:`CountLayout` of the flat count array."""
 
     fields: dict[str, tuple[int, int, int]]
     """Per encoded column: (word, bit offset, width); the status is the low ``STATUS_BITS`` bits."""
     words: int
-    tables: list[tuple[str, ...]]
-    """The computed tables (canonical order), over the recoded domain."""
-    shapes: list[tuple[int, ...]]
-    offsets: np.ndarray
-    """Start of each table in the flat array; ``offsets[-1]`` is the total number of cells."""
+    counts: CountLayout
+    """The computed tables (canonical order, over the recoded domain) in the flat count array."""
     luts: dict[str, np.ndarray]
     """Per attribute used by a table: old code -> new code (identity when not recoded)."""
+
+    @property
+    def tables(self) -> list[tuple[str, ...]]:
+        return list(self.counts.keys)
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]]:
+        return [self.counts.domain.shape(k) for k in self.counts.keys]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Start of each table in the flat array; ``offsets[-1]`` is the total number of cells."""
+        return np.asarray([self.counts.offsets[k] for k in self.counts.keys] + [self.counts.size], dtype=np.int64)
 
     @property
     def needed(self) -> list[str]:
@@ -41,7 +53,7 @@ class CountLayout:
 
     @property
     def cells(self) -> int:
-        return int(self.offsets[-1])
+        return self.counts.size
 
     @property
     def length(self) -> int:
@@ -57,8 +69,7 @@ class CountLayout:
 
     def split(self, total: np.ndarray) -> tuple[dict[tuple[str, ...], np.ndarray], int, dict[str, int], dict[str, int]]:
         """The flat array as (tables, rows, out-of-domain tallies, null-failure tallies)."""
-        tables = {m: total[self.offsets[k]:self.offsets[k + 1]].reshape(self.shapes[k])
-                  for k, m in enumerate(self.tables)}
+        tables = self.counts.unpack(total[:self.cells])
         tail = self.cells
         names = list(self.fields)
         return (tables, int(total[tail]),
@@ -88,16 +99,13 @@ class PackedCodes:
         """The same layout over another DataFrame holding the same words (e.g. read back from storage)."""
         return replace(self, df=df)
 
-    def layout(self, domain: Domain, tables: Sequence[tuple[str, ...]],
-               recode: Mapping[str, np.ndarray]) -> CountLayout:
-        """Where the ``tables`` (over the recoded ``domain``; ``recode`` maps old codes to new) land."""
+    def counter_plan(self, domain: Domain, tables: Sequence[tuple[str, ...]],
+                     recode: Mapping[str, np.ndarray]) -> CounterPlan:
+        """How to count the ``tables`` (over the recoded ``domain``; ``recode`` maps old codes to new)."""
         needed = {a for m in tables for a in m}
         luts = {a: np.asarray(recode[a], dtype=np.int64) if a in recode else np.arange(self.domain[a])
                 for a in self.fields if a in needed}
-        shapes = [domain.shape(m) for m in tables]
-        offsets = np.concatenate([[0], np.cumsum([int(np.prod(s)) for s in shapes])]).astype(np.int64)
-        return CountLayout(fields=self.fields, words=self.words, tables=list(tables), shapes=shapes,
-                           offsets=offsets, luts=luts)
+        return CounterPlan(fields=self.fields, words=self.words, counts=CountLayout(domain, tables), luts=luts)
 
     def unpacked(self) -> EncodedTable:
         """The ``code * 4 + status`` columns again (named as the attributes), as Spark expressions."""

@@ -115,6 +115,21 @@ def gaussian_sigma(sensitivity: float, rho: float) -> float:
     return float(sensitivity) * math.sqrt(1.0 / (2.0 * rho))
 
 
+def resolve_budget(epsilon: float | None, delta: float | None,
+                   rho: float | None) -> tuple[float, float | None, float | None]:
+    """(rho, epsilon, delta) of the run from either (epsilon, delta) or rho (+ optional delta to report epsilon)."""
+    if rho is not None:
+        if epsilon is not None:
+            raise ValueError("give either (epsilon, delta) or rho, not both")
+        rho = float(rho)
+        if not rho > 0:
+            raise ValueError(f"rho must be > 0, got {rho}")
+        return rho, (eps_from_rho(rho, delta) if delta is not None else None), delta
+    if epsilon is None or delta is None:
+        raise ValueError("give (epsilon, delta) or rho")
+    return rho_from_eps_delta(float(epsilon), float(delta)), float(epsilon), float(delta)
+
+
 @dataclass(frozen=True)
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step (PrivSyn Algorithm 3: 0.1 / 0.1 / 0.8)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.tables import is_path
+from privsyn_spark.runtime.locations import is_path
 
 
 def check_run_id(run_id: str) -> None:
@@ -68,7 +68,7 @@ def check_output_path(target: str, mode: str) -> None:
 def check_output_table(spark, target: str, mode: str, ddl: str) -> None:
     """In append mode, an existing output table must have the synthetic table's columns and types.
 
-    ``ddl`` is the synthetic table's Spark DDL (``synthesize.decode.output_ddl``). Only the table's
+    ``ddl`` is the synthetic table's Spark DDL (``write.decode.output_ddl``). Only the table's
     metadata is read: the schema of a Delta path comes from its transaction log.
     """
     check_output_path(target, mode)

@@ -264,8 +264,8 @@ def reserve_draft_budget(spark, ledger: str, dataset_id: str, run_id: str, epsil
     The one place the draft touches the ledger. The ledger holds zCDP rho; the draft's extra
     partition-selection delta is stated in the file's header.
     """
+    from privsyn_spark.budget.ledger import reserve
     from privsyn_spark.privacy.discovery import DiscoveryBudget
-    from privsyn_spark.write.ledger import reserve
 
     rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
     fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}

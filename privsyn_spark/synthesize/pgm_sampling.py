@@ -20,8 +20,8 @@ from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
-from privsyn_spark.synthesize.sharded import shard_sizes
-from privsyn_spark.synthesize.sharded_spark import codes_schema
+from privsyn_spark.synthesize.sharded.algorithm import shard_sizes
+from privsyn_spark.synthesize.sharded.spark_driver import codes_schema
 
 log = logging.getLogger(__name__)
 

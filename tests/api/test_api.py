@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from privsyn_spark import PrivSyn, Schema, ShardingConfig, write_delta
+from privsyn_spark.budget import ledger as L
 from privsyn_spark.errors import UsageError
-from privsyn_spark.write import ledger as L
 
 SCHEMA = {"columns": [
     {"name": "a", "type": "categorical", "values": ["x", "y", "z"]},
@@ -91,7 +91,7 @@ def test_plan_reads_no_data_and_matches_the_release(spark, fitted):
 
 
 def test_write_delta_records_the_model(spark, fitted):
-    from privsyn_spark.runtime.tables import table_properties
+    from privsyn_spark.write.delta_output import table_properties
 
     root, _, _, model = fitted
     out = model.sample(500, seed=2)

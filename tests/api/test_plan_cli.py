@@ -62,8 +62,8 @@ def test_plan_refuses_what_a_run_would_refuse():
 
 
 def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
-    from privsyn_spark.release_guard import run_fingerprint
-    from privsyn_spark.write.ledger_state import fingerprint_mismatch
+    from privsyn_spark.budget.ledger_state import fingerprint_mismatch
+    from privsyn_spark.budget.release_guard import run_fingerprint
 
     base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).run_config("t", "r1")
     custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True,

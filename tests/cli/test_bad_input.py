@@ -74,7 +74,7 @@ def budget_charged(spark, ledger: Path) -> float:
     """The rho the ledger holds for the dataset (0 when the ledger was never created)."""
     if not (ledger / "_delta_log").is_dir():
         return 0.0
-    from privsyn_spark.write.ledger import dataset_state
+    from privsyn_spark.budget.ledger import dataset_state
 
     return dataset_state(spark, str(ledger), DATASET).spent_rho
 
@@ -150,7 +150,7 @@ def test_refused_before_spark_starts(tmp_path, name, columns, extra, message):
 
 def _cli(spark, capsys, case: Case, *extra: str, step: str = "run") -> tuple[int, str]:
     """The CLI in this process, on a ledger whose dataset has a budget of epsilon 10."""
-    from privsyn_spark.write.ledger import set_budget
+    from privsyn_spark.budget.ledger import set_budget
 
     set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)
     code = cli.main(case.argv("--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4", *extra, step=step))

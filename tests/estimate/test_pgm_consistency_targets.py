@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
-
 from pgm_brute_force import marginal, noisy_measurements, random_table, structure
+
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure

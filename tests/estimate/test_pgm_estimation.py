@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from pgm_brute_force import (
     STRUCTURES,
     exact_measurements,
@@ -14,6 +13,7 @@ from pgm_brute_force import (
     random_table,
     structure,
 )
+
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.estimation import (
     AcceleratedMirrorDescent,

@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
-
 from pgm_brute_force import STRUCTURES, structure
+
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.factor import Factor, logsumexp, product
 from privsyn_spark.estimate.junction_tree import (

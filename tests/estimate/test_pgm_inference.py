@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
-
 from pgm_brute_force import STRUCTURES, joint_from_potentials, marginal, structure
+
 from privsyn_spark.estimate.belief_propagation import calibrate, marginal_oracle
 from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel

@@ -16,8 +16,16 @@ import time
 import numpy as np
 import pytest
 
-from tests.jobs.conftest import (REPO, SAMPLE_INPUT, SAMPLE_SCHEMA, StandaloneCluster, base_env, delta_jars,
-                                 spark_home, wait_for)
+from tests.jobs.conftest import (
+    REPO,
+    SAMPLE_INPUT,
+    SAMPLE_SCHEMA,
+    StandaloneCluster,
+    base_env,
+    delta_jars,
+    spark_home,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -152,7 +152,7 @@ def test_jobs_scripts_call_the_cli_with_their_step():
 def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     """`airflow dags test` (temporary AIRFLOW_HOME, SQLite) runs measure -> synthesize -> evaluate
     with spark-submit on local[2] and writes the synthetic Delta table; the ledger charges the run once."""
-    from privsyn_spark.write.ledger import dataset_state, set_budget
+    from privsyn_spark.budget.ledger import dataset_state, set_budget
 
     home, work = tmp_path / "airflow", tmp_path / "work"
     home.mkdir()

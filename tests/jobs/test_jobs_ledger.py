@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
+from privsyn_spark.budget import ledger as L
+from privsyn_spark.budget.ledger_state import check_budget, describe
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
-from privsyn_spark.write import ledger as L
-from privsyn_spark.write.ledger_state import check_budget, describe
 
 FP = {"epsilon": 1.0, "delta": 1e-9, "schema_hash": "h", "input": "/data/in.csv"}
 

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from privsyn_spark.evaluate.codes import unpacked_codes
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.schema.schema import parse_schema
-from privsyn_spark.synthesize.decode import decode_dataframe
+from privsyn_spark.write.decode import decode_dataframe
 
 UTC = dt.timezone.utc
 INSTANT = dt.datetime(2020, 3, 1, 23, 30, tzinfo=UTC)   # 1583105400

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privsyn_spark.errors import BadInputData
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import (
     CellCapExceeded,
@@ -13,8 +14,7 @@ from privsyn_spark.measure.engine import (
     count_marginals,
     one_and_two_way,
 )
-from privsyn_spark.measure.indif import indif_scores
-from privsyn_spark.errors import BadInputData
+from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.schema.schema import load_schema, parse_schema
 from tests.reference import crosstab, encode_pandas
 

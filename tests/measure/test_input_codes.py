@@ -8,7 +8,7 @@ import pandas as pd
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 from privsyn_spark.measure.input_codes import InputCodes
-from privsyn_spark.runtime.tables import read_table
+from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.schema.schema import load_schema
 from tests.reference import crosstab, encode_pandas
 

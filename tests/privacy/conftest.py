@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.measure.indif import indif_scores
+from privsyn_spark.measure.indif_scores import indif_scores
 
 DEPENDENT_PAIRS = [("a0", "a1"), ("a2", "a3"), ("a4", "a5")]
 

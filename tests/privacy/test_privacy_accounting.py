@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privsyn_spark.privacy.accounting import (Accountant, BudgetExceededError, BudgetSplit, cdp_delta,
-                                              eps_from_rho, gaussian_rho, gaussian_sigma, rho_from_eps_delta)
+from privsyn_spark.privacy.accounting import (
+    Accountant,
+    BudgetExceededError,
+    BudgetSplit,
+    cdp_delta,
+    eps_from_rho,
+    gaussian_rho,
+    gaussian_sigma,
+    rho_from_eps_delta,
+)
 
 # Dense grid over the Renyi order alpha, independent of the bisection in the module.
 ALPHAS = 1.0 + np.logspace(-7, 6, 100_001)

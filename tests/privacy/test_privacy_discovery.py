@@ -9,8 +9,8 @@ import pytest
 
 from privsyn_spark.privacy.accounting import Accountant, cdp_delta
 from privsyn_spark.privacy.discovery import (
-    DiscoveryBudget,
     NUMERIC_SPLIT,
+    DiscoveryBudget,
     geometric_grid,
     quantile_edges,
     release_numeric,

@@ -19,11 +19,26 @@ import pytest
 from scipy.stats import chi2
 
 from privsyn_spark.privacy.accounting import Accountant, BudgetExceededError, gaussian_rho
-from privsyn_spark.privacy.discrete_gaussian import (INT_LIMIT, MAX_INFLATION, TAIL_SCALES, RationalScale,
-                                                     UniformIntegers, _accept, _bernoulli_exp_exact,
-                                                     bernoulli_exp, bernoulli_exp_minus_one, discrete_gaussian)
-from privsyn_spark.privacy.noise import (NoiseSampler, OpenDPDiscreteGaussian, SecureDiscreteGaussian,
-                                         SeededSamplerForTestsOnly, gaussian_mechanism, sampled_sigma)
+from privsyn_spark.privacy.discrete_gaussian import (
+    INT_LIMIT,
+    MAX_INFLATION,
+    TAIL_SCALES,
+    RationalScale,
+    UniformIntegers,
+    _accept,
+    _bernoulli_exp_exact,
+    bernoulli_exp,
+    bernoulli_exp_minus_one,
+    discrete_gaussian,
+)
+from privsyn_spark.privacy.noise import (
+    NoiseSampler,
+    OpenDPDiscreteGaussian,
+    SecureDiscreteGaussian,
+    SeededSamplerForTestsOnly,
+    gaussian_mechanism,
+    sampled_sigma,
+)
 
 DRAWS = 1_000_000          # production sampler: enough for a 2 % scale error to fail by a wide margin
 REFERENCE_DRAWS = 100_000  # OpenDP (~20-80k values/s) and the float seeded sampler

@@ -22,7 +22,8 @@ if sys.argv[1] == "caller-session-without-delta":  # a job that built its own se
     sys.exit(0)
 
 spark = build_spark_session()
-from privsyn_spark.runtime.tables import read_table, write_delta  # noqa: E402
+from privsyn_spark.runtime.input_table import read_table  # noqa: E402
+from privsyn_spark.write.delta_output import write_delta  # noqa: E402
 
 version = write_delta(spark.range(4), sys.argv[2])
 print(json.dumps({"conf": {k: spark.conf.get(k, None) for k in KEYS}, "version": version,

@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.session import (CATALOG_KEY, DELTA_CATALOG, DELTA_EXTENSION, EXTENSIONS_KEY,
-                                           build_spark_session, delta_settings)
+from privsyn_spark.runtime.session import (
+    CATALOG_KEY,
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    EXTENSIONS_KEY,
+    build_spark_session,
+    delta_settings,
+)
 from tests.jobs.conftest import base_env, delta_jars
 
 PROBE = Path(__file__).with_name("session_probe.py")

@@ -9,10 +9,10 @@ from pyspark.sql import functions as F
 
 from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.tables import (delta_root, detect_format, provenance, read_table, table_properties,
-                                          write_delta)
+from privsyn_spark.runtime.input_table import delta_root, detect_format, read_table
 from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
 from privsyn_spark.schema.schema import save_schema
+from privsyn_spark.write.delta_output import provenance, table_properties, write_delta
 
 
 def test_read_every_format(spark, tmp_path):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from privsyn_spark.budget.ledger import dataset_state, reserve, set_budget
 from privsyn_spark.cli import main
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.infer import INFER_STEP, draft_schema_privately
 from privsyn_spark.schema.schema import parse_schema
-from privsyn_spark.write.ledger import dataset_state, reserve, set_budget
 
 SAMPLE = "privsyn_spark/sample/adult.csv.gz"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum import marginal_counts
+from privsyn_spark.synthesize.gum.kernel import marginal_counts
 
 ADULT = Path(__file__).resolve().parents[2] / "privsyn_spark" / "sample" / "adult.csv.gz"
 

@@ -8,7 +8,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.schema.schema import parse_schema
-from privsyn_spark.synthesize.decode import Decoder, RowUniforms
+from privsyn_spark.write.decode import Decoder, RowUniforms
 
 SCHEMA = parse_schema({"columns": [
     {"name": "x", "type": "numerical", "dtype": "double", "min": 0, "max": 10, "bins": 2, "spikes": [0, 5]},

@@ -9,7 +9,7 @@ import pytest
 
 from privsyn_spark.schema.columns import integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
-from privsyn_spark.synthesize.decode import OTHER_LABEL, Decoder, RowUniforms
+from privsyn_spark.write.decode import OTHER_LABEL, Decoder, RowUniforms
 
 SCHEMA = Schema.from_dict({"columns": [
     {"name": "c", "type": "categorical", "values": ["a", "b", "c", "d"]},             # codes a b c d other null

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum import GumConfig, MarginalSet, marginal_counts, update_marginal
+from privsyn_spark.synthesize.gum.kernel import GumConfig, MarginalSet, marginal_counts, update_marginal
 
 D = 40
 DOMAIN = Domain(tuple(f"a{j}" for j in range(D)), tuple(3 + j % 5 for j in range(D)))

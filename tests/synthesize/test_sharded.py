@@ -5,21 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privsyn_spark.synthesize.gum import GumConfig, append_conditional, marginal_counts, plan_gum
-from privsyn_spark.synthesize.reconcile import append_split
-from privsyn_spark.synthesize.sharded import (
+from privsyn_spark.count_layout import CountLayout
+from privsyn_spark.synthesize.gum.kernel import GumConfig, append_conditional, marginal_counts, plan_gum
+from privsyn_spark.synthesize.sharded.algorithm import (
     ShardedGumConfig,
-    TableLayout,
     deficit_share,
     init_shard,
     make_context,
     round_shard,
     run_shards_locally,
     shard_sizes,
-    synthesize_sharded,
     turn_shard,
     union_errors,
 )
+from privsyn_spark.synthesize.sharded.reconcile import append_split, layout_counts
+from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 
 from .adult_data import MARGINALS, adult_targets
 from .test_gum import DENSE
@@ -52,10 +52,10 @@ def test_deficit_shares_sum_to_the_deficit():
         assert np.all(w * deficit >= 0)
 
 
-def test_table_layout_round_trip():
+def test_count_layout_round_trip():
     domain, records, targets = adult_targets(MARGINALS)
-    layout = TableLayout(domain, list(targets))
-    flat = layout.count(records)
+    layout = CountLayout(domain, list(targets))
+    flat = layout_counts(layout, records)
     assert flat.size == sum(t.size for t in targets.values())
     for k, t in layout.unpack(flat).items():
         assert np.array_equal(t, targets[k])
@@ -75,7 +75,7 @@ def test_shard_steps_are_pure_functions_of_seed_shard_and_round():
     a = round_shard(ctx, 2, 1, records.copy(), counts.astype(float), deficit)
     b = round_shard(ctx, 2, 1, records.copy(), counts.astype(float), deficit)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    assert np.array_equal(a[1], ctx.layout.count(a[0]))
+    assert np.array_equal(a[1], layout_counts(ctx.layout, a[0]))
     turn = ShardedGumConfig(shard_size=2_500, sweeps=1).steps(4)[-2]  # shard 2's turn
     c = turn_shard(ctx, 2, turn, records.copy(), counts.astype(float), deficit)
     d = turn_shard(ctx, 2, turn, records.copy(), counts.astype(float), deficit)
@@ -114,7 +114,7 @@ def test_a_turn_never_raises_the_union_error(exact):
         before = sum(union_errors(ctx, total).values())
         rec, c = state[step.shard]
         new_rec, new_c = turn_shard(ctx, step.shard, step, rec, c.astype(float), ctx.targets - total)
-        assert np.array_equal(new_c, ctx.layout.count(new_rec))
+        assert np.array_equal(new_c, layout_counts(ctx.layout, new_rec))
         after = sum(union_errors(ctx, total - c + new_c).values())
         assert after <= before
         if exact:  # from the Jacobi start (about 4 single-shard floors), a turn has plenty to fix

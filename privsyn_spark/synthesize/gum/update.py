@@ -14,8 +14,8 @@ from math import prod
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum_plan import AppendGroup, GumConfig, GumPlan, Key
-from privsyn_spark.synthesize.marginal_set import MarginalSet, cell_index
+from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
+from privsyn_spark.synthesize.gum.plan import AppendGroup, GumConfig, GumPlan, Key
 
 log = logging.getLogger(__name__)
 

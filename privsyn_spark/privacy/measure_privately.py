@@ -23,63 +23,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, eps_from_rho, rho_from_eps_delta
-from privsyn_spark.privacy.combine import DEFAULT_GAMMA, combine_marginals
-from privsyn_spark.privacy.densemarg import allocate_rho, dense_marg
-from privsyn_spark.privacy.indif import release_noisy_indif
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
-from privsyn_spark.privacy.rare_values import THETA_SIGMAS, merge_rare_values
+from privsyn_spark.privacy.rare_values import merge_rare_values
+from privsyn_spark.select.combine import combine_marginals
+from privsyn_spark.select.densemarg import allocate_rho, dense_marg
+from privsyn_spark.select.noisy_indif import release_noisy_indif
+from privsyn_spark.select.selection_config import SelectionConfig
 
 logger = logging.getLogger(__name__)
 
 #: The injected marginal engine: (marginals, recode) -> exact int counts keyed by canonical tuples,
 #: on the merged domain when ``recode`` (attr -> original code -> merged code) is given.
-CountMarginals = Callable[[Sequence[tuple[str, ...]], Mapping[str, np.ndarray] | None],
+ExactCounter = Callable[[Sequence[tuple[str, ...]], Mapping[str, np.ndarray] | None],
                           Mapping[tuple[str, ...], np.ndarray]]
-
-
-@dataclass(frozen=True)
-class SelectionConfig:
-    """Knobs of PrivSyn's selection steps (defaults as in the paper)."""
-
-    gamma: float = DEFAULT_GAMMA          # combined marginals must have fewer cells than this (Algorithm 2)
-    combine: bool = True                  # run marginal combining at all
-    theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
-    indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise
-    min_improvement: float = 0.0          # DenseMarg stops when the error falls by no more than this
-    max_pairs: int | None = None          # optional cap on the number of selected pairs
-    combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)
-    measure_isolated: bool = True         # attributes in no selected marginal get a 1-way marginal
-    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells the selection may need (None: unbounded)
-
-
-def resolve_budget(epsilon: float | None, delta: float | None,
-                   rho: float | None) -> tuple[float, float | None, float | None]:
-    """(rho, epsilon, delta) of the run from either (epsilon, delta) or rho (+ optional delta to report epsilon)."""
-    if rho is not None:
-        if epsilon is not None:
-            raise ValueError("give either (epsilon, delta) or rho, not both")
-        rho = float(rho)
-        if not rho > 0:
-            raise ValueError(f"rho must be > 0, got {rho}")
-        return rho, (eps_from_rho(rho, delta) if delta is not None else None), delta
-    if epsilon is None or delta is None:
-        raise ValueError("give (epsilon, delta) or rho")
-    return rho_from_eps_delta(float(epsilon), float(delta)), float(epsilon), float(delta)
 
 
 def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray],
                       indif_scores: Mapping[tuple[str, ...], float],
-                      count_marginals: CountMarginals,
+                      exact_counter: ExactCounter,
                       domain: Domain,
                       *,
                       run_id: str,
@@ -94,7 +63,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
-    ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif``); ``count_marginals``:
+    ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif_scores``); ``exact_counter``:
     the injected marginal engine. ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
     ``artifact_dir`` holds this run's artifact it is returned unchanged (nothing is spent); otherwise
     the new artifact is saved there.
@@ -161,14 +130,14 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     marginals = [NoisyMarginal((a,), merged.one_way[a], sigma_one_way, rho_attr) for a in attrs]
     if final:
         engine = [m for m in final if len(m) > 1]
-        counts = dict(count_marginals(engine, merged.value_maps)) if engine else {}
+        counts = dict(exact_counter(engine, merged.value_maps)) if engine else {}
         for m in final:
             if len(m) == 1:  # isolated attribute: collapse its exact 1-way counts, no engine pass needed
                 counts[m] = _collapse(exact_one_way[m[0]], merged.value_maps[m[0]], mdomain[m[0]])
         for m, rho_m in zip(final, allocate_rho([mdomain.cells(m) for m in final], rho_selected)):
             table = np.asarray(counts[m])
             if table.shape != mdomain.shape(m):
-                raise ValueError(f"count_marginals returned shape {table.shape} for {m}, expected {mdomain.shape(m)}")
+                raise ValueError(f"the exact counter returned shape {table.shape} for {m}, expected {mdomain.shape(m)}")
             noisy, sigma = gaussian_mechanism(table, float(rho_m), accountant=accountant, sampler=sampler,
                                               name="marginal:" + ",".join(m))
             marginals.append(NoisyMarginal(m, noisy, sigma, float(rho_m)))

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
-from privsyn_spark.write.ledger_state import RunReservation, fingerprint_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: Noise
             log.info("run %s: reusing the measurements in %s (no ledger)", config.run_id, artifacts.measurements)
             return found
         return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
-    from privsyn_spark.write import ledger as L
+    from privsyn_spark.budget import ledger as L
 
     reservation = L.reserve(spark, config.ledger, config.dataset_id, config.run_id, rho=_rho(config),
                             epsilon=config.epsilon, delta=config.delta, fingerprint=fingerprint,
@@ -138,7 +138,7 @@ def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: Noise
 
 
 def _rho(config) -> float:
-    from privsyn_spark.privacy.release import resolve_budget
+    from privsyn_spark.privacy.accounting import resolve_budget
 
     return resolve_budget(config.epsilon, config.delta, None)[0]
 
@@ -155,7 +155,7 @@ def _lost_message(config, held: RunReservation) -> str:
 def _holder(spark, config, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
             provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
-    from privsyn_spark.write import ledger as L
+    from privsyn_spark.budget import ledger as L
 
     if not config.recharge and artifacts.storage.exists(artifacts.measurements):
         L.refund(spark, config.ledger, reservation)  # nothing drawn; the file there is not this attempt's

@@ -1,6 +1,7 @@
 """GUM's configuration and plan: which targets are updated, appended or joined, and the targets scaled.
 
-Part of PrivSyn's GUM (Section 5.3); the update step is in :mod:`gum_update`, the loop in :mod:`gum`.
+Part of PrivSyn's GUM (Section 5.3); the update step is in :mod:`~privsyn_spark.synthesize.gum.update`, the loop
+in :mod:`~privsyn_spark.synthesize.gum.kernel`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class GumConfig:
     best_cell_candidates: int = 32
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
-    take one record per pass, the counts updated between passes (see ``gum_update._best_cell_moves``)."""
+    take one record per pass, the counts updated between passes (see ``update._best_cell_moves``)."""
     best_cell_pairs: int = 0
     """Largest removed records x offered cells for that; larger updates, and 0 (the default), pair removed
     records with gain slots at random (the reference behaviour), judging each move alone. Best-cell moves
@@ -242,7 +243,7 @@ def plan_gum(domain: Domain, marginals: Iterable[Iterable[str]], config: GumConf
 # -------------------------------------------------------------------------------------------- targets
 
 
-def project(table: np.ndarray, key: Key, sub: Iterable[str]) -> np.ndarray:
+def marginalize(table: np.ndarray, key: Key, sub: Iterable[str]) -> np.ndarray:
     """Marginalise a count table over ``key`` onto the attributes ``sub`` (canonical order kept)."""
     keep = set(sub)
     axes = tuple(i for i, a in enumerate(key) if a not in keep)
@@ -274,7 +275,7 @@ def prepare_targets(plan: GumPlan, targets: Mapping[tuple[str, ...], np.ndarray]
         if key not in scaled:
             sources = [k for k in scaled if set(key) <= set(k)]
             source = min(sources, key=lambda k: scaled[k].size)  # the smallest table holding ``key``
-            scaled[key] = project(scaled[source], source, key)
+            scaled[key] = marginalize(scaled[source], source, key)
     return scaled
 
 

@@ -1,6 +1,6 @@
 """The budget ledger: a Delta table holding each dataset's budget and every privacy release.
 
-Rows are only ever inserted (see :mod:`privsyn_spark.write.ledger_state` for their kinds and what
+Rows are only ever inserted (see :mod:`privsyn_spark.budget.ledger_state` for their kinds and what
 they mean). ``seq`` numbers a dataset's rows 1, 2, 3, ... with no gaps and no duplicates; that is
 what makes concurrent writers safe. Every write
 
@@ -29,11 +29,21 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from privsyn_spark.budget.ledger_state import (
+    BUDGET,
+    COMMIT,
+    REFUND,
+    RESERVE,
+    Budget,
+    DatasetState,
+    RunReservation,
+    check_budget,
+    fingerprint_mismatch,
+    fold,
+)
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
-from privsyn_spark.runtime.tables import is_path
-from privsyn_spark.write.ledger_state import (BUDGET, COMMIT, REFUND, RESERVE, Budget, DatasetState, RunReservation,
-                                              check_budget, fingerprint_mismatch, fold)
+from privsyn_spark.runtime.locations import is_path
 
 log = logging.getLogger(__name__)
 

@@ -48,20 +48,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum_plan import (  # noqa: F401  (re-exported: the GUM API in one place)
+from privsyn_spark.synthesize.gum.plan import (  # noqa: F401  (re-exported: the GUM API in one place)
     AppendGroup,
     Component,
     GumConfig,
     GumPlan,
     Key,
+    marginalize,
     plan_gum,
     prepare_targets,
-    project,
     scale_targets,
 )
-from privsyn_spark.synthesize.gum_update import (  # noqa: F401
+from privsyn_spark.synthesize.gum.update import (  # noqa: F401
     MarginalSet,
     UpdateStats,
+    _shuffle_columns,
     append_attributes,
     append_conditional,
     cell_index,
@@ -71,13 +72,12 @@ from privsyn_spark.synthesize.gum_update import (  # noqa: F401
     marginal_counts,
     update_marginal,
 )
-from privsyn_spark.synthesize.gum_update import _shuffle_columns
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendGroup", "Component", "GumConfig", "GumPlan", "GumResult", "Key", "MarginalSet", "UpdateStats",
            "append_attributes", "append_conditional", "cell_index", "codes_dtype", "initialize_records", "l1_errors",
-           "marginal_counts", "plan_gum", "prepare_targets", "project", "run_gum", "scale_targets", "synthesize",
+           "marginal_counts", "marginalize", "plan_gum", "prepare_targets", "run_gum", "scale_targets", "synthesize",
            "update_marginal"]
 
 
@@ -109,7 +109,7 @@ def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray]
             errs = {}
             for k, i in inside.items():
                 u = comp.update_targets[i]
-                got = project(marginals.counts[i].reshape(marginals.shapes[i]), u, k)
+                got = marginalize(marginals.counts[i].reshape(marginals.shapes[i]), u, k)
                 errs[k] = float(np.abs(got - tables[k]).sum())
             if config.track_errors:
                 for k, e in errs.items():

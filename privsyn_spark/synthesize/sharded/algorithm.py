@@ -3,12 +3,12 @@
 ``n`` synthetic records are split into ``P`` shards (about ``shard_size`` records each), one Spark
 partition each. Only marginal counts travel to the driver, summed by a tree aggregation; the driver
 broadcasts the global deficit ``target - current`` and the shards steer the union toward the global
-targets through it (:mod:`privsyn_spark.synthesize.reconcile`), in two kinds of rounds:
+targets through it (:mod:`privsyn_spark.synthesize.sharded.reconcile`), in two kinds of rounds:
 
 - **Jacobi rounds** (``max_rounds``, the first one from the 1-way initialisation, or from samples of the
   fitted graphical model when one is given, toward the targets scaled to the shard): one
   ``mapInArrow`` in which every shard runs ``k`` local GUM iterations
-  (:mod:`privsyn_spark.synthesize.gum`) toward its own counts plus its share of the deficit (an integer
+  (:mod:`privsyn_spark.synthesize.gum.kernel`) toward its own counts plus its share of the deficit (an integer
   split of every cell across shards, proportional to shard size), so the union converges to the global
   targets rather than each shard to a noisy copy. They leave about ``P`` times GUM's absolute error floor.
 - **Gauss-Seidel sweeps** (``sweeps``, optional): in each, every shard in turn (one round per shard, the
@@ -25,8 +25,8 @@ keys), so a recomputed task, or the same run on another number of executors or S
 the identical table; every step's cost is linear in the shard's records.
 
 :func:`run_shards_locally` runs the same shard functions in one process without Spark (reference and
-benchmark baseline); :func:`synthesize_sharded` runs them over Spark
-(:mod:`~privsyn_spark.synthesize.sharded_spark`: shard state in a checkpointed DataFrame, one
+benchmark baseline); :func:`~privsyn_spark.synthesize.sharded.spark_driver.synthesize_sharded` runs them
+over Spark (:mod:`~privsyn_spark.synthesize.sharded.spark_driver`: shard state in a checkpointed DataFrame, one
 ``mapInArrow`` per round).
 """
 
@@ -37,37 +37,34 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import ceil
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum import (
+from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
     GumConfig,
     GumPlan,
     Key,
     append_attributes,
     initialize_records,
-    marginal_counts,
     plan_gum,
     prepare_targets,
     run_gum,
 )
-from privsyn_spark.synthesize.reconcile import (  # noqa: F401  (deficit_share: re-exported)
+from privsyn_spark.synthesize.sharded.reconcile import (  # noqa: F401  (deficit_share: re-exported)
     GroupSplit,
     Step,
     append_split,
     core_cells,
     core_counts,
     deficit_share,
+    layout_counts,
     schedule,
     tracked_mask,
     whole_deficit_turn,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from privsyn_spark.synthesize.sharded_spark import ShardedGumResult
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +128,7 @@ class ShardedGumConfig:
             raise ValueError("ShardedGumConfig: need 0 <= settle_iterations <= sweep_iterations")
 
     def steps(self, shards: int) -> list[Step]:
-        """The rounds after round 0 for ``shards`` shards (:func:`~privsyn_spark.synthesize.reconcile.schedule`)."""
+        """The rounds after round 0 for ``shards`` shards (:func:`~privsyn_spark.synthesize.sharded.reconcile.schedule`)."""
         return schedule(shards, self.iterations_per_round, self.max_rounds, self.sweeps, self.sweep_iterations,
                         self.settle_iterations, self.settle_sweeps)
 
@@ -149,33 +146,6 @@ def shard_rng(seed: int, tag: int, shard: int, round_: int) -> np.random.Generat
     return generator(seed, tag, shard, round_)
 
 
-class TableLayout:
-    """Offsets of several count tables packed into one flat vector (what shards send to the driver)."""
-
-    def __init__(self, domain: Domain, keys: Sequence[Key]) -> None:
-        self.domain = domain
-        self.keys = tuple(dict.fromkeys(keys))
-        sizes = [domain.cells(k) for k in self.keys]
-        self.offsets = dict(zip(self.keys, np.cumsum([0] + sizes[:-1]).tolist()))
-        self.size = int(sum(sizes))
-
-    def pack(self, tables: Mapping[Key, np.ndarray], dtype=np.float64) -> np.ndarray:
-        """Flat vector holding every table of the layout."""
-        out = np.zeros(self.size, dtype=dtype)
-        for k in self.keys:
-            out[self.offsets[k]: self.offsets[k] + self.domain.cells(k)] = np.asarray(tables[k]).ravel()
-        return out
-
-    def unpack(self, flat: np.ndarray) -> dict[Key, np.ndarray]:
-        """Tables (views into ``flat``) keyed as in the layout."""
-        return {k: flat[self.offsets[k]: self.offsets[k] + self.domain.cells(k)].reshape(self.domain.shape(k))
-                for k in self.keys}
-
-    def count(self, records: np.ndarray) -> np.ndarray:
-        """Flat int64 counts of ``records`` over every table of the layout."""
-        return self.pack({k: marginal_counts(records, self.domain, k) for k in self.keys}, np.int64)
-
-
 # ------------------------------------------------------------------------------ shard functions (numpy)
 
 
@@ -184,7 +154,7 @@ class ShardContext:
     """Everything a shard task needs (broadcast once per run)."""
 
     plan: GumPlan
-    layout: TableLayout
+    layout: CountLayout
     targets: np.ndarray
     """Global target tables scaled to n, packed with ``layout``."""
     sizes: tuple[int, ...]
@@ -213,7 +183,7 @@ def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
     records = initialize_records(ctx.plan, tables, n, rng, model=ctx.model)
     k = ctx.config.iterations_per_round
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=0, iterations=k)
-    return records, ctx.layout.count(records)
+    return records, layout_counts(ctx.layout, records)
 
 
 def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray, counts: np.ndarray,
@@ -226,7 +196,7 @@ def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray,
     k = ctx.config.iterations_per_round
     rng = shard_rng(ctx.seed, _ROUND, shard, round_)
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
-    return records, ctx.layout.count(records)
+    return records, layout_counts(ctx.layout, records)
 
 
 def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, counts: np.ndarray,
@@ -249,7 +219,7 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
     """Attach a shard's appended attributes: its part of the exact split of the union's counts."""
     append_attributes(records, ctx.plan, ctx.layout.unpack(ctx.targets), shard_rng(ctx.seed, _APPEND, shard, 0),
                       counts_for=lambda g, cond, have: split[g].counts(cond, have, shard))
-    return records, ctx.layout.count(records)
+    return records, layout_counts(ctx.layout, records)
 
 
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
@@ -262,7 +232,7 @@ def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], 
         config = replace(config, max_rounds=min(config.max_rounds, config.model_max_rounds))
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)
-    layout = TableLayout(domain, list(plan.required_tables) + list(plan.targets))
+    layout = CountLayout(domain, list(plan.required_tables) + list(plan.targets))
     return ShardContext(plan, layout, layout.pack(tables), tuple(shard_sizes(n, config.shard_size)), int(seed),
                         config, model)
 
@@ -317,7 +287,7 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
                        config: ShardedGumConfig | None = None, model=None) -> tuple[np.ndarray, ShardedRun]:
     """The sharded algorithm in one process, no Spark: ``(records of all shards stacked, run)``.
 
-    Same shard functions and random streams as :func:`synthesize_sharded`, hence the same table.
+    Same shard functions and random streams as the Spark driver's ``synthesize_sharded``, hence the same table.
     """
     config = config or ShardedGumConfig()
     ctx = make_context(domain, targets, n, seed, config, model)
@@ -342,19 +312,3 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
     run.final_errors = union_errors(ctx, sum(c for _, c in state), ctx.plan.targets)
     return np.concatenate([rec for rec, _ in state]), run
 
-
-def synthesize_sharded(spark, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                       config: ShardedGumConfig | None = None, partitions: int | None = None,
-                       checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
-    """Synthesise ``n`` records with GUM sharded over Spark partitions (see the module docstring).
-
-    ``partitions`` is the number of Spark partitions holding the shards (default: one per shard); it
-    does not change the result. ``checkpoint_dir`` sets the SparkContext checkpoint directory for
-    reliable, recomputable checkpoints of the shard state (without one, and none set on the context,
-    ``localCheckpoint`` is used). The returned DataFrame is lazy over the last checkpointed state.
-    ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
-    start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
-    """
-    from privsyn_spark.synthesize.sharded_spark import run_sharded_on_spark  # imports Spark helpers lazily
-
-    return run_sharded_on_spark(spark, domain, targets, n, seed, config, partitions, checkpoint_dir, model)

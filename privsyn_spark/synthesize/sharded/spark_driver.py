@@ -1,8 +1,8 @@
-"""The Spark driver of sharded GUM (:mod:`privsyn_spark.synthesize.sharded`): shard state in a DataFrame.
+"""The Spark driver of sharded GUM (:mod:`privsyn_spark.synthesize.sharded.algorithm`): shard state in a DataFrame.
 
 Shard state lives in Spark as a DataFrame of ``(shard_id, n, codes, counts)`` rows (codes and counts
 packed as binary); each round is one ``mapInArrow`` over it running the shard functions of
-:mod:`~privsyn_spark.synthesize.sharded` (every shard in a Jacobi round, one shard in a Gauss-Seidel turn
+:mod:`~privsyn_spark.synthesize.sharded.algorithm` (every shard in a Jacobi round, one shard in a Gauss-Seidel turn
 while the other rows pass through). Each round's state is checkpointed (reliable checkpoint files when a
 checkpoint directory is available, else ``localCheckpoint``), which truncates the lineage. Only counts
 reach the driver: their sum by a tree aggregation after every round, and each shard's counts at the
@@ -17,14 +17,14 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum import codes_dtype
-from privsyn_spark.synthesize.reconcile import Step, core_cells
-from privsyn_spark.synthesize.sharded import (
+from privsyn_spark.synthesize.gum.kernel import codes_dtype
+from privsyn_spark.synthesize.sharded.algorithm import (
     ShardContext,
     ShardedGumConfig,
     ShardedRun,
@@ -36,6 +36,10 @@ from privsyn_spark.synthesize.sharded import (
     turn_shard,
     union_errors,
 )
+from privsyn_spark.synthesize.sharded.reconcile import Step, core_cells
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +200,18 @@ class ShardedGumResult(ShardedRun):
     """Spark DataFrame of codes, one int column per attribute in the domain's order."""
 
 
-def run_sharded_on_spark(spark, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                         config: ShardedGumConfig | None = None, partitions: int | None = None,
-                         checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
-    """The Spark driver behind :func:`privsyn_spark.synthesize.sharded.synthesize_sharded` (same arguments)."""
+def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
+                       seed: int, config: ShardedGumConfig | None = None, partitions: int | None = None,
+                       checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
+    """Synthesise ``n`` records with GUM sharded over Spark partitions (see the module docstrings).
+
+    ``partitions`` is the number of Spark partitions holding the shards (default: one per shard); it
+    does not change the result. ``checkpoint_dir`` sets the SparkContext checkpoint directory for
+    reliable, recomputable checkpoints of the shard state (without one, and none set on the context,
+    ``localCheckpoint`` is used). The returned DataFrame is lazy over the last checkpointed state.
+    ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
+    start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
+    """
     config = config or ShardedGumConfig()
     ctx = make_context(domain, targets, n, seed, config, model)
     p = len(ctx.sizes)

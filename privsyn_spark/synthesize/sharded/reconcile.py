@@ -1,6 +1,6 @@
 """Reconciling GUM shards with the global targets: the deficit split, whole-deficit turns, appended counts.
 
-Sharded GUM (:mod:`privsyn_spark.synthesize.sharded`) steers the union of its shards toward the global
+Sharded GUM (:mod:`privsyn_spark.synthesize.sharded.algorithm`) steers the union of its shards toward the global
 targets through the global deficit ``target - sum of shard counts``, which the driver broadcasts. This
 module holds the three ways a shard uses it, as numpy functions of broadcast values only:
 
@@ -23,15 +23,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privsyn_spark.synthesize.gum import AppendGroup, GumConfig, GumPlan, append_conditional, run_gum
+from privsyn_spark.count_layout import CountLayout
+from privsyn_spark.synthesize.gum.kernel import (
+    AppendGroup,
+    GumConfig,
+    GumPlan,
+    append_conditional,
+    marginal_counts,
+    run_gum,
+)
 
-if TYPE_CHECKING:  # pragma: no cover
-    from privsyn_spark.synthesize.sharded import TableLayout
 
+def layout_counts(layout: CountLayout, records: np.ndarray) -> np.ndarray:
+    """Flat int64 counts of ``records`` over every table of ``layout`` (what a shard sends to the driver)."""
+    return layout.pack({k: marginal_counts(records, layout.domain, k) for k in layout.keys}, np.int64)
 
 def deficit_share(deficit: np.ndarray, sizes: Sequence[int], shard: int, u: np.ndarray,
                   holder: np.ndarray) -> np.ndarray:
@@ -87,7 +95,7 @@ def schedule(shards: int, iterations_per_round: int, max_rounds: int, sweeps: in
     return steps
 
 
-def tracked_mask(layout: TableLayout, keys: Sequence[tuple[str, ...]]) -> np.ndarray:
+def tracked_mask(layout: CountLayout, keys: Sequence[tuple[str, ...]]) -> np.ndarray:
     """Flat mask of the cells of ``keys`` in ``layout`` (the cells whose union L1 a turn must lower)."""
     mask = np.zeros(layout.size, dtype=bool)
     for k in keys:
@@ -96,7 +104,7 @@ def tracked_mask(layout: TableLayout, keys: Sequence[tuple[str, ...]]) -> np.nda
 
 
 def whole_deficit_turn(records: np.ndarray, counts: np.ndarray, deficit: np.ndarray, plan: GumPlan,
-                       layout: TableLayout, config: GumConfig, rng: np.random.Generator, step: Step,
+                       layout: CountLayout, config: GumConfig, rng: np.random.Generator, step: Step,
                        judged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A Gauss-Seidel turn of one shard: its local target is its own counts plus the whole deficit.
 
@@ -113,7 +121,7 @@ def whole_deficit_turn(records: np.ndarray, counts: np.ndarray, deficit: np.ndar
     if step.settle:
         run_gum(work, plan, tables, replace(plain, improving_only_after=0), rng,
                 start_iteration=step.start + step.free, iterations=step.settle)
-    new = layout.count(work)
+    new = layout_counts(layout, work)
     before = np.abs(deficit[judged]).sum()
     after = np.abs(deficit[judged] - (new[judged] - counts[judged])).sum()
     return (work, new) if after <= before else (records, np.asarray(counts, dtype=np.int64))
@@ -145,14 +153,14 @@ class GroupSplit:
         return (floors + out).astype(np.int64)
 
 
-def core_cells(plan: GumPlan, layout: TableLayout) -> np.ndarray:
+def core_cells(plan: GumPlan, layout: CountLayout) -> np.ndarray:
     """Flat layout positions of every append group's core table (what the driver collects from each shard)."""
     spans = [np.arange(layout.offsets[g.core], layout.offsets[g.core] + layout.domain.cells(g.core))
              for comp in plan.components for g in comp.appends if g.core]
     return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
 
 
-def core_counts(plan: GumPlan, layout: TableLayout, sizes: Sequence[int],
+def core_counts(plan: GumPlan, layout: CountLayout, sizes: Sequence[int],
                 cores: Sequence[np.ndarray]) -> dict[AppendGroup, np.ndarray]:
     """``(shards, core cells)`` records per core cell of every append group, from each shard's counts at
     :func:`core_cells` (an empty core has one cell: the shard's size)."""

@@ -1,0 +1,103 @@
+"""Reading the input table (Delta, Parquet, CSV, catalog) as a lazy DataFrame.
+
+Formats are detected by asking the file system through Spark's Hadoop FS, so a Delta table is
+recognised at every URI Spark reads (local paths, ``file://``, ``s3a://``, ``hdfs://``, ``abfss://``,
+...): a ``_delta_log`` folder at the location means Delta. Reading a Delta table's files as plain
+Parquet would mix in old versions and deleted rows, so it is refused.
+
+Writing the synthetic table is :mod:`privsyn_spark.write.delta_output`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.locations import is_path, location
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("delta", "parquet", "csv", "table")
+DELTA_LOG = "_delta_log"
+
+
+def _qualified_path(spark, source: str):
+    """(file system, fully qualified Hadoop Path) of ``source``, with the session's Hadoop configuration."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(location(source))
+    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    return fs, fs.makeQualified(path)
+
+
+def delta_root(spark, source: str) -> str | None:
+    """The Delta table ``source`` is or lies inside (the nearest folder with a ``_delta_log``), or None."""
+    return _delta_root(spark, source)[0]
+
+
+def _delta_root(spark, source: str) -> tuple[str | None, bool]:
+    """(the Delta table at or above ``source``, whether it is ``source`` itself)."""
+    if getattr(spark, "_jvm", None) is None:  # Spark Connect: no Hadoop FS on this side; ask Delta
+        from delta.tables import DeltaTable
+
+        return (location(source), True) if DeltaTable.isDeltaTable(spark, location(source)) else (None, False)
+    from py4j.protocol import Py4JJavaError
+
+    fs, path = _qualified_path(spark, source)
+    if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+        return str(path.toString()), True
+    path = path.getParent()
+    while path is not None:  # a folder or file inside a table (ancestors we may not list end the search)
+        try:
+            if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+                return str(path.toString()), False
+        except Py4JJavaError:
+            break
+        path = path.getParent()
+    return None, False
+
+
+def detect_format(spark, source: str) -> str:
+    """The format of ``source``: a location with a ``_delta_log`` folder is Delta (any URI scheme,
+    asked through Spark's Hadoop FS); ``.csv[.gz|.bz2]`` CSV; any other location Parquet; a bare
+    ``db.table`` name a catalog table."""
+    return _format(source, delta_root(spark, source) if is_path(source) else None)
+
+
+def _format(source: str, root: str | None) -> str:
+    if not is_path(source):
+        return "table"
+    if root is not None:
+        return "delta"
+    return "csv" if source.lower().endswith((".csv", ".csv.gz", ".csv.bz2")) else "parquet"
+
+
+def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
+               infer_types: bool = True):
+    """Read ``source`` as a DataFrame (lazily). CSV gets a header, and inferred types if ``infer_types``.
+
+    Type inference reads a whole CSV once before the first action; with ``infer_types=False`` every
+    column is a string and only the header line is read up front (the pipeline does this: the
+    schema declares each column's type and encoding parses the strings against it).
+
+    Raises UsageError for an unknown format, for a Delta table's files read as Parquet/CSV (they
+    include old versions and deleted rows), and for a location inside a Delta table.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown input format {fmt!r}; use one of {FORMATS}")
+    root, itself = _delta_root(spark, source) if is_path(source) and fmt != "table" else (None, False)
+    fmt = fmt or _format(source, root)
+    if fmt == "table":
+        return spark.table(source)
+    if root is not None and fmt != "delta":
+        raise UsageError(f"{source} is (inside) the Delta table {root}: its files hold old versions and deleted "
+                         f"rows, so it cannot be read as {fmt}; read it as delta (--input-format delta)")
+    if root is not None and not itself:
+        raise UsageError(f"{source} lies inside the Delta table {root}: read the table itself")
+    path = location(source)
+    reader = spark.read.format(fmt)
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true" if infer_types else "false")
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    log.info("reading %s table %s", fmt, path)
+    return reader.load(path)

@@ -1,0 +1,24 @@
+"""SelectionConfig: the knobs of PrivSyn's selection steps (InDif, DenseMarg, combining; defaults as in the paper)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
+from privsyn_spark.privacy.rare_values import THETA_SIGMAS
+from privsyn_spark.select.combine import DEFAULT_GAMMA
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """Knobs of PrivSyn's selection steps (defaults as in the paper)."""
+
+    gamma: float = DEFAULT_GAMMA          # combined marginals must have fewer cells than this (Algorithm 2)
+    combine: bool = True                  # run marginal combining at all
+    theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
+    indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise
+    min_improvement: float = 0.0          # DenseMarg stops when the error falls by no more than this
+    max_pairs: int | None = None          # optional cap on the number of selected pairs
+    combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)
+    measure_isolated: bool = True         # attributes in no selected marginal get a 1-way marginal
+    model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells the selection may need (None: unbounded)

@@ -1,0 +1,96 @@
+"""Writing the synthetic table as Delta with its provenance, and reading that provenance back.
+
+A synthetic table is written in one Delta commit that carries its provenance: on create/overwrite
+(``CREATE OR REPLACE TABLE ... AS SELECT`` through the DataFrameWriterV2) the data, the table
+properties, the comment and the partitioning are one commit (version 0 already has them); every
+commit, appends included, carries the run's record as its ``userMetadata`` (JSON), which
+:func:`provenance` lists per version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.locations import is_path, location
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def delta_identifier(target: str) -> str:
+    """The SQL identifier of a Delta table: ``delta.`<location>``` for a path, the name otherwise."""
+    if is_path(target):
+        return "delta.`" + location(target).replace("`", "``") + "`"
+    return target
+
+
+def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties: Mapping[str, str] | None = None,
+                user_metadata: Mapping[str, object] | None = None, partition_by: Sequence[str] = (),
+                comment: str | None = None) -> int:
+    """Write ``df`` as a Delta table (a path or a catalog name) in one atomic commit; return its version.
+
+    ``overwrite`` (or a table that does not exist yet) replaces the table, its ``properties``, its
+    ``comment`` and its partitioning (``partition_by``) in that one commit; ``append`` adds rows to an
+    existing table and keeps its properties, comment and partitioning (a ``partition_by`` that
+    differs is refused). ``user_metadata`` is the commit's ``userMetadata`` (JSON) either way. A job
+    that fails before the commit leaves the previous version as it was.
+    """
+    from delta.tables import DeltaTable
+
+    if mode not in ("overwrite", "append"):
+        raise UsageError(f"mode must be 'overwrite' or 'append', got {mode!r}")
+    spark = df.sparkSession
+    ident = delta_identifier(target)
+    metadata = json.dumps(dict(user_metadata or {}), sort_keys=True, default=str)
+    exists = (DeltaTable.isDeltaTable(spark, location(target)) if is_path(target)
+              else spark.catalog.tableExists(target))
+    if mode == "append" and exists:
+        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
+        current = list(table.detail().select("partitionColumns").first()[0])
+        if partition_by and list(partition_by) != current:
+            raise UsageError(f"{target} is partitioned by {current or 'nothing'}; an append cannot partition it "
+                             f"by {list(partition_by)}")
+        df.writeTo(ident).option("userMetadata", metadata).append()
+    else:
+        from pyspark.sql import functions as F
+
+        writer = df.writeTo(ident).using("delta").option("userMetadata", metadata)
+        for key, value in (properties or {}).items():
+            writer = writer.tableProperty(key, str(value))
+        if comment is not None:
+            writer = writer.tableProperty("comment", comment)
+        if partition_by:
+            writer = writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by])
+        writer.createOrReplace()
+        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
+    version = int(table.history(1).select("version").first()[0])
+    log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
+    return version
+
+
+def table_properties(spark: SparkSession, target: str) -> dict[str, str]:
+    """A Delta table's properties (path or catalog name)."""
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {delta_identifier(target)}").collect()}
+
+
+def provenance(spark: SparkSession, target: str) -> list[dict[str, object]]:
+    """Every version of a Delta table, newest first: version, timestamp, operation and the commit's
+    ``userMetadata`` (the run record privsyn-spark writes: run id, epsilon, delta, rho, ...; parsed
+    from JSON, ``None`` for commits of other writers). Reads the table's history only, not its rows."""
+    rows = spark.sql(f"DESCRIBE HISTORY {delta_identifier(target)}").select(
+        "version", "timestamp", "operation", "userMetadata").collect()
+    out = []
+    for r in rows:
+        try:
+            record = json.loads(r["userMetadata"]) if r["userMetadata"] else None
+        except ValueError:
+            record = {"userMetadata": r["userMetadata"]}
+        out.append({"version": int(r["version"]), "timestamp": str(r["timestamp"]),
+                    "operation": r["operation"], "run": record})
+    return out
