@@ -5,8 +5,8 @@ runs the privacy core's selection (``privsyn_spark.privacy.measure_privately.mea
 --model-cells) at the given epsilon with a seeded TEST-ONLY noise sampler, then times: the junction
 tree, mirror descent (Private-PGM Algorithm 1) and the accelerated variant (Algorithm 2) to
 convergence (relative loss change below --tol), the consistent targets, PrivSyn's consistency
-fallback on the same marginals, and sampling --samples records. Prints a table (wall and CPU seconds: the CPU figure is the one to
-compare on a shared machine); asserts nothing.
+fallback on the same marginals, and sampling --samples records. Prints a table (wall and CPU seconds:
+the CPU figure is the one to compare on a shared machine); asserts nothing.
 
     .venv/bin/python bench/bench_pgm.py [--epsilon 1] [--delta 1e-9] [--samples 1000000] [--seed 0]
 """

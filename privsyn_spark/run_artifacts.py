@@ -1,8 +1,8 @@
 """A run's artifact folder ``<runs-dir>/<run-id>/`` on any storage (see :mod:`privsyn_spark.runtime.storage`).
 
 Holds ``measurements/measurements.npz`` (written once, atomically, before anything derived from it
-leaves the process), ``targets/`` (consistent target marginals, and the graphical model they came from), ``state.json`` (what the steps found),
-``report.json`` / ``report.html`` and GUM's ``checkpoints/``.
+leaves the process), ``targets/`` (consistent target marginals, and the graphical model they came from),
+``state.json`` (what the steps found), ``report.json`` / ``report.html`` and GUM's ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,11 +18,14 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
 
 class RunArtifacts:
     """Locations and reads/writes of one run's artifacts (``runs_dir`` a local path or a URI)."""
 
-    def __init__(self, runs_dir: str, run_id: str, spark=None) -> None:
+    def __init__(self, runs_dir: str, run_id: str, spark: SparkSession | None = None) -> None:
         if not runs_dir or not str(runs_dir).strip():
             raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
         self.base = join(str(runs_dir), run_id)
@@ -48,6 +51,13 @@ class RunArtifacts:
         location = self.location(*parts)
         return self.storage.read(location) if self.storage.exists(location) else None
 
+    def _required(self, *parts: str) -> bytes:
+        """The bytes of ``parts`` under the run folder; UsageError when missing (a run folder cut short)."""
+        data = self.read(*parts)
+        if data is None:
+            raise UsageError(f"{self.location(*parts)} is missing: the run folder is incomplete")
+        return data
+
     def write(self, data: bytes, *parts: str, overwrite: bool = True) -> str:
         """Write ``data`` atomically under the run folder; returns its location."""
         location = self.location(*parts)
@@ -65,7 +75,8 @@ class RunArtifacts:
         """Target tables (npz) and their description (json, written last: it marks completeness)."""
         keys = list(tables)
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, **{f"t{i}": tables[k] for i, k in enumerate(keys)})
+        arrays: dict[str, Any] = {f"t{i}": tables[k] for i, k in enumerate(keys)}
+        np.savez_compressed(buffer, **arrays)
         self.write(buffer.getvalue(), "targets", "targets.npz")
         self.write_json({"run_id": run_id, "keys": [list(k) for k in keys], **meta}, "targets", "targets.json")
 
@@ -90,7 +101,7 @@ class RunArtifacts:
             return None
         tree = JunctionTree(domain, tuple(tuple(c) for c in doc["cliques"]), tuple(tuple(e) for e in doc["edges"]),
                             tuple(doc["order"]))
-        with np.load(io.BytesIO(self.read("targets", "model.npz")), allow_pickle=False) as arrays:
+        with np.load(io.BytesIO(self._required("targets", "model.npz")), allow_pickle=False) as arrays:
             potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
         return GraphicalModel(domain, tree, potentials, doc["total"])
 
@@ -99,7 +110,7 @@ class RunArtifacts:
         doc = self.read_json("targets", "targets.json")
         if doc is None or doc.get("run_id") != run_id:
             return None
-        with np.load(io.BytesIO(self.read("targets", "targets.npz")), allow_pickle=False) as arrays:
+        with np.load(io.BytesIO(self._required("targets", "targets.npz")), allow_pickle=False) as arrays:
             tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
         doc.pop("run_id")
         return tables, doc

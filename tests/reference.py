@@ -20,7 +20,8 @@ def encode_pandas(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         if isinstance(col, CategoricalColumn):
             key = (lambda v: str(v).strip()) if col.dtype == "string" else _number_or_none
             lookup = {key(v): i for i, v in enumerate(col.values)}
-            codes = raw.map(lambda v: lookup.get(key(v), col.other_code) if v is not None else -1)
+            codes = raw.map(lambda v, lookup=lookup, key=key, other=col.other_code:
+                            lookup.get(key(v), other) if v is not None else -1)
         else:
             x = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
             edges = col.edge_array()

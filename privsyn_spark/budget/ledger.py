@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
@@ -44,6 +45,9 @@ from privsyn_spark.budget.ledger_state import (
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
 from privsyn_spark.runtime.locations import is_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +127,14 @@ def _is_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
-def _delta_table(spark, ledger: str):
+def _delta_table(spark: SparkSession, ledger: str):
     from delta.tables import DeltaTable
 
     location = _location(ledger)
     return DeltaTable.forPath(spark, location) if is_path(ledger) else DeltaTable.forName(spark, location)
 
 
-def _ready(spark, ledger: str) -> bool:
+def _ready(spark: SparkSession, ledger: str) -> bool:
     """Whether the ledger exists with at least its first commit."""
     from delta.tables import DeltaTable
 
@@ -142,11 +146,18 @@ def _ready(spark, ledger: str) -> bool:
         return False
 
 
-def ensure_ledger(spark, ledger: str, wait_seconds: float = 120.0) -> None:
+def _ledger_schema():
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(LEDGER_COLUMNS)
+    assert isinstance(schema, StructType)
+    return schema
+
+
+def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0) -> None:
     """Create the (empty) ledger if it does not exist; several first writers at once all succeed
     (a loser of the create race waits for the winner's first commit, then uses it)."""
     from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType
 
     deadline = time.monotonic() + wait_seconds
     rng = random.Random()
@@ -155,7 +166,7 @@ def ensure_ledger(spark, ledger: str, wait_seconds: float = 120.0) -> None:
         builder = DeltaTable.createIfNotExists(spark)
         builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
         try:
-            builder.addColumns(StructType.fromDDL(LEDGER_COLUMNS)).comment(
+            builder.addColumns(_ledger_schema()).comment(
                 "privsyn-spark privacy budget ledger (zCDP rho)").execute()
             log.info("created the budget ledger %s", location)
             break
@@ -171,7 +182,7 @@ def ensure_ledger(spark, ledger: str, wait_seconds: float = 120.0) -> None:
                          f"use a new ledger location")
 
 
-def read_ledger(spark, ledger: str, dataset_id: str | None = None):
+def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None):
     """The ledger as a DataFrame (one dataset's rows when ``dataset_id`` is given)."""
     from pyspark.sql import functions as F
 
@@ -179,14 +190,14 @@ def read_ledger(spark, ledger: str, dataset_id: str | None = None):
     return df.where(F.col("dataset_id") == dataset_id) if dataset_id is not None else df
 
 
-def dataset_state(spark, ledger: str, dataset_id: str) -> DatasetState:
+def dataset_state(spark: SparkSession, ledger: str, dataset_id: str) -> DatasetState:
     """The dataset's budget, spending and reservations (empty when the ledger does not exist)."""
     if not _ready(spark, ledger):
         return DatasetState(dataset_id)
     return fold(dataset_id, [r.asDict() for r in read_ledger(spark, ledger, dataset_id).collect()])
 
 
-def all_datasets(spark, ledger: str) -> list[DatasetState]:
+def all_datasets(spark: SparkSession, ledger: str) -> list[DatasetState]:
     """Every dataset of the ledger, by id."""
     rows = [r.asDict() for r in read_ledger(spark, ledger).collect()] if _ready(spark, ledger) else []
     ids = sorted({r["dataset_id"] for r in rows})
@@ -196,7 +207,7 @@ def all_datasets(spark, ledger: str) -> list[DatasetState]:
 Decision = Callable[[DatasetState], "dict | None"]
 
 
-def _append(spark, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
+def _append(spark: SparkSession, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
             backoff_seconds: float = 0.05) -> tuple[dict | None, DatasetState]:
     """Insert the row ``decide(state)`` returns at the next ``seq`` (see the module docstring).
 
@@ -210,7 +221,7 @@ def _append(spark, ledger: str, dataset_id: str, decide: Decision, max_attempts:
         row = decide(state)
         if row is None:
             return None, state
-        full = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
+        full: dict[str, Any] = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
         full.update(row, dataset_id=dataset_id, seq=state.next_seq,
                     recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
         source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
@@ -245,7 +256,8 @@ def _inserted_rows(metrics) -> int | None:
     return int(metrics.first()["num_inserted_rows"])
 
 
-def set_budget(spark, ledger: str, dataset_id: str, epsilon: float, delta: float, replace: bool = False) -> Budget:
+def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float, delta: float,
+               replace: bool = False) -> Budget:
     """Store the dataset's total budget (epsilon at delta). Setting the same budget again is a no-op;
     a different one is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay)."""
     if not dataset_id:
@@ -267,7 +279,7 @@ def set_budget(spark, ledger: str, dataset_id: str, epsilon: float, delta: float
     return budget
 
 
-def reserve(spark, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
+def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
             recharge_of: int | None = None) -> Reservation:
     """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
@@ -310,12 +322,13 @@ def reserve(spark, ledger: str, dataset_id: str, run_id: str, *, rho: float, eps
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
     held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
                           artifact, None, False, row["recorded_at"])
+    assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)
     return Reservation(dataset_id, held, charged=True, spent_before=state.spent_rho)
 
 
-def commit(spark, ledger: str, reservation: Reservation, artifact: str, sha256: str) -> None:
+def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact: str, sha256: str) -> None:
     """Record that the reservation's attempt wrote its artifact (location and content hash)."""
     attempt = reservation.held.attempt
 
@@ -333,7 +346,7 @@ def commit(spark, ledger: str, reservation: Reservation, artifact: str, sha256: 
     _append(spark, ledger, reservation.dataset_id, decide)
 
 
-def refund(spark, ledger: str, reservation: Reservation) -> bool:
+def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
     """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks
     both); never after a commit. True if it was refunded."""
     attempt = reservation.held.attempt

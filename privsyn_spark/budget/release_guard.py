@@ -23,6 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
         raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
 
 
-def local_artifact(config, spark=None) -> Measurements | None:
+def local_artifact(config, spark: SparkSession | None = None) -> Measurements | None:
     """The runs dir's artifact of ``config.run_id`` (None if there is none)."""
     artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
     data = artifacts.read("measurements", ARTIFACT_FILE)
@@ -99,7 +103,7 @@ def local_artifact(config, spark=None) -> Measurements | None:
                          f"use a new run id or runs dir") from err
 
 
-def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
+def guarded_measure(spark: SparkSession, config, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
     """The run's measurements: reused, or drawn once under the ledger's reservation (module docstring)."""
     artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
     attempt = uuid.uuid4().hex
@@ -119,9 +123,9 @@ def guarded_measure(spark, config, fingerprint: dict, draw: Draw, sampler: Noise
     for _ in range(3):
         if reservation.charged:
             return _holder(spark, config, artifacts, reservation, draw, sampler, provenance)
-        found = find_committed(spark, artifacts, reservation.held, adopt=True)
-        if found is not None:
-            measurements, sha, where = found
+        committed = find_committed(spark, artifacts, reservation.held, adopt=True)
+        if committed is not None:
+            measurements, sha, where = committed
             if reservation.held.artifact_sha256 is None:
                 L.commit(spark, config.ledger, reservation, where, sha)
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
@@ -152,7 +156,7 @@ def _lost_message(config, held: RunReservation) -> str:
             f"measurements")
 
 
-def _holder(spark, config, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
+def _holder(spark: SparkSession, config, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
             provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L
@@ -192,7 +196,7 @@ def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler
     return measurements
 
 
-def find_committed(spark, artifacts: RunArtifacts, held: RunReservation,
+def find_committed(spark: SparkSession, artifacts: RunArtifacts, held: RunReservation,
                    adopt: bool = False) -> tuple[Measurements, str, str] | None:
     """``(measurements, sha256, location)`` of the reservation's artifact: at its recorded location or
     in this runs dir, matching the recorded hash (or, with ``adopt`` and no commit yet, written by the

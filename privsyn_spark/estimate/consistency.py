@@ -128,7 +128,7 @@ def consistent_marginals(
         return {}, {"iterations": 0, "uniform_mix": 0.0}
     closure = intersection_closure([v.attrs for v in views], domain)
     iterations = 0
-    for iterations in range(1, max_iters + 1):
+    for iterations in range(1, max_iters + 1):  # noqa: B007  (read after the loop)
         _consistency_step(views, closure, total)
         worst = min(float(v.values.min()) for v in views)
         if worst >= -tol * max(total, 1.0):

@@ -96,7 +96,7 @@ class GraphicalModel:
         hidden = set().union(*(f.attrs for f in factors)) - set(attrs)
         while hidden:
             def cost(v: str) -> float:
-                scope = set().union(*(f.attrs for f in factors if v in f.attrs))
+                scope = set().union(*(f.attrs for f in factors if v in f.attrs))  # noqa: B023  (used at once)
                 return float(np.prod([self.domain[a] for a in scope], dtype=np.float64))
             v = min(sorted(hidden, key=self.domain.attrs.index), key=cost)
             touching = [f for f in factors if v in f.attrs]

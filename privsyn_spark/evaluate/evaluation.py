@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, CountingPass, all_pairs
 from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,7 @@ def values_not_in_input(schema: Schema, real: CountingPass, synthetic: CountingP
     return out
 
 
-def evaluate(spark, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
+def evaluate(spark: SparkSession, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
              n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
              worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values=None) -> dict:
     """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
@@ -107,8 +111,9 @@ def _cached(encoded: EncodedTable) -> EncodedTable:
     return replace(encoded, df=encoded.df.persist(StorageLevel.MEMORY_AND_DISK))
 
 
-def _evaluate(spark, real: EncodedTable, synthetic: EncodedTable, schema: Schema, label: str | None, seed: int,
-              n_queries: int, test_fraction: float, max_cells: int, worst: int, smoke_tolerance: float) -> dict:
+def _evaluate(spark: SparkSession, real: EncodedTable, synthetic: EncodedTable, schema: Schema, label: str | None,
+              seed: int, n_queries: int, test_fraction: float, max_cells: int, worst: int,
+              smoke_tolerance: float) -> dict:
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
@@ -123,7 +128,7 @@ def _evaluate(spark, real: EncodedTable, synthetic: EncodedTable, schema: Schema
     smoke = privacy_smoke(rest, holdout, synthetic_codes, list(real.domain.attrs), smoke_tolerance)
     seconds["privacy_smoke"] = time.perf_counter() - start
 
-    ml = None
+    ml: dict[str, Any] | None = None
     if label is not None and fid.synthetic.rows == 0:
         ml = {"label": label, "skipped": "the synthetic table is empty"}
     elif label is not None:

@@ -158,7 +158,7 @@ def fidelity(real: EncodedTable, synthetic: EncodedTable, n_queries: int = 1000,
         raise ValueError("fidelity: the two tables were encoded with different domains")
     domain = real.domain
     rng = np.random.default_rng(0) if rng is None else rng
-    base = all_pairs(domain) or [(a,) for a in domain.attrs]
+    base: list[tuple[str, ...]] = list(all_pairs(domain)) or [(a,) for a in domain.attrs]
     base_cells = sum(domain.cells(m) for m in base)  # an upper bound: pairs inside a triple are summed from it
     queries = draw_range_queries(domain, n_queries, rng, max(max_cells - base_cells, 0))
     wanted = [(a,) for a in domain.attrs] + all_pairs(domain) + queries.triples

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from privsyn_spark.domain import Domain
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
 MODEL = "Spark ML LogisticRegression on one-hot encoded codes"
 
 
-def _one_hot_stage(spark, domain: Domain, features: Sequence[str]):
+def _one_hot_stage(spark: SparkSession, domain: Domain, features: Sequence[str]):
     """A one-hot encoder sized by the domain (fitted on one row holding each feature's largest code)."""
     from pyspark.ml.feature import OneHotEncoder
 
@@ -36,7 +40,7 @@ def _prepared(df, features: Sequence[str], label: str):
                      F.col(f"`{label}`").cast("double").alias("label"))
 
 
-def ml_efficacy(spark, real_train, real_test, synthetic, domain: Domain, label: str,
+def ml_efficacy(spark: SparkSession, real_train, real_test, synthetic, domain: Domain, label: str,
                 features: Sequence[str] | None = None, max_iter: int = 30, reg_param: float = 1e-3) -> dict:
     """Accuracy on ``real_test`` of a classifier trained on ``synthetic`` vs one trained on ``real_train``.
 

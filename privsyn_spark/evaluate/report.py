@@ -167,7 +167,8 @@ def rounds_plot(rounds: list[Mapping]) -> str:
 
     fig = Figure(figsize=(5, 3))
     ax = fig.add_subplot()
-    ax.plot([r.get("round", i) for i, r in enumerate(rounds)], [r.get("l1_error") for r in rounds], marker="o")
+    ax.plot([r.get("round", i) for i, r in enumerate(rounds)], [float(r.get("l1_error") or 0.0) for r in rounds],
+            marker="o")
     ax.set_xlabel("round")
     ax.set_ylabel("relative L1 error")
     return _figure(fig, "GUM error by round")
@@ -213,7 +214,8 @@ def _summary(report: Mapping) -> str:
     """The headline numbers, linked to their place in report.json."""
     rows = []
     for title, keys in _HEADLINES:
-        node, path = report, ""
+        node: Any = report
+        path = ""
         for key in keys:
             node = node.get(key) if isinstance(node, Mapping) else None
             path = _pointer(path, key)
@@ -242,7 +244,8 @@ proves nothing: the guarantee is the differential privacy of the measurements.</
 
 def _at(report: Mapping, *keys):
     """``(value, pointer)`` of a nested key (value None when missing)."""
-    node, path = report, ""
+    node: Any = report
+    path = ""
     for key in keys:
         node = node.get(key) if isinstance(node, Mapping) else (node[key] if isinstance(node, list)
                                                                 and isinstance(key, int) and key < len(node) else None)
@@ -268,8 +271,8 @@ def warnings(report: Mapping) -> list[str]:
                    "not in the input.")
     for column, handled in (_at(report, "domain_handling")[0] or {}).items():
         out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'out_of_domain')} "
-                   f"input values outside the declared domain, handled by <i>{html.escape(str(handled.get('handling')))}"
-                   "</i>.")
+                   "input values outside the declared domain, handled by "
+                   f"<i>{html.escape(str(handled.get('handling')))}</i>.")
     for column, values in (_at(report, "metrics", "values")[0] or {}).items():
         if values.get("high_error"):
             out.append(f"Column <b>{html.escape(column)}</b>: high value-level error, KS distance "
@@ -294,7 +297,8 @@ def _verdict(report: Mapping) -> str:
         left = ("no limit is set" if ledger.get("budget_rho") is None else
                 f"{_n(report, 'budget', 'dataset_ledger', 'left_rho')} rho of "
                 f"{_n(report, 'budget', 'dataset_ledger', 'budget_rho')} is left")
-        parts.append(f"<p><b>Ledger.</b> The dataset has now spent {_n(report, 'budget', 'dataset_ledger', 'spent_rho')}"
+        spent = _n(report, 'budget', 'dataset_ledger', 'spent_rho')
+        parts.append(f"<p><b>Ledger.</b> The dataset has now spent {spent}"
                      f" rho in total over all runs and drafts; {left}.</p>")
     else:
         parts.append("<p><b>Ledger.</b> No budget ledger was used: other runs on this table are not counted.</p>")
@@ -335,7 +339,8 @@ def _values_table(report: Mapping) -> str:
     rows = []
     for column, v in (_at(report, "metrics", "values")[0] or {}).items():
         spikes = v.get("spikes") or []
-        cells = [f"{html.escape(format_number(s['value']))}: {_n(report, 'metrics', 'values', column, 'spikes', i, 'real')}"
+        cells = [f"{html.escape(format_number(s['value']))}: "
+                 f"{_n(report, 'metrics', 'values', column, 'spikes', i, 'real')}"
                  f" real vs {_n(report, 'metrics', 'values', column, 'spikes', i, 'synthetic')} synthetic"
                  for i, s in enumerate(spikes)]
         flag = ' <span class="flag">high</span>' if v.get("high_error") else ""

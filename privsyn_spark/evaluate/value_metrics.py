@@ -53,7 +53,8 @@ def ks_distance(real, synthetic) -> float:
     if not totals["nr"] or not totals["ns"]:
         return float("nan")
     window = Window.orderBy("x").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    gap = F.abs(F.sum("r").over(window) / F.lit(float(totals["nr"])) - F.sum("s").over(window) / F.lit(float(totals["ns"])))
+    gap = F.abs(F.sum("r").over(window) / F.lit(float(totals["nr"]))
+                - F.sum("s").over(window) / F.lit(float(totals["ns"])))
     return float(per_value.select(gap.alias("d")).agg(F.max("d")).first()[0])
 
 

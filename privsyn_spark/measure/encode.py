@@ -14,12 +14,16 @@ on a (value, code) table, so the cost per row does not grow with the list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
 
 STATUS_OK, STATUS_OUT_OF_DOMAIN, STATUS_NULL = 0, 1, 2
 STATUS_BITS = 2
@@ -32,7 +36,7 @@ _SEPARATORS = ("\x1f", "\x1e", "\x1d", "\x01")
 class EncodedTable:
     """A DataFrame with one ``code * 4 + status`` column per kept column (same names), and the domain."""
 
-    df: object  # pyspark.sql.DataFrame
+    df: DataFrame
     schema: Schema
     domain: Domain
 
@@ -94,7 +98,7 @@ def _value_array(column: CategoricalColumn):
     return array if column.dtype == "string" else array.cast(f"array<{spark_type(column.dtype)}>")
 
 
-def _lookup_table(spark, column: CategoricalColumn, value_name: str, code_name: str):
+def _lookup_table(spark: SparkSession, column: CategoricalColumn, value_name: str, code_name: str):
     """A (value, code) DataFrame of the declared values, for the broadcast-join lookup."""
     import pandas as pd
 
@@ -221,6 +225,7 @@ def encode(df, schema: Schema) -> EncodedTable:
         elif isinstance(column, CategoricalColumn):
             value = _categorical(raw, column)
         else:
+            assert isinstance(column, NumericalColumn)
             value = _numerical(raw, column, types[column.name])
         kind = "smallint" if (column.size << STATUS_BITS) < 2 ** 15 else "int"
         columns.append(value.cast(kind).alias(column.name))

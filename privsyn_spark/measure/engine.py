@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
     return wanted, computed, derived
 
 
-def _choose_backend(spark, backend: str) -> str:
+def _choose_backend(spark: SparkSession, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     loaded = jvm_counter_loaded(spark)
@@ -136,7 +140,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
 
 
 def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingPass,
-                          log_exact_counts: bool = False) -> dict[str, dict[str, int]]:
+                          log_exact_counts: bool = False) -> dict[str, dict[str, object]]:
     """Apply the out-of-domain and null policies: raise BadInputData for columns whose policy is ``fail``.
 
     Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (and ``"nulls": n, "null_handling":
@@ -144,12 +148,12 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
     report (operators only, marked not private). The tallies read the private table, so the log and
     the error name the columns only; the exact numbers appear there only with ``log_exact_counts``.
     """
-    report: dict[str, dict[str, int]] = {}
+    report: dict[str, dict[str, object]] = {}
     failures = []
     for column in encoded.schema.columns:
         outside = counts.out_of_domain.get(column.name, 0)
         nulls = counts.null_failures.get(column.name, 0)
-        policy = getattr(column, "unseen", None) or getattr(column, "out_of_range", None)
+        policy = str(getattr(column, "unseen", None) or getattr(column, "out_of_range", None))
         if outside:
             report[column.name] = {"out_of_domain": outside, "handling": policy}
             how_many = f"{outside} values" if log_exact_counts else "values (tally in the run report)"

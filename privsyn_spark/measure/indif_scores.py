@@ -22,7 +22,7 @@ def indif_score(two_way: np.ndarray, n: float) -> float:
 
 def indif_scores(two_way: Mapping[tuple[str, ...], np.ndarray]) -> dict[tuple[str, ...], float]:
     """InDif for every pair in ``two_way`` (keys are canonical attribute pairs)."""
-    scores = {}
+    scores: dict[tuple[str, ...], float] = {}
     for pair, table in two_way.items():
         if len(pair) != 2:
             raise ValueError(f"indif_scores: {pair} is not a pair")

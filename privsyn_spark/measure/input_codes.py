@@ -20,10 +20,14 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ class InputCodes:
     a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
     """
 
-    def __init__(self, spark, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
+    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
@@ -71,7 +75,7 @@ class InputCodes:
         self.close()
 
 
-def _delete(spark, path: str) -> None:
+def _delete(spark: SparkSession, path: str) -> None:
     """Remove a folder on any file system Spark's Hadoop configuration reaches (a local path too)."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # Spark Connect: only local scratch folders can be removed from here

@@ -17,12 +17,16 @@ import importlib.resources
 import logging
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privsyn_spark.errors import PrivsynError
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
 from privsyn_spark.measure.packing import CounterPlan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +50,7 @@ def packaged_jar(jar: Path | None = None) -> Path | None:
     was built for another Spark minor version than this pyspark (the engine then counts in Python)."""
     import pyspark
 
-    jar = Path(jar or str(importlib.resources.files("privsyn_spark.measure").joinpath("jvm", JAR_NAME)))
+    jar = Path(jar or str(importlib.resources.files("privsyn_spark.measure").joinpath("jvm").joinpath(JAR_NAME)))
     if not jar.is_file():
         log.warning("the counter jar %s is missing (build it with scripts/setup.sh, which needs a JDK and "
                     "Maven): the marginal engine will count in Python workers, about 2x slower", jar)
@@ -72,7 +76,7 @@ def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def jvm_counter_loaded(spark) -> bool:
+def jvm_counter_loaded(spark: SparkSession) -> bool:
     """Whether the session's driver JVM can load the counter class (classic sessions only)."""
     from py4j.java_gateway import JavaClass
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ class PackedCodes:
     persisted (:mod:`~privsyn_spark.measure.input_codes`) and read back as it is.
     """
 
-    df: object  # pyspark.sql.DataFrame with columns w0, w1, ...
+    df: DataFrame  # columns w0, w1, ...
     schema: Schema
     domain: Domain
     fields: dict[str, tuple[int, int, int]]
@@ -131,7 +135,7 @@ def pack_codes(encoded: EncodedTable) -> PackedCodes:
             word = len(used) - 1
         fields[column.name] = (word, used[word], bits)
         used[word] += bits
-    words = [None] * len(used)
+    words: list[Any] = [None] * len(used)
     for name, (word, offset, _) in fields.items():
         term = F.shiftleft(F.col(f"`{name}`").cast("long"), offset)
         words[word] = term if words[word] is None else words[word].bitwiseOR(term)

@@ -184,7 +184,7 @@ def geometric_grid(lower: float, upper: float, integer: bool, cells_per_octave: 
     if lower <= 0 <= upper:
         cells.append((0.0, 0, 1 if integer else 0))
     if lower < 0:
-        for s, e, k, w in _positive_cells(max(-upper, tiny), -lower, integer, cells_per_octave, smallest_octave):
+        for _, e, k, w in _positive_cells(max(-upper, tiny), -lower, integer, cells_per_octave, smallest_octave):
             cells.append((-e, -1000 - k, w))  # the mirror of [s, e] / [s, e) starts at -e
     cells.sort()
     starts = np.asarray([c[0] for c in cells], dtype=np.float64)
@@ -220,7 +220,8 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
     # above the threshold (by size in whole numbers / cells when none passes). Post-processing.
     size = np.maximum(grid.width, 1).astype(np.float64)
     sigmas: list[float] = []
-    estimate = parent = None
+    estimate = np.zeros(0)
+    parent: np.ndarray | None = None
     null_noisy = 0.0
     for (level, index), rho_level in zip(levels, rho_levels):
         exact = np.bincount(index, weights=cell_counts, minlength=int(index.max()) + 1).astype(np.int64)

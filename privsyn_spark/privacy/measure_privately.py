@@ -114,7 +114,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     if pairs and rho_indif > 0:
         noisy_indif = release_noisy_indif(exact_indif, pairs, rho_indif, accountant=accountant, sampler=sampler,
                                           scale=selection.indif_scale)
-        cells = {p: mdomain.cells(p) for p in pairs}
+        cells: dict[tuple[str, ...], int] = {p: mdomain.cells(p) for p in pairs}
         selected = dense_marg(noisy_indif, cells, rho_selected, selection.min_improvement,
                               selection.max_pairs, domain=mdomain, model_cells=selection.model_cells).pairs
         final = (combine_marginals(mdomain, selected, selection.gamma, selection.combine_max_steps)

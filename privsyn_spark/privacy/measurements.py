@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class Measurements:
 
     def to_bytes(self) -> bytes:
         """The artifact as the bytes of one ``.npz`` (arrays + a JSON description)."""
-        arrays: dict[str, np.ndarray] = {}
+        arrays: dict[str, Any] = {}
         for j, attr in enumerate(self.original_domain.attrs):
             arrays[f"value_map_{j}"] = np.asarray(self.value_maps[attr], dtype=np.int64)
             arrays[f"one_way_original_{j}"] = np.asarray(self.one_way_original[attr], dtype=np.float64)

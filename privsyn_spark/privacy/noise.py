@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class OpenDPDiscreteGaussian:
         self._chunk_size = int(chunk_size)
         self._cache: dict[float, object] = {}
 
-    def _measurement(self, sigma: float) -> object:
+    def _measurement(self, sigma: float) -> Any:
         meas = self._cache.get(sigma)
         if meas is None:
             d, m, me = self._domains, self._measurements, self._metrics

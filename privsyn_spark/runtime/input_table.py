@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.locations import is_path, location
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -22,19 +26,25 @@ FORMATS = ("delta", "parquet", "csv", "table")
 DELTA_LOG = "_delta_log"
 
 
-def _qualified_path(spark, source: str):
+def _hadoop_path(spark: SparkSession, *args: Any) -> Any:
+    """``org.apache.hadoop.fs.Path(*args)`` in the session's JVM (a classic session: Spark Connect has none here)."""
+    jvm: Any = spark._jvm
+    return jvm.org.apache.hadoop.fs.Path(*args)
+
+
+def _qualified_path(spark: SparkSession, source: str):
     """(file system, fully qualified Hadoop Path) of ``source``, with the session's Hadoop configuration."""
-    path = spark._jvm.org.apache.hadoop.fs.Path(location(source))
+    path = _hadoop_path(spark, location(source))
     fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
     return fs, fs.makeQualified(path)
 
 
-def delta_root(spark, source: str) -> str | None:
+def delta_root(spark: SparkSession, source: str) -> str | None:
     """The Delta table ``source`` is or lies inside (the nearest folder with a ``_delta_log``), or None."""
     return _delta_root(spark, source)[0]
 
 
-def _delta_root(spark, source: str) -> tuple[str | None, bool]:
+def _delta_root(spark: SparkSession, source: str) -> tuple[str | None, bool]:
     """(the Delta table at or above ``source``, whether it is ``source`` itself)."""
     if getattr(spark, "_jvm", None) is None:  # Spark Connect: no Hadoop FS on this side; ask Delta
         from delta.tables import DeltaTable
@@ -43,12 +53,12 @@ def _delta_root(spark, source: str) -> tuple[str | None, bool]:
     from py4j.protocol import Py4JJavaError
 
     fs, path = _qualified_path(spark, source)
-    if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+    if fs.exists(_hadoop_path(spark, path, DELTA_LOG)):
         return str(path.toString()), True
     path = path.getParent()
     while path is not None:  # a folder or file inside a table (ancestors we may not list end the search)
         try:
-            if fs.exists(spark._jvm.org.apache.hadoop.fs.Path(path, DELTA_LOG)):
+            if fs.exists(_hadoop_path(spark, path, DELTA_LOG)):
                 return str(path.toString()), False
         except Py4JJavaError:
             break
@@ -56,7 +66,7 @@ def _delta_root(spark, source: str) -> tuple[str | None, bool]:
     return None, False
 
 
-def detect_format(spark, source: str) -> str:
+def detect_format(spark: SparkSession, source: str) -> str:
     """The format of ``source``: a location with a ``_delta_log`` folder is Delta (any URI scheme,
     asked through Spark's Hadoop FS); ``.csv[.gz|.bz2]`` CSV; any other location Parquet; a bare
     ``db.table`` name a catalog table."""
@@ -71,7 +81,7 @@ def _format(source: str, root: str | None) -> str:
     return "csv" if source.lower().endswith((".csv", ".csv.gz", ".csv.bz2")) else "parquet"
 
 
-def read_table(spark, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
+def read_table(spark: SparkSession, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
                infer_types: bool = True):
     """Read ``source`` as a DataFrame (lazily). CSV gets a header, and inferred types if ``infer_types``.
 

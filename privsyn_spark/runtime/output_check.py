@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.locations import is_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 
 def check_run_id(run_id: str) -> None:
@@ -65,7 +69,7 @@ def check_output_path(target: str, mode: str) -> None:
         raise UsageError(f"--output {target}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
-def check_output_table(spark, target: str, mode: str, ddl: str) -> None:
+def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) -> None:
     """In append mode, an existing output table must have the synthetic table's columns and types.
 
     ``ddl`` is the synthetic table's Spark DDL (``write.decode.output_ddl``). Only the table's
@@ -92,6 +96,7 @@ def check_output_table(spark, target: str, mode: str, ddl: str) -> None:
             return
         existing = spark.table(target).schema
     wanted = StructType.fromDDL(ddl)
+    assert isinstance(existing, StructType) and isinstance(wanted, StructType)
     have = [(f.name, f.dataType.simpleString()) for f in existing.fields]
     need = [(f.name, f.dataType.simpleString()) for f in wanted.fields]
     if have != need:

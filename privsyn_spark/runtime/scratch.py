@@ -11,18 +11,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
 
-def _delete(spark, location: str) -> None:
-    jvm = spark.sparkContext._jvm
+def _delete(spark: SparkSession, location: str) -> None:
+    jvm: Any = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(location)
     path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
 
 
 @contextmanager
-def run_scratch(spark, run_checkpoints: str, keep: bool = False) -> Iterator[str]:
+def run_scratch(spark: SparkSession, run_checkpoints: str, keep: bool = False) -> Iterator[str]:
     """Yield the checkpoint folder to use for this run (``spark.checkpoint.dir``, else
     ``run_checkpoints``: a path or URI under the run folder); delete what the run wrote there on exit."""
     shared = spark.conf.get("spark.checkpoint.dir", None)

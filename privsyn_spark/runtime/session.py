@@ -18,8 +18,12 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privsyn_spark.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +150,7 @@ def build_spark_session(
     return spark
 
 
-def _check_active(spark, conf: Mapping[str, str], delta: bool) -> None:
+def _check_active(spark: SparkSession, conf: Mapping[str, str], delta: bool) -> None:
     """An active session is used as it is: refuse clearly what it cannot give."""
     differing = sorted(k for k, v in conf.items() if spark.conf.get(k, None) != str(v))
     if differing:
@@ -159,7 +163,7 @@ def _check_active(spark, conf: Mapping[str, str], delta: bool) -> None:
             f"and the Delta jars ({delta_package()}) when the session is created")
 
 
-def has_delta(spark) -> bool:
+def has_delta(spark: SparkSession) -> bool:
     """Whether the session was started with Delta's SQL extension (or is a Databricks runtime)."""
     extensions = spark.conf.get(EXTENSIONS_KEY, "") or ""
     databricks = spark.conf.get("spark.databricks.clusterUsageTags.sparkVersion", None) is not None

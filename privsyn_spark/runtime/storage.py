@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 
 class ArtifactExists(FileExistsError):
@@ -78,8 +81,8 @@ class LocalStorage:
 class HadoopStorage:
     """Any Hadoop file system URI, through the session's JVM (``FileSystem`` of the path)."""
 
-    def __init__(self, spark) -> None:
-        self._jvm = spark._jvm
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm: Any = spark._jvm  # a classic session's py4j gateway
         self._conf = spark._jsc.hadoopConfiguration()
 
     def _path(self, location: str):
@@ -121,7 +124,7 @@ class HadoopStorage:
         return bool(fs.isFile(path))
 
 
-def storage_for(location: str, spark=None) -> Storage:
+def storage_for(location: str, spark: SparkSession | None = None) -> Storage:
     """The storage of ``location``: Python for a local path, the session's Hadoop FS for a URI."""
     if not has_scheme(location):
         return LocalStorage()

@@ -8,9 +8,13 @@ otherwise, so the dependent pairs are exactly the chain ``(x{j-1}, x{j})`` for j
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 
-def generated_table(spark, rows: int, sizes: Sequence[int], dependent: Sequence[int] = (),
+def generated_table(spark: SparkSession, rows: int, sizes: Sequence[int], dependent: Sequence[int] = (),
                     dependence: float = 0.8, seed: int = 0, partitions: int | None = None):
     """A DataFrame of ``rows`` rows with int columns ``x0..x{d-1}``, ``x{j}`` in ``[0, sizes[j])``."""
     from pyspark.sql import functions as F
@@ -54,7 +58,7 @@ def bayes_net_structure(columns: int, min_size: int = 2, max_size: int = 60, max
     return sizes, parents
 
 
-def bayes_net_table(spark, rows: int, sizes: Sequence[int], parents: Sequence[tuple[int, ...]],
+def bayes_net_table(spark: SparkSession, rows: int, sizes: Sequence[int], parents: Sequence[tuple[int, ...]],
                     dependence: float = 0.7, seed: int = 0, partitions: int | None = None):
     """Rows of the network from :func:`bayes_net_structure`, made on the executors.
 
@@ -70,7 +74,8 @@ def bayes_net_table(spark, rows: int, sizes: Sequence[int], parents: Sequence[tu
             mixed = F.lit(3)
             for weight, p in zip((7, 13), parents[j]):
                 mixed = mixed + F.col(f"x{p}") * weight
-            expr = F.when(F.rand(seed * 100_003 + 2 * j + 1) < dependence, (mixed % size).cast("int")).otherwise(uniform)
+            expr = (F.when(F.rand(seed * 100_003 + 2 * j + 1) < dependence, (mixed % size).cast("int"))
+                    .otherwise(uniform))
         else:
             expr = uniform
         df = df.withColumn(f"x{j}", expr)

@@ -48,6 +48,9 @@ class Column:
     def base_size(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
     @property
     def other_code(self) -> int | None:
         """Code of the ``other`` value, or None if the column has none."""

@@ -7,6 +7,7 @@ privacy code, which noises them; nothing here is logged or returned to a caller 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def whole_number_counts(df, name: str, null_tokens: Sequence[str], temporal: boo
     from pyspark.sql import functions as F
 
     x = as_number(cleaned(df, name, null_tokens), temporal)
-    inside = None
+    inside: Any = None
     for lo, hi in ranges:
         term = (x >= lo) & (x <= hi)
         inside = term if inside is None else inside | term

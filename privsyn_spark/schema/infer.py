@@ -17,12 +17,16 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.schema.schema import DEFAULT_MAX_COLUMN_CODES, Schema, parse_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +177,7 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
     sampler = sampler or SecureDiscreteGaussian()
     accountant = Accountant(budget.rho)
     types = dict(df.dtypes)
-    numeric = {n: _number_dtype(t) for n, t in types.items() if _number_dtype(t)}
+    numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
     categorical = [n for n in df.columns if n not in numeric]
     rho_column = budget.rho / max(1, len(df.columns))
     delta_column = budget.delta_selection / max(1, len(categorical))
@@ -196,14 +200,14 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
             if v not in tokens:
                 tokens.append(v)
                 notes.append(f"{v!r} read as null (a common missing-value token selected in column {name!r})")
-        nulls = "value" if null_noisy >= dp.EMPTY_SIGMAS * picked.sigma else "none"
+        null_handling = "value" if null_noisy >= dp.EMPTY_SIGMAS * picked.sigma else "none"
         if not values or len(values) > max_categories:
             why = "no value passed the threshold" if not values else f"more than {max_categories} values"
             notes.append(f"column {name!r} dropped: {why}")
             specs[name] = {"name": name, "type": "drop"}
             continue
         specs[name] = {"name": name, "type": "categorical", "dtype": "boolean" if boolean else "string",
-                       "values": sorted(values) if boolean else values, "unseen": "other", "nulls": nulls}
+                       "values": sorted(values) if boolean else values, "unseen": "other", "nulls": null_handling}
 
     grids = {}
     for name, dtype in numeric.items():
@@ -221,7 +225,7 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
         cells, nulls = exact_cells.pop(name)
         release = dp.release_numeric(
             cells, nulls, grid, rho_column,
-            lambda ranges, n=name, t=temporal: counts.whole_number_counts(df, n, tokens, t, ranges),
+            partial(counts.whole_number_counts, df, name, tokens, temporal),
             accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share)
         declared = bounds.get(name)
         edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
@@ -256,7 +260,7 @@ def _edge(value: float, integer: bool) -> float | int:
     return int(value) if integer and float(value).is_integer() and math.isfinite(value) else float(value)
 
 
-def reserve_draft_budget(spark, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,
+def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,
                          draft_path: str):
     """Reserve a private draft's rho in the budget ledger, against the dataset's budget (``budget set``),
     before any count; the reservation's fingerprint marks it as an ``infer-schema`` draft.

@@ -11,8 +11,8 @@ A YAML or JSON document::
       - {name: person_id, type: drop}
 
 Per column: ``nulls`` is ``value`` (own code, default), ``fail`` or ``none`` (declared non-null: no
-null code, a null is out of domain); numerical ``spikes`` lists values that get a bin of their own; categorical ``unseen`` is
-``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
+null code, a null is out of domain); numerical ``spikes`` lists values that get a bin of their own;
+categorical ``unseen`` is ``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
 
 Every field is checked against its column's dtype before anything reads the table: categorical
 ``values`` all of the dtype (``string`` reads numbers as text; without a dtype the values may not mix

@@ -86,12 +86,15 @@ def dense_marg(dependency: Mapping[tuple[str, ...], float], cells: Mapping[tuple
     limit = m if max_pairs is None else min(m, int(max_pairs))
     bounded = model_cells is not None
     if bounded:
+        assert domain is not None and model_cells is not None
         index = {a: i for i, a in enumerate(domain.attrs)}
         ends = np.array([[index[a] for a in p] for p in pairs], dtype=np.int64).reshape(m, 2)
         adjacency = adjacency_matrix(domain, ())
         chordal = adjacency.copy()  # the selection's triangulated graph (min-fill), a supergraph
         sizes = np.array(domain.sizes)
-        size = eliminate(adjacency, sizes).total_cells
+        alone = eliminate(adjacency, sizes)
+        assert alone is not None  # without stop_above it always completes
+        size = alone.total_cells
         if size > model_cells:
             raise UsageError(f"model cells {model_cells:,.0f}: the attributes alone need {size:,.0f} (their "
                              f"1-way marginals); raise the model-cell budget")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
 from privsyn_spark.synthesize.sharded.algorithm import shard_sizes
 from privsyn_spark.synthesize.sharded.spark_driver import codes_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,8 @@ def fit_model(measurements: Measurements, cell_budget: float = DEFAULT_CELL_BUDG
                        "max_clique_cells": tree.max_clique_cells}
 
 
-def sample_model_sharded(spark, measurements: Measurements, rows: int, seed: int, shard_rows: int = 1_000_000,
-                         cell_budget: float = DEFAULT_CELL_BUDGET, model=None):
+def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int,
+                         shard_rows: int = 1_000_000, cell_budget: float = DEFAULT_CELL_BUDGET, model=None):
     """``(DataFrame of merged codes, info)``: ``rows`` records sampled from the fitted model.
 
     ``model``: the graphical model the estimate step fitted (reused, not fitted again); None: fitted here.

@@ -82,6 +82,7 @@ class Decoder:
             if isinstance(column, CategoricalColumn):
                 arrays.append(_categorical_values(column, codes))
             else:
+                assert isinstance(column, NumericalColumn)
                 arrays.append(_numerical_values(column, codes, uniforms(j, _VALUE)))
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
@@ -153,7 +154,9 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
     def decode_batches(batches):
         from pyspark import TaskContext
 
-        shard, start = TaskContext.get().partitionId(), 0
+        context = TaskContext.get()
+        assert context is not None  # inside a Spark task
+        shard, start = context.partitionId(), 0
         for batch in batches:
             if batch.num_rows == 0:
                 continue

@@ -52,7 +52,7 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
               else spark.catalog.tableExists(target))
     if mode == "append" and exists:
         table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-        current = list(table.detail().select("partitionColumns").first()[0])
+        current = list(table.detail().select("partitionColumns").head(1)[0][0])
         if partition_by and list(partition_by) != current:
             raise UsageError(f"{target} is partitioned by {current or 'nothing'}; an append cannot partition it "
                              f"by {list(partition_by)}")
@@ -69,7 +69,7 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
             writer = writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by])
         writer.createOrReplace()
         table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-    version = int(table.history(1).select("version").first()[0])
+    version = int(table.history(1).select("version").head(1)[0][0])
     log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
     return version
 

@@ -209,7 +209,7 @@ def test_empty_or_tiny_table_stops_with_no_noise_table(spark, capsys, tmp_path, 
         case.input.write_text("age,city,score\n")
     if kind == "epsilon-1e-6":
         epsilon = "1e-6"
-    for attempt in range(2):
+    for _ in range(2):
         code, err = _cli(spark, capsys, case, "--epsilon", epsilon)
         assert code == EXIT_BAD_INPUT, err
         assert "the input table is empty or too small for this budget" in one_error_line(err)

@@ -35,7 +35,8 @@ def test_value_metrics_equal_brute_force(spark):
     assert out["x"]["ks"] == pytest.approx(_ks(x_real, x_syn), abs=1e-12)
     spike = out["h"]["spikes"][0]
     assert spike["value"] == 40.0 and spike["declared"]
-    assert spike["real"] == pytest.approx(np.mean(h_real == 40)) and spike["synthetic"] == pytest.approx(np.mean(h_syn == 40))
+    assert spike["real"] == pytest.approx(np.mean(h_real == 40))
+    assert spike["synthetic"] == pytest.approx(np.mean(h_syn == 40))
     assert out["h"]["high_error"] and out["x"]["high_error"] == (out["x"]["ks"] > 0.1)
     assert out["h"]["rows"] == {"real": 3000, "synthetic": 2500}  # the null is not a value
     hist = out["x"]["histogram"]

@@ -50,7 +50,7 @@ def dag_info(tmp_path_factory):
     done = subprocess.run([sys.executable, "-c", _INSPECT], env=airflow_env(home), capture_output=True, text=True,
                           timeout=300, cwd=home)
     assert done.returncode == 0, done.stderr[-4000:]
-    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT")][-1]
+    line = [out for out in done.stdout.splitlines() if out.startswith("RESULT")][-1]
     return json.loads(line[len("RESULT"):])
 
 
@@ -134,7 +134,7 @@ def test_budget_refusals_and_bad_input_are_not_retried(tmp_path):
     done = subprocess.run([sys.executable, "-c", _EXECUTE, json.dumps(cases)], env=airflow_env(home),
                           capture_output=True, text=True, timeout=600, cwd=home)
     assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads([l for l in done.stdout.splitlines() if l.startswith("RESULT")][-1][len("RESULT"):])
+    result = json.loads([out for out in done.stdout.splitlines() if out.startswith("RESULT")][-1][len("RESULT"):])
     assert result == {"usage": "failed, no retry", "exit3": "failed, no retry", "exit4": "failed, no retry",
                       "exit1": "retryable AirflowException"}, result
 

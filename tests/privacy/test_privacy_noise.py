@@ -80,7 +80,7 @@ def chi_squared_p(draws: np.ndarray, sigma: float, bins: int = 50) -> float:
 
 
 def scale_z(draws: np.ndarray, sigma: float) -> float:
-    """z-score of the mean of x^2 against the exact second moment of N_Z(0, sigma^2) (exact 4th moment for its error)."""
+    """z-score of the mean of x^2 against the exact second moment of N_Z(0, sigma^2) (exact 4th moment: its error)."""
     x, p = discrete_gaussian_pmf(sigma)
     x = x.astype(np.float64)
     m2, m4 = float((x ** 2 * p).sum()), float((x ** 4 * p).sum())

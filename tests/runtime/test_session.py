@@ -65,7 +65,8 @@ def test_spark_submit_settings_are_kept_and_delta_is_added(tmp_path):
         "spark.sql.shuffle.partitions=3",
         "spark.sql.extensions=org.example.NoSuchExtension,org.example.OtherExtension"])
     assert out["conf"] == {
-        "spark.app.name": "callers-job", "spark.sql.session.timeZone": "America/New_York", "spark.sql.adaptive.enabled": "false",
+        "spark.app.name": "callers-job", "spark.sql.session.timeZone": "America/New_York",
+        "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": "3",
         "spark.sql.extensions": f"org.example.NoSuchExtension,org.example.OtherExtension,{DELTA_EXTENSION}",
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG}

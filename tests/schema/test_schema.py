@@ -135,7 +135,8 @@ def test_string_categories_read_numbers_as_text_and_integral_bins_are_accepted()
 
 def test_spikes_get_bins_of_their_own_and_round_trip():
     schema = parse_schema(doc(
-        {"name": "g", "type": "numerical", "dtype": "int", "edges": [0, 1, 2500, 5000, 99999], "spikes": [0, 3000, 99999]},
+        {"name": "g", "type": "numerical", "dtype": "int", "edges": [0, 1, 2500, 5000, 99999],
+         "spikes": [0, 3000, 99999]},
         {"name": "h", "type": "numerical", "dtype": "int", "min": 1, "max": 99, "bins": 10, "spikes": [40]},
         {"name": "x", "type": "numerical", "dtype": "double", "min": 0, "max": 10, "bins": 2, "spikes": [5]}))
     g, h, x = schema.columns

@@ -29,7 +29,7 @@ def test_adult_draft_at_epsilon_1_finds_the_spikes_and_categories(adult, tmp_pat
     assert schema.column("capital-loss").spikes == (0.0,)
     assert 40.0 in schema.column("hours-per-week").spikes
     for name in ("age", "fnlwgt", "capital-gain", "hours-per-week"):  # integer columns: whole-number edges
-        edges = [e for e in schema.column(name).edges if not e - 0.5 in schema.column(name).spikes]
+        edges = [e for e in schema.column(name).edges if e - 0.5 not in schema.column(name).spikes]
         assert all(float(e).is_integer() for e in edges), (name, edges)
     assert "?" in schema.null_tokens and "?" not in schema.column("workclass").values
     assert schema.column("workclass").nulls == "value" and schema.column("age").nulls == "none"

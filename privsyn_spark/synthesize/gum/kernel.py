@@ -26,11 +26,11 @@ the reference implementation); after ``improving_only_after`` iterations a move 
 lowers the summed L1 (greedy polishing); and in those polishing updates each removed record goes, by
 Replace, to the gain cell of a few on offer where its move lowers the summed L1 most, cells taking one
 record per pass with the counts updated in between (``best_cell_candidates``, ``best_cell_pairs``; 0, the
-default, = removed records paired with gain slots at random; sharded GUM's sweeps turn it on). They lower the error floor that uniformly random
-moves settle at (unit-level churn between overlapping marginals): on the Adult sample (22 2-/3-way
-marginals, 40 iterations) the summed L1 on exact targets goes from about 2700 (reference) to 340 with
-the first two and 180 with all three (12400 to 9800 on noisy targets with the third). The second makes
-the error non-increasing, which the sharded reconciliation relies on.
+default, = removed records paired with gain slots at random; sharded GUM's sweeps turn it on). They lower
+the error floor that uniformly random moves settle at (unit-level churn between overlapping marginals): on
+the Adult sample (22 2-/3-way marginals, 40 iterations) the summed L1 on exact targets goes from about
+2700 (reference) to 340 with the first two and 180 with all three (12400 to 9800 on noisy targets with the
+third). The second makes the error non-increasing, which the sharded reconciliation relies on.
 
 Everything is vectorised (cell index, bincount, radix argsort, ``np.repeat``); Python loops run over
 iterations, components and marginals only, never over records or cells. The entry point is
@@ -105,11 +105,11 @@ def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray]
         inside = {k: next(i for i, u in enumerate(comp.update_targets) if set(k) <= set(u))
                   for k in comp.tracked_targets}
 
-        def track() -> float:
+        def track() -> float:  # called within this component's iterations only
             errs = {}
-            for k, i in inside.items():
-                u = comp.update_targets[i]
-                got = marginalize(marginals.counts[i].reshape(marginals.shapes[i]), u, k)
+            for k, i in inside.items():  # noqa: B023
+                u = comp.update_targets[i]  # noqa: B023
+                got = marginalize(marginals.counts[i].reshape(marginals.shapes[i]), u, k)  # noqa: B023
                 errs[k] = float(np.abs(got - tables[k]).sum())
             if config.track_errors:
                 for k, e in errs.items():

@@ -128,7 +128,7 @@ class ShardedGumConfig:
             raise ValueError("ShardedGumConfig: need 0 <= settle_iterations <= sweep_iterations")
 
     def steps(self, shards: int) -> list[Step]:
-        """The rounds after round 0 for ``shards`` shards (:func:`~privsyn_spark.synthesize.sharded.reconcile.schedule`)."""
+        """The rounds after round 0 for ``shards`` shards (:func:`~.reconcile.schedule`)."""
         return schedule(shards, self.iterations_per_round, self.max_rounds, self.sweeps, self.sweep_iterations,
                         self.settle_iterations, self.settle_sweeps)
 

@@ -141,7 +141,7 @@ def codes_schema(domain: Domain):
 class _Checkpointer:
     """Materialises each round's state and truncates its lineage; cleans its own old reliable checkpoints."""
 
-    def __init__(self, spark, checkpoint_dir: str | None) -> None:
+    def __init__(self, spark: SparkSession, checkpoint_dir: str | None) -> None:
         sc = spark.sparkContext
         if checkpoint_dir is not None:
             sc.setCheckpointDir(checkpoint_dir)
@@ -157,6 +157,7 @@ class _Checkpointer:
         out = df.checkpoint(eager=True)
         self.mine.append(self._listing() - before)
         while len(self.mine) > 2:  # the state before the previous one is no longer needed for recovery
+            assert self.local_dir is not None  # reliable checkpoints are local here
             for name in self.mine.pop(0):
                 shutil.rmtree(os.path.join(self.local_dir, name), ignore_errors=True)
         return out
