@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: The injected marginal engine: (marginals, recode) -> exact int counts keyed by canonical tuples,
 #: on the merged domain when ``recode`` (attr -> original code -> merged code) is given.
 ExactCounter = Callable[[Sequence[tuple[str, ...]], Mapping[str, np.ndarray] | None],
-                          Mapping[tuple[str, ...], np.ndarray]]
+                        Mapping[tuple[str, ...], np.ndarray]]
 
 
 def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray],
