@@ -32,8 +32,11 @@ from privsyn_spark.privacy.accounting import BudgetSplit
 from privsyn_spark.privacy.release import SelectionConfig
 from privsyn_spark.synthesize.gum_plan import GumConfig
 
-__all__ = ["BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "SelectionConfig", "Settings",
-           "ShardingConfig"]
+DEFAULT_DELTA = 1e-9
+"""Documented default delta; never derived from the (private) row count."""
+
+__all__ = ["DEFAULT_DELTA", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "SelectionConfig",
+           "Settings", "ShardingConfig"]
 
 
 @dataclass(frozen=True)

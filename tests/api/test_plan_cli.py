@@ -62,14 +62,12 @@ def test_plan_refuses_what_a_run_would_refuse():
 
 
 def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
-    from privsyn_spark.release_guard import run_fingerprint
     from privsyn_spark.write.ledger_state import fingerprint_mismatch
 
-    base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).run_config("t", "r1")
-    custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True,
-                     settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).run_config("t", "r1")
-    assert "measure_settings" not in run_fingerprint(base, "h")  # default runs match older artifacts
-    diff = fingerprint_mismatch(run_fingerprint(base, "h"), run_fingerprint(custom, "h"))
+    base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).fingerprint("t")
+    custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True, settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).fingerprint("t")
+    assert "measure_settings" not in base  # default runs match older artifacts
+    diff = fingerprint_mismatch(base, custom)
     assert diff and "measure_settings" in diff
 
 
