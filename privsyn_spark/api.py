@@ -60,7 +60,8 @@ class PrivSyn:
     ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True`` says
     explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
-    the run's artifacts (shared storage on a cluster). ``recharge``: a run id whose reserved
+    the run's artifacts (shared storage on a cluster). ``settings``: the rarely changed knobs;
+    ``sharding`` (default ``settings.sharding``) replaces their synthesis layout. ``recharge``: a run id whose reserved
     measurements are lost pays for fresh ones; ``log_exact_counts``: operators only.
 
     >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)
@@ -72,7 +73,7 @@ class PrivSyn:
     def __init__(self, schema: Schema | str | Path, epsilon: float = 1.0, delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
                  run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
-                 sharding: ShardingConfig = ShardingConfig(), settings: Settings = Settings(),
+                 sharding: ShardingConfig | None = None, settings: Settings = Settings(),
                  max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False, log_exact_counts: bool = False) -> None:
         from privsyn_spark.runtime.output_check import check_run_id
         from privsyn_spark.write.ledger_state import check_epsilon_delta
@@ -96,7 +97,8 @@ class PrivSyn:
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, runs_dir
-        self.synthesizer, self.sharding, self.settings = synthesizer, sharding, settings
+        self.synthesizer = synthesizer
+        self.settings = settings if sharding is None else dataclasses.replace(settings, sharding=sharding)
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
 
     def plan(self, df=None) -> Plan:
@@ -129,7 +131,8 @@ class PrivSyn:
         scratch table under ``<run>/scratch`` is deleted when the returned context manager exits."""
         from privsyn_spark.measure.input_codes import InputCodes
 
-        spark = spark or (source.sparkSession if hasattr(source, "sparkSession") else _session())
+        source = source if isinstance(source, str) else _spark_frame(source)
+        spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
         return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"))
 
@@ -144,8 +147,7 @@ class PrivSyn:
         from privsyn_spark.release_guard import guarded_measure
 
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
-        codes = data if isinstance(data, InputCodes) else self.open(
-            data if isinstance(data, str) else _spark_frame(data), input_format, run_id)
+        codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
         spark, source = codes.spark, codes.source if isinstance(codes.source, str) else self._frame_name()
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
 
@@ -215,8 +217,8 @@ class PrivSyn:
         return SynthModel.load(uri, spark)
 
     def _model(self, measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
-        return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, sharding=self.sharding,
-                          settings=self.settings, record=record, run_folder=folder)
+        return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
+                          record=record, run_folder=folder)
 
     def _frame_name(self) -> str:
         return f"DataFrame:{self.dataset_id or '-'}"

@@ -77,11 +77,13 @@ def _check_options(args: argparse.Namespace) -> None:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
     _check_options(args)
-    return RunConfig(settings=settings_from_args(args),
+    settings = settings_from_args(args)
+    sharding = {name: getattr(settings.sharding, name) if getattr(args, name) is None else getattr(args, name)
+                for name in ("shard_rows", "gum_rounds", "gum_sweeps")}  # the flags win over --config
+    return RunConfig(settings=settings, **sharding,
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
-        synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, shard_rows=args.shard_rows,
-        gum_rounds=args.gum_rounds, gum_sweeps=args.gum_sweeps, write_mode=args.write_mode,
+        synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
         partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,

@@ -70,11 +70,12 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                        help="target marginals from Private-PGM (pgm), PrivSyn's consistency, or auto: "
                             "Private-PGM when the model fits, else consistency (default; overrides --config)")
     synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
-    synth.add_argument("--shard-rows", type=int, default=1_000_000, help="records per GUM shard")
-    synth.add_argument("--gum-rounds", type=int, default=8, help="GUM reconciliation rounds (cap)")
-    synth.add_argument("--gum-sweeps", type=int, default=0,
+    synth.add_argument("--shard-rows", type=int, help="records per GUM shard (default 1,000,000; overrides --config)")
+    synth.add_argument("--gum-rounds", type=int, help="GUM reconciliation rounds (cap; default 8; overrides --config)")
+    synth.add_argument("--gum-sweeps", type=int,
                        help="GUM Gauss-Seidel sweeps after the rounds: each shard in turn fits the whole "
-                            "deficit (P serial rounds per sweep; worth it for few, small shards)")
+                            "deficit (P serial rounds per sweep; worth it for few, small shards; default 0; "
+                            "overrides --config)")
     run.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS,
                      help=f"cap on the cells of one marginal-engine pass (8 bytes each per Spark task; "
                           f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
@@ -90,7 +91,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
 def _config_arg(group) -> None:
     group.add_argument("--config", metavar="FILE.yaml",
                        help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
-                            "estimation, gum")
+                            "estimation, gum, sharding")
 
 
 def _plan_parser(sub) -> None:

@@ -15,13 +15,14 @@ synthesizing again with the same seed rewrites the same table.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
-from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings, ShardingConfig
+from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.storage import join
@@ -89,7 +90,8 @@ def synthesizer(config: RunConfig) -> PrivSyn:
     return PrivSyn(config.schema, config.epsilon, config.delta, ledger=config.ledger, dataset_id=config.dataset_id,
                    no_ledger=not config.ledger, run_id=config.run_id, runs_dir=config.runs_dir,
                    synthesizer=config.synthesizer,
-                   sharding=ShardingConfig(config.shard_rows, config.gum_rounds, config.gum_sweeps),
+                   sharding=dataclasses.replace(config.settings.sharding, shard_rows=config.shard_rows,
+                                                gum_rounds=config.gum_rounds, gum_sweeps=config.gum_sweeps),
                    settings=config.settings, max_cells=config.max_cells, recharge=config.recharge,
                    log_exact_counts=config.log_exact_counts)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_spark.config import Settings, ShardingConfig
+from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
@@ -42,7 +42,6 @@ class SynthModel:
     schema: Schema
     targets: dict[tuple[str, ...], np.ndarray] | None = None
     synthesizer: str = "gum"
-    sharding: ShardingConfig = field(default_factory=ShardingConfig)
     settings: Settings = field(default_factory=Settings)
     record: RunRecord = field(default_factory=RunRecord)
     model: Any = field(default=None, repr=False)
@@ -108,8 +107,7 @@ class SynthModel:
         with self.record.step("synthesize"):
             codes, info = synthesize_codes(
                 spark, self.measurements, rows, int(seed), synthesizer=self.synthesizer, targets=self.targets,
-                model=model, shard_rows=self.sharding.shard_rows, gum_rounds=self.sharding.gum_rounds,
-                gum_sweeps=self.sharding.gum_sweeps, gum=self.settings.gum, checkpoint_dir=checkpoint_dir)
+                model=model, sharding=self.settings.sharding, gum=self.settings.gum, checkpoint_dir=checkpoint_dir)
             self.record.synthesis = {"synthesizer": self.synthesizer, "rows": rows, "seed": int(seed),
                                      **to_jsonable(info)}
             self.last_seed = int(seed)
@@ -179,7 +177,7 @@ class SynthModel:
         if self.targets is not None:
             folder.save_targets(self.run_id, self.targets, self.record.estimation)
         doc = {"run_id": self.run_id, "schema": self.schema.to_document(), "synthesizer": self.synthesizer,
-               "sharding": self.sharding.__dict__, "settings": self.settings.to_dict(),
+               "settings": self.settings.to_dict(),
                "record": self.record.to_state()}
         folder.write_json(doc, MODEL_FILE)
         return uri
@@ -197,7 +195,7 @@ class SynthModel:
         if targets is not None:
             targets, record.estimation = targets
         return cls(measurements, Schema.from_dict(doc["schema"]), targets, doc["synthesizer"],
-                   ShardingConfig(**doc["sharding"]), Settings.from_dict(doc["settings"]), record,
+                   Settings.from_dict(doc["settings"]), record,
                    model=folder.load_model(doc["run_id"], measurements.domain))
 
 

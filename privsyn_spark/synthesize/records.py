@@ -3,11 +3,15 @@ sampling the Private-PGM model; post-processing of the measurements, their targe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privsyn_spark.privacy.measurements import Measurements
+
+if TYPE_CHECKING:
+    from privsyn_spark.config import ShardingConfig
+    from privsyn_spark.synthesize.gum_plan import GumConfig
 
 SYNTHESIZERS = ("gum", "pgm")
 """``gum``: PrivSyn's GUM on the consistent targets (started from the model's samples when there is
@@ -15,25 +19,21 @@ one); ``pgm``: records sampled from the graphical model itself."""
 
 
 def synthesize_codes(spark, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
-                     targets: dict[tuple[str, ...], np.ndarray] | None, model=None, shard_rows: int = 1_000_000,
-                     gum_rounds: int = 8, gum_sweeps: int = 0, gum=None,
-                     checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
+                     targets: dict[tuple[str, ...], np.ndarray] | None, model=None, sharding: ShardingConfig,
+                     gum: GumConfig, checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
     """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
 
     ``model``: the estimate stage's graphical model (GUM starts from its samples; the ``pgm``
-    synthesizer samples it, and needs it); ``gum``: the GUM kernel's
-    :class:`~privsyn_spark.synthesize.gum_plan.GumConfig`; ``checkpoint_dir``: reliable checkpoints
+    synthesizer samples it, and needs it); ``sharding``: shards and GUM's reconciliation schedule;
+    ``gum``: the GUM kernel's settings; ``checkpoint_dir``: reliable checkpoints
     (a lost executor's shards are recomputed from them; None: local checkpoints).
     """
     if synthesizer == "gum":
-        from privsyn_spark.synthesize.gum_plan import GumConfig
-        from privsyn_spark.synthesize.sharded import ShardedGumConfig, synthesize_sharded
+        from privsyn_spark.synthesize.sharded import synthesize_sharded
 
         if targets is None:
             raise ValueError("the gum synthesizer needs the estimate stage's targets")
-        config = ShardedGumConfig(gum=gum or GumConfig(), shard_size=shard_rows, max_rounds=gum_rounds,
-                                  sweeps=gum_sweeps)
-        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, config=config,
+        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, config=sharding.schedule(gum),
                                     checkpoint_dir=checkpoint_dir, model=model)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1), "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
@@ -46,5 +46,5 @@ def synthesize_codes(spark, measurements: Measurements, rows: int, seed: int, *,
 
         if model is None:
             raise ValueError("the pgm synthesizer needs the estimate stage's graphical model")
-        return sample_model_sharded(spark, measurements, rows, seed=seed, shard_rows=shard_rows, model=model)
+        return sample_model_sharded(spark, measurements, rows, seed=seed, shard_rows=sharding.shard_rows, model=model)
     raise ValueError(f"unknown synthesizer {synthesizer!r} (use one of {SYNTHESIZERS})")
