@@ -65,7 +65,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privsyn_spark.evaluate.evaluation import evaluate  # noqa: E402
-from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, _load_measurements, run  # noqa: E402
+from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer  # noqa: E402
 from privsyn_spark.privacy.measurements import Measurements  # noqa: E402
 from privsyn_spark.runtime.input_table import read_table  # noqa: E402
 from privsyn_spark.runtime.session import build_spark_session  # noqa: E402
@@ -157,7 +157,7 @@ def one_run(spark, args, folder: Path, train_path: str, heldout, train, schema: 
     report = run(spark, config)
     pipeline_seconds = time.perf_counter() - started
     synthetic = read_table(spark, config.output, "delta")
-    measurements = _load_measurements(config)
+    measurements = synthesizer(config).measured(config.run_id, config.input, spark).measurements
     result = {"synthetic": scores(spark, heldout, train, synthetic, schema, args.fidelity_vs_train),
               "independent": scores(spark, heldout, train, independent_table(spark, measurements, schema, seed),
                                     schema, args.fidelity_vs_train)}

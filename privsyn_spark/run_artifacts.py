@@ -25,12 +25,17 @@ if TYPE_CHECKING:  # pragma: no cover
 class RunArtifacts:
     """Locations and reads/writes of one run's artifacts (``runs_dir`` a local path or a URI)."""
 
-    def __init__(self, runs_dir: str, run_id: str, spark: SparkSession | None = None) -> None:
+    def __init__(self, runs_dir: str, run_id: str | None, spark: SparkSession | None = None) -> None:
         if not runs_dir or not str(runs_dir).strip():
             raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
-        self.base = join(str(runs_dir), run_id)
+        self.base = join(str(runs_dir), run_id) if run_id is not None else str(runs_dir)
         self.spark = spark
         self.storage: Storage = storage_for(self.base, spark)
+
+    @classmethod
+    def folder(cls, location: str, spark=None) -> RunArtifacts:
+        """The same layout in the folder ``location`` itself (a saved :class:`~privsyn_spark.SynthModel`)."""
+        return cls(location, None, spark)
 
     def location(self, *parts: str) -> str:
         """``<run folder>/<parts...>`` as a path or URI."""

@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,6 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +62,32 @@ class TrackingSampler:
         return sampled_sigma(self.inner, sigma)
 
 
-def run_fingerprint(config, schema_hash: str) -> dict:
-    """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input (and the
-    same budget split and selection settings when they are not the defaults)."""
-    source = config.input
+@dataclass(frozen=True)
+class Release:
+    """One run id's release: where its artifact lives and what the ledger (None: no ledger) charges."""
+
+    run_id: str
+    runs_dir: str
+    epsilon: float
+    delta: float
+    ledger: str | None = None
+    dataset_id: str | None = None
+    recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
+
+    @property
+    def rho(self) -> float:
+        """The zCDP budget of the release (its epsilon at its delta)."""
+        from privsyn_spark.privacy.measure_privately import resolve_budget
+
+        return resolve_budget(self.epsilon, self.delta, None)[0]
+
+
+def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None) -> dict:
+    """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
+    (and the same budget split and selection settings when ``settings`` are not the defaults)."""
     if "://" not in source and ("/" in source or Path(source).exists()):
         source = str(Path(source).expanduser().absolute())
-    fingerprint = {"epsilon": float(config.epsilon), "delta": float(config.delta), "schema_hash": schema_hash,
-                   "input": source}
-    settings = getattr(config, "settings", None)
+    fingerprint = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash, "input": source}
     if settings is not None:  # a non-default budget split or selection changes what is released
         from privsyn_spark.config import Settings
 
@@ -90,92 +105,111 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
         raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
 
 
-def local_artifact(config, spark: SparkSession | None = None) -> Measurements | None:
-    """The runs dir's artifact of ``config.run_id`` (None if there is none)."""
-    artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
+def local_artifact(runs_dir: str, run_id: str, spark=None) -> Measurements | None:
+    """The runs dir's artifact of ``run_id`` (None if there is none)."""
+    artifacts = RunArtifacts(runs_dir, run_id, spark)
     data = artifacts.read("measurements", ARTIFACT_FILE)
     if data is None:
         return None
     try:
         return Measurements.from_bytes(data)
     except ArtifactUnreadable as err:
-        raise UsageError(f"run id {config.run_id!r}: {artifacts.measurements} cannot be read ({err}); "
+        raise UsageError(f"run id {run_id!r}: {artifacts.measurements} cannot be read ({err}); "
                          f"use a new run id or runs dir") from err
 
 
-def guarded_measure(spark: SparkSession, config, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
+def committed_measurements(spark, release: Release, fingerprint: dict) -> Measurements:
+    """The run's measurements for the post-processing steps: with a ledger, the committed artifact
+    (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
+    if release.ledger:
+        from privsyn_spark.budget.ledger import dataset_state
+
+        held = dataset_state(spark, release.ledger, release.dataset_id).active(release.run_id)
+        if held is None or held.artifact_sha256 is None:
+            raise UsageError(f"run {release.run_id!r} has no committed measurements in ledger {release.ledger} "
+                             f"(dataset {release.dataset_id!r}); run the `measure` step first")
+        found = find_committed(spark, RunArtifacts(release.runs_dir, release.run_id, spark), held)
+        if found is None:
+            raise ArtifactLost(f"run {release.run_id!r}: its measurements ({held.artifact}) are missing or do not "
+                               f"match the ledger's hash")
+        measurements = found[0]
+    else:
+        measurements = local_artifact(release.runs_dir, release.run_id, spark)
+        if measurements is None:
+            location = RunArtifacts(release.runs_dir, release.run_id, spark).base
+            raise UsageError(f"run {release.run_id!r} has no measurements in {location}; "
+                             f"run the `measure` step first")
+    check_same_run(measurements, fingerprint, release.run_id)
+    return measurements
+
+
+def guarded_measure(spark, release: Release, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
     """The run's measurements: reused, or drawn once under the ledger's reservation (module docstring)."""
-    artifacts = RunArtifacts(config.runs_dir, config.run_id, spark)
+    artifacts = RunArtifacts(release.runs_dir, release.run_id, spark)
     attempt = uuid.uuid4().hex
     provenance = {"fingerprint": fingerprint, "attempt": attempt}
-    if not config.ledger:
-        found = local_artifact(config, spark)
+    if not release.ledger:
+        found = local_artifact(release.runs_dir, release.run_id, spark)
         if found is not None:
-            check_same_run(found, fingerprint, config.run_id)
-            log.info("run %s: reusing the measurements in %s (no ledger)", config.run_id, artifacts.measurements)
+            check_same_run(found, fingerprint, release.run_id)
+            log.info("run %s: reusing the measurements in %s (no ledger)", release.run_id, artifacts.measurements)
             return found
         return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
     from privsyn_spark.budget import ledger as L
 
-    reservation = L.reserve(spark, config.ledger, config.dataset_id, config.run_id, rho=_rho(config),
-                            epsilon=config.epsilon, delta=config.delta, fingerprint=fingerprint,
+    reservation = L.reserve(spark, release.ledger, release.dataset_id, release.run_id, rho=release.rho,
+                            epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                             artifact=artifacts.measurements, attempt=attempt)
     for _ in range(3):
         if reservation.charged:
-            return _holder(spark, config, artifacts, reservation, draw, sampler, provenance)
-        committed = find_committed(spark, artifacts, reservation.held, adopt=True)
-        if committed is not None:
-            measurements, sha, where = committed
+            return _holder(spark, release, artifacts, reservation, draw, sampler, provenance)
+        found = find_committed(spark, artifacts, reservation.held, adopt=True)
+        if found is not None:
+            measurements, sha, where = found
             if reservation.held.artifact_sha256 is None:
-                L.commit(spark, config.ledger, reservation, where, sha)
+                L.commit(spark, release.ledger, reservation, where, sha)
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
-                     config.run_id, where, reservation.seq)
+                     release.run_id, where, reservation.seq)
             return measurements
-        if not config.recharge:
-            raise ArtifactLost(_lost_message(config, reservation.held))
-        log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", config.run_id)
-        reservation = L.reserve(spark, config.ledger, config.dataset_id, config.run_id, rho=_rho(config),
-                                epsilon=config.epsilon, delta=config.delta, fingerprint=fingerprint,
+        if not release.recharge:
+            raise ArtifactLost(_lost_message(release, reservation.held))
+        log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", release.run_id)
+        reservation = L.reserve(spark, release.ledger, release.dataset_id, release.run_id, rho=release.rho,
+                                epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                                 artifact=artifacts.measurements, attempt=attempt,
                                 recharge_of=reservation.seq)
-    raise L.LedgerContention(f"run {config.run_id!r}: its reservation kept changing under concurrent attempts")
+    raise L.LedgerContention(f"run {release.run_id!r}: its reservation kept changing under concurrent attempts")
 
 
-def _rho(config) -> float:
-    from privsyn_spark.privacy.accounting import resolve_budget
-
-    return resolve_budget(config.epsilon, config.delta, None)[0]
-
-
-def _lost_message(config, held: RunReservation) -> str:
+def _lost_message(release: Release, held: RunReservation) -> str:
     what = ("its artifact is missing or does not match the recorded hash" if held.artifact_sha256
             else "its measurements were never committed (another attempt may still be measuring, or one "
                  "crashed after drawing noise)")
-    return (f"run id {config.run_id!r} holds reservation #{held.seq} of dataset {config.dataset_id!r} but {what}: "
+    return (f"run id {release.run_id!r} holds reservation #{held.seq} of dataset {release.dataset_id!r} but {what}: "
             f"{held.artifact}; restore it, wait for the other attempt, or pass --recharge to pay for fresh "
             f"measurements")
 
 
-def _holder(spark: SparkSession, config, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
+def _holder(spark, release: Release, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
             provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L
 
-    if not config.recharge and artifacts.storage.exists(artifacts.measurements):
-        L.refund(spark, config.ledger, reservation)  # nothing drawn; the file there is not this attempt's
-        raise UsageError(f"run id {config.run_id!r} already has measurements in {artifacts.measurements} that "
-                         f"ledger {config.ledger} does not record (measured with --no-ledger or another "
+    if not release.recharge and artifacts.storage.exists(artifacts.measurements):
+        L.refund(spark, release.ledger, reservation)  # nothing drawn; the file there is not this attempt's
+        raise UsageError(f"run id {release.run_id!r} already has measurements in {artifacts.measurements} that "
+                         f"ledger {release.ledger} does not record (measured with --no-ledger or another "
                          f"ledger); use a new run id")
     tracking = TrackingSampler(sampler)
     try:
         measurements = draw(tracking, provenance)
         data = measurements.to_bytes()
-        artifacts.storage.write(artifacts.measurements, data, overwrite=bool(config.recharge))
+        artifacts.storage.write(artifacts.measurements, data, overwrite=bool(release.recharge))
     except BaseException:
         if not tracking.drawn and not _exists(artifacts, artifacts.measurements, provenance["attempt"]):
-            L.refund(spark, config.ledger, reservation)
+            L.refund(spark, release.ledger, reservation)
         raise
-    L.commit(spark, config.ledger, reservation, artifacts.measurements, content_hash(data))
+    L.commit(spark, release.ledger, reservation, artifacts.measurements, content_hash(data))
     return measurements
 
 
@@ -196,7 +230,7 @@ def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler
     return measurements
 
 
-def find_committed(spark: SparkSession, artifacts: RunArtifacts, held: RunReservation,
+def find_committed(spark, artifacts: RunArtifacts, held: RunReservation,
                    adopt: bool = False) -> tuple[Measurements, str, str] | None:
     """``(measurements, sha256, location)`` of the reservation's artifact: at its recorded location or
     in this runs dir, matching the recorded hash (or, with ``adopt`` and no commit yet, written by the

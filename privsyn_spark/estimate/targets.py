@@ -100,3 +100,26 @@ def consistent_targets(
     log.info("consistent targets from the graphical model: %d cliques, %d iterations, %.2fs",
              len(cliques), result.iterations, info["seconds"])
     return tables, "pgm", info
+
+
+def estimate_targets(measurements, schema, *, model_cells: float | None, estimator: str = "auto",
+                     consistency_iters: int = 100) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
+    """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
+
+    Consistent targets (:func:`consistent_targets` within :func:`estimation_budget` of the
+    selection's ``model_cells``) without the values the schema's policies rule out (dropped to 0:
+    :mod:`privsyn_spark.estimate.zeroed_values`); ``description`` is the report's ``estimation``
+    section; ``model`` the fitted graphical model (None: the consistency fallback).
+    """
+    from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
+    from privsyn_spark.evaluate.report import to_jsonable
+
+    tables, method, info = consistent_targets(
+        measurements.marginals, measurements.domain, measurements.noisy_total,
+        estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)
+    absent = absent_values(schema, measurements)
+    tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
+                                unavailable_merged(absent, measurements.value_maps, measurements.domain))
+    model = info.pop("model", None)
+    log.info("targets from %s: %d tables", method, len(tables))
+    return tables, {"method": method, "info": to_jsonable(info)}, model

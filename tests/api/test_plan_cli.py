@@ -63,13 +63,12 @@ def test_plan_refuses_what_a_run_would_refuse():
 
 def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
     from privsyn_spark.budget.ledger_state import fingerprint_mismatch
-    from privsyn_spark.budget.release_guard import run_fingerprint
 
-    base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).run_config("t", "r1")
+    base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).fingerprint("t")
     custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True,
-                     settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).run_config("t", "r1")
-    assert "measure_settings" not in run_fingerprint(base, "h")  # default runs match older artifacts
-    diff = fingerprint_mismatch(run_fingerprint(base, "h"), run_fingerprint(custom, "h"))
+                     settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).fingerprint("t")
+    assert "measure_settings" not in base  # default runs match older artifacts
+    diff = fingerprint_mismatch(base, custom)
     assert diff and "measure_settings" in diff
 
 
@@ -82,3 +81,37 @@ def test_plan_counts_the_cells_the_first_engine_pass_computes():
     plan = synth.plan()
     assert plan.first_pass_cells == sum(domain.cells(m) for m in computed)
     assert "ABOVE the cap" in str(plan)  # 16,035 cells > 10,000: the run would stop before any noise
+
+
+def test_sharding_settings_reach_the_synthesizer_from_the_config_file_and_the_flags(tmp_path):
+    import dataclasses
+
+    from privsyn_spark.config import GumConfig, ShardingConfig
+    from privsyn_spark.pipeline import synthesizer
+
+    config = tmp_path / "c.yaml"
+    config.write_text("sharding: {shard_rows: 500, gum_rounds: 3, iterations_per_round: 7, sweep_iterations: 4}\n")
+    base = ["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o", "--no-ledger", "--config",
+            str(config)]
+    sharding = synthesizer(config_from_args(build_parser().parse_args(base))).settings.sharding
+    assert (sharding.shard_rows, sharding.gum_rounds, sharding.iterations_per_round, sharding.sweep_iterations) == (
+        500, 3, 7, 4)
+    flags = synthesizer(config_from_args(build_parser().parse_args(base + ["--gum-rounds", "5"]))).settings.sharding
+    assert (flags.shard_rows, flags.gum_rounds, flags.iterations_per_round) == (500, 5, 7)  # the flag wins
+    # every sharding field reaches sharded GUM's schedule
+    default = ShardingConfig().schedule(GumConfig())
+    changed = {"shard_rows": 7, "gum_rounds": 3, "gum_sweeps": 2, "iterations_per_round": 4, "model_max_rounds": 2,
+               "model_min_gain": 0.5, "tolerance": 0.01, "sweep_iterations": 5, "settle_iterations": 1,
+               "settle_sweeps": 1, "sweep_best_cell_pairs": 7}
+    assert set(changed) == {f.name for f in dataclasses.fields(ShardingConfig)}
+    for name, value in changed.items():
+        assert ShardingConfig(**{name: value}).schedule(GumConfig()) != default, name
+
+
+def test_gum_settings_sharded_gum_does_not_read_are_refused(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("gum: {iterations: 50}\n")
+    args = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
+                                      "--no-ledger", "--config", str(config)])
+    with pytest.raises(UsageError, match="gum.iterations is not used by sharded GUM"):
+        config_from_args(args)

@@ -14,7 +14,7 @@ import pytest
 
 from privsyn_spark import cli, pipeline
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.release_guard import ArtifactLost, guarded_measure, run_fingerprint
+from privsyn_spark.budget.release_guard import ArtifactLost, Release, guarded_measure, run_fingerprint
 from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
@@ -129,22 +129,23 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
 
     # an attempt that dies after drawing noise keeps its reservation; the run id is then refused
     conf = config(small, "crash", tmp_path / "runs", *led)
-    fingerprint = run_fingerprint(conf, "h")
+    fingerprint, release = run_fingerprint(conf.epsilon, conf.delta, "h", conf.input), Release(
+        conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
 
     def draw_then_crash(sampler, provenance):
         sampler.discrete_gaussian(1.0, 3)
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError, match="executor lost"):
-        guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+        guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     held = L.dataset_state(spark, ledger, "small").active("crash")
     assert held is not None and held.status == "uncommitted"
     with pytest.raises(ArtifactLost, match="never committed"):
-        guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+        guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     # ... unless the artifact its attempt wrote is there (it crashed between writing and committing)
     written = dataclasses.replace(done[0], provenance={"fingerprint": fingerprint, "attempt": held.attempt})
     RunArtifacts(str(tmp_path / "runs"), "crash").write(written.to_bytes(), "measurements", "measurements.npz")
-    adopted = guarded_measure(spark, conf, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+    adopted = guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     assert same(adopted, written)
     assert L.dataset_state(spark, ledger, "small").active("crash").status == "committed"
 

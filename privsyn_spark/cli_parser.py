@@ -1,0 +1,177 @@
+"""The `privsyn-spark` command's argument parser (every sub-command and flag; see :mod:`privsyn_spark.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from privsyn_spark.config import DEFAULT_DELTA
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
+from privsyn_spark.version import __version__
+
+STEPS = ("run", "measure", "synthesize", "evaluate")
+
+
+def _spark_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Spark")
+    group.add_argument("--master", help="Spark master (default: $PRIVSYN_SPARK_MASTER, what spark-submit "
+                                        "set, else local[*])")
+    group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra Spark configuration, repeatable (e.g. spark.jars.packages=...)")
+
+
+def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
+    io = parser.add_argument_group("tables")
+    io.add_argument("--input", required=True, help="input table: Delta/Parquet/CSV path or catalog table name")
+    io.add_argument("--input-format", choices=["delta", "parquet", "csv", "table"],
+                    help="input format (default: detected from the path)")
+    io.add_argument("--schema", required=True, help="schema file (YAML/JSON) declaring the public domain")
+    io.add_argument("--output", required=step != "measure",
+                    help="synthetic Delta table: a path or a catalog table name")
+    io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
+                    help="Delta write mode for the synthetic table (default: overwrite)")
+    io.add_argument("--partition-by", default="", metavar="COL[,COL...]",
+                    help="partition columns of the synthetic table (on create/overwrite; an append keeps the "
+                         "table's own and refuses different ones)")
+    io.add_argument("--comment", help="table comment of the synthetic table (on create/overwrite)")
+    io.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra table property of the synthetic table, repeatable (on create/overwrite; "
+                         "privsyn.* keys are the run's provenance and cannot be set)")
+    run = parser.add_argument_group("run")
+    run.add_argument("--run-id", default=None,
+                     help="run id; artifacts go to <runs-dir>/<run-id> and a re-run with the same id reuses "
+                          "its measurements without spending budget (default: a new random id)")
+    run.add_argument("--runs-dir", default="runs",
+                     help="folder of run artifacts: a path or any Hadoop URI (file://, hdfs://, s3a://, abfss://); "
+                          "shared storage on a cluster (default: ./runs)")
+    privacy = parser.add_argument_group("privacy")
+    privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                         help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
+    privacy.add_argument("--model-cells", type=float, default=None,
+                         help="selection keeps the junction tree of the measured marginals within this many "
+                              f"cells in total, so Private-PGM can run (default {DEFAULT_CELL_BUDGET:.0e}; 0: "
+                              "unbounded, PrivSyn's selection; overrides --config)")
+    privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
+                                          "(`privsyn-spark budget set`); required unless --no-ledger")
+    privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
+    privacy.add_argument("--no-ledger", action="store_true",
+                         help="run without a budget ledger: nothing limits or records what this dataset spends")
+    privacy.add_argument("--recharge", action="store_true",
+                         help="a run id whose reserved measurements are lost pays for fresh ones (charged again)")
+    privacy.add_argument("--log-exact-counts", action="store_true",
+                         help="operators only: put exact tallies of the private table in the log and errors")
+    privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
+    synth = parser.add_argument_group("synthesis")
+    synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
+    synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
+                       help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
+    synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default=None,
+                       help="target marginals from Private-PGM (pgm), PrivSyn's consistency, or auto: "
+                            "Private-PGM when the model fits, else consistency (default; overrides --config)")
+    synth.add_argument("--seed", type=int, default=0, help="seed of synthesis (not of the privacy noise)")
+    synth.add_argument("--shard-rows", type=int, help="records per GUM shard (default 1,000,000; overrides --config)")
+    synth.add_argument("--gum-rounds", type=int, help="GUM reconciliation rounds (cap; default 8; overrides --config)")
+    synth.add_argument("--gum-sweeps", type=int,
+                       help="GUM Gauss-Seidel sweeps after the rounds: each shard in turn fits the whole "
+                            "deficit (P serial rounds per sweep; worth it for few, small shards; default 0; "
+                            "overrides --config)")
+    run.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS,
+                     help=f"cap on the cells of one marginal-engine pass (8 bytes each per Spark task; "
+                          f"default {DEFAULT_MAX_CELLS:,}); a larger request stops before any noise is drawn")
+    run.add_argument("--keep-scratch", action="store_true",
+                     help="keep the run's checkpoint files (removed when the run ends by default)")
+    _config_arg(run)
+    evaluation = parser.add_argument_group("evaluation")
+    evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
+    evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
+    _spark_args(parser)
+
+
+def _config_arg(group) -> None:
+    group.add_argument("--config", metavar="FILE.yaml",
+                       help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
+                            "estimation, gum, sharding")
+
+
+def _plan_parser(sub) -> None:
+    plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
+                          description="Print what a run would release from the schema and the budget alone.")
+    plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
+    plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                      help=f"privacy budget delta (default: {DEFAULT_DELTA})")
+    plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
+    plan.add_argument("--dataset-id", help="dataset key in the ledger")
+    plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
+    plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
+    _config_arg(plan)
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of every sub-command (``description``: the command's help text)."""
+    parser = argparse.ArgumentParser(prog="privsyn-spark", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"privsyn-spark {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="print the full trace of an error")
+    sub = parser.add_subparsers(dest="command", required=True)
+    helps = {
+        "run": "the whole pipeline: measure, select, estimate, synthesize, write, evaluate, report",
+        "measure": "the private part only: marginals, noise, selection -> <run>/measurements",
+        "synthesize": "estimate targets and synthesize from a run's measurements, write the Delta table",
+        "evaluate": "compare the input and the synthetic table, write the run report",
+    }
+    for step in STEPS:
+        _run_args(sub.add_parser(step, help=helps[step], description=helps[step]), step)
+    _plan_parser(sub)
+    infer = sub.add_parser("infer-schema", help="draft a schema from a table, privately (--epsilon) or not",
+                           description="Draft a schema file from a table for a person to review. With --epsilon "
+                                       "the draft is differentially private (its cost is charged and written in "
+                                       "its header); --non-private reads category lists and bounds directly "
+                                       "(NOT private).")
+    infer.add_argument("--input", required=True, help="table to read")
+    infer.add_argument("--input-format", choices=["delta", "parquet", "csv", "table"])
+    infer.add_argument("--out", required=True, help="schema file to write (.yaml or .json)")
+    infer.add_argument("--null-token", action="append", default=[], help="string read as null (repeatable)")
+    infer.add_argument("--bins", type=int, default=16, help="bins per numerical column (default 16)")
+    infer.add_argument("--epsilon", type=float, help="privacy budget of the draft (a private draft)")
+    infer.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"its delta (default {DEFAULT_DELTA})")
+    infer.add_argument("--bounds", action="append", default=[], metavar="COLUMN=LO:HI",
+                       help="declared public bounds of a numeric column (repeatable); else the dtype's range "
+                            "is assumed and the header says so")
+    infer.add_argument("--spike-share", type=float, help="share above which one value gets its own bin "
+                                                        "(default 0.05)")
+    infer.add_argument("--non-private", action="store_true",
+                       help="read the values and bounds from the data: NOT private")
+    infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there")
+    infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
+                                            "id as the runs on this table)")
+    infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
+    infer.add_argument("--no-ledger", action="store_true",
+                       help="draft privately without a budget ledger: nothing limits or records what it spends")
+    _spark_args(infer)
+    budget = sub.add_parser("budget", help="a dataset's total privacy budget in the ledger: set it, show it",
+                            description="The ledger holds each dataset's total budget; runs read it.")
+    actions = budget.add_subparsers(dest="action", required=True)
+    setter = actions.add_parser("set", help="store a dataset's total budget (once; --replace to change it)")
+    setter.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
+    setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
+    setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
+    setter.add_argument("--replace", action="store_true",
+                        help="change an existing budget (recorded in the ledger; spent stays spent)")
+    _spark_args(setter)
+    show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
+    show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    show.add_argument("--dataset", help="one dataset only")
+    _spark_args(show)
+    prov = sub.add_parser("provenance", help="list the runs that wrote each version of a synthetic Delta table",
+                          description="List every version of a Delta table with the privsyn-spark run that wrote "
+                                      "it (run id, epsilon, delta, rho from the commit's userMetadata).")
+    prov.add_argument("table", help="Delta table: a path/URI or a catalog table name")
+    prov.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    _spark_args(prov)
+    return parser
+
+

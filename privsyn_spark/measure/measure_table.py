@@ -1,0 +1,55 @@
+"""The measure stage on the input's packed codes: the two engine passes around the privacy core.
+
+First pass: every 1-way and 2-way marginal (exact, never leaves this function); the domain
+policies are applied to it, the 1-way tables go to the privacy core and the 2-way tables only as
+their InDif scores (PrivSyn Section 4.1). Second pass: the marginals selection chose, counted on
+request of :func:`privsyn_spark.privacy.release.measure_privately`, which adds the noise.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, check_domain_policies, count_marginals, one_and_two_way
+from privsyn_spark.measure.indif_scores import indif_scores
+from privsyn_spark.measure.packing import PackedCodes
+from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.privacy.measure_privately import measure_privately
+from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.select.selection_config import SelectionConfig
+
+if TYPE_CHECKING:
+    from privsyn_spark.run_record import RunRecord
+
+
+def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon: float, delta: float,
+                  sampler: NoiseSampler, record: RunRecord, split: BudgetSplit = BudgetSplit(),
+                  selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
+                  log_exact_counts: bool = False) -> Measurements:
+    """The private measurements of the table ``packed`` (the run's persisted codes); the domain
+    policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
+    timings. Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a
+    column's policy is ``fail``."""
+    with record.step("count 1+2-way"):
+        first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
+    record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
+    one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
+    scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
+    del first  # exact counts stay inside this step
+
+    counting = [0.0]  # seconds of the second engine pass, inside measure_privately
+
+    def engine(marginals, recode):
+        start = time.perf_counter()
+        with record.step("count selected"):
+            tables = count_marginals(packed, marginals, recode, max_cells=max_cells).tables
+        counting[0] += time.perf_counter() - start
+        return tables
+
+    start = time.perf_counter()
+    measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
+                                     epsilon=epsilon, delta=delta, sampler=sampler, split=split, selection=selection)
+    record.timings["noise+select"] = time.perf_counter() - start - counting[0]
+    return measurements

@@ -1,0 +1,83 @@
+"""The dry run of a release: the rho split, sigma and cells of every release fixed before selection,
+from the public schema and the budget alone (no data read, no Spark)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from privsyn_spark.config import Settings
+from privsyn_spark.schema.schema import Schema
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run would release, computed from the schema and the budget alone (no data read).
+
+    ``releases``: (name, rho, sigma, cells) of every release fixed before selection; the selected
+    marginals share ``rho_selected`` by PrivSyn Eq. 1 once selection has chosen them.
+
+    >>> from privsyn_spark import SAMPLE_SCHEMA, PrivSyn
+    >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
+    >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
+    (0.01497, 0.1, 'one_way:age')
+    >>> print(plan)  # doctest: +ELLIPSIS
+    budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
+    ...
+    """
+
+    epsilon: float
+    delta: float
+    rho: float
+    rho_one_way: float
+    rho_indif: float
+    rho_selected: float
+    releases: tuple[tuple[str, float, float, int], ...]
+    attribute_cells: Mapping[str, int]
+    first_pass_cells: int
+    max_cells: int
+    model_cells: float | None
+    ledger: str | None
+    dataset_id: str | None
+
+    def __str__(self) -> str:
+        lines = [f"budget: epsilon={self.epsilon:g} delta={self.delta:g} -> rho={self.rho:.6g} (zCDP)",
+                 f"split: one-way {self.rho_one_way:.6g}, InDif {self.rho_indif:.6g}, selected {self.rho_selected:.6g}",
+                 f"ledger: {self.ledger or 'none (nothing limits or records what this dataset spends)'}"
+                 + (f", dataset {self.dataset_id}" if self.dataset_id else ""),
+                 f"{'release':<32} {'rho':>12} {'sigma':>10} {'cells':>10}"]
+        lines += [f"{name:<32} {rho:>12.6g} {sigma:>10.4g} {cells:>10,}" for name, rho, sigma, cells in self.releases]
+        fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
+        lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
+                  f"first engine pass: {self.first_pass_cells:,} cells (cap {self.max_cells:,}: {fits})",
+                  "model size: the measured marginals' junction tree within "
+                  + (f"{self.model_cells:,.0f} cells (Private-PGM runs)" if self.model_cells else "no bound")]
+        return "\n".join(lines)
+
+
+def plan_release(schema: Schema, epsilon: float, delta: float, settings: Settings, max_cells: int,
+                 ledger: str | None = None, dataset_id: str | None = None) -> Plan:
+    """The :class:`Plan` of a run of ``schema`` at ``epsilon``/``delta`` (PrivSyn Eq. 1 splits the
+    selected marginals' share once selection has chosen them); reads no data."""
+    from privsyn_spark.privacy.accounting import resolve_budget
+    from privsyn_spark.privacy.noise import gaussian_sigma
+    from privsyn_spark.select.noisy_indif import indif_noise_scale
+
+    domain = schema.domain()
+    rho = resolve_budget(epsilon, delta, None)[0]
+    split, d = settings.split, len(domain)
+    one_way, indif, selected = split.one_way * rho, split.indif * rho, split.selected * rho
+    if d == 1:  # the same edge cases as privacy/release.py
+        one_way, indif, selected = rho, 0.0, 0.0
+    elif selected == 0.0:
+        one_way, indif = one_way + indif, 0.0
+    releases = [(f"one_way:{a}", one_way / d, gaussian_sigma(1.0, one_way / d), domain[a]) for a in domain.attrs]
+    pairs = d * (d - 1) // 2
+    if indif > 0:
+        releases.append(("indif (all pairs; InDif scale)", indif,
+                         indif_noise_scale(pairs, indif, settings.selection.indif_scale), pairs))
+    # the engine computes the pairs and sums the 1-way tables from them (measure/engine.py's _plan)
+    first = (sum(domain[a] * domain[b] for i, a in enumerate(domain.attrs) for b in domain.attrs[i + 1:])
+             if d > 1 else domain.cells(domain.attrs))
+    return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
+                first, max_cells, settings.selection.model_cells, ledger, dataset_id)

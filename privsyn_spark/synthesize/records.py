@@ -1,0 +1,50 @@
+"""The synthesize stage: synthetic records as merged codes, by GUM sharded over Spark or by
+sampling the Private-PGM model; post-processing of the measurements, their targets and model only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privsyn_spark.privacy.measurements import Measurements
+
+if TYPE_CHECKING:
+    from privsyn_spark.config import ShardingConfig
+    from privsyn_spark.synthesize.gum.plan import GumConfig
+
+SYNTHESIZERS = ("gum", "pgm")
+"""``gum``: PrivSyn's GUM on the consistent targets (started from the model's samples when there is
+one); ``pgm``: records sampled from the graphical model itself."""
+
+
+def synthesize_codes(spark, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
+                     targets: dict[tuple[str, ...], np.ndarray] | None, model=None, sharding: ShardingConfig,
+                     gum: GumConfig, checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
+
+    ``model``: the estimate stage's graphical model (GUM starts from its samples; the ``pgm``
+    synthesizer samples it, and needs it); ``sharding``: shards and GUM's reconciliation schedule;
+    ``gum``: the GUM kernel's settings; ``checkpoint_dir``: reliable checkpoints
+    (a lost executor's shards are recomputed from them; None: local checkpoints).
+    """
+    if synthesizer == "gum":
+        from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
+
+        if targets is None:
+            raise ValueError("the gum synthesizer needs the estimate stage's targets")
+        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, config=sharding.schedule(gum),
+                                    checkpoint_dir=checkpoint_dir, model=model)
+        rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1), "seconds": seconds}
+                  for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
+        info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model",
+                "rounds": rounds, "final_l1_error": result.max_relative_error(),
+                "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
+        return result.records, info
+    if synthesizer == "pgm":
+        from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
+
+        if model is None:
+            raise ValueError("the pgm synthesizer needs the estimate stage's graphical model")
+        return sample_model_sharded(spark, measurements, rows, seed=seed, shard_rows=sharding.shard_rows, model=model)
+    raise ValueError(f"unknown synthesizer {synthesizer!r} (use one of {SYNTHESIZERS})")
