@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 Tables = dict[tuple[str, ...], np.ndarray]
 
+FLOAT32_ABOVE = 1e6
+"""Junction trees above this many cells iterate in float32 (the returned model is float64)."""
+
 
 @dataclass(frozen=True)
 class _Measurement:
@@ -111,8 +114,7 @@ def l2_loss(measurements: Sequence[_Measurement], mu: Mapping[tuple[str, ...], n
 
 def _marginals(cal: Calibration, cliques: Sequence[tuple[str, ...]], total: float) -> Tables:
     """Counts on ``cliques``, larger ones first so that smaller ones sum down from them."""
-    domain = cal.tree.domain
-    return {c: total * cal.probabilities(c) for c in sorted(cliques, key=lambda c: -domain.cells(c))}
+    return {c: total * p for c, p in cal.marginals(cliques).items()}
 
 
 def _setup(
@@ -142,15 +144,19 @@ def mirror_descent(
     cell_budget: float | None = DEFAULT_CELL_BUDGET,
     potentials: Mapping[tuple[str, ...], np.ndarray] | None = None,
     log_every: int = 50,
+    float32_above: float | None = FLOAT32_ABOVE,
 ) -> EstimationResult:
     """Private-PGM Algorithm 1: entropic mirror descent, stopping when |dL| / L < ``tol``.
 
     ``potentials`` warm-starts theta (default zeros: the uniform distribution, so that the fit is
     the maximum-entropy one). With ``line_search`` the step doubles each iteration (held for a few
     iterations after a backtrack) and halves until the descent lemma holds, never below 1 / Lipschitz.
+    On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
+    are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
     """
     start = time.perf_counter()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
     if potentials is not None:
         for c, v in potentials.items():
@@ -160,7 +166,7 @@ def mirror_descent(
             theta[key] = np.asarray(v, dtype=np.float64).copy()
     base_step = 1.0 / lipschitz  # step on the gradient with respect to p
     step = base_step
-    cal = calibrate(tree, theta)
+    cal = calibrate(tree, theta, dtype)
     mu = _marginals(cal, cliques, n)
     loss, grad = l2_loss(measurements, mu)
     history = [loss]
@@ -178,7 +184,7 @@ def mirror_descent(
         while True:
             # Private-PGM Algorithm 1: theta <- theta - eta * grad_p L, mu <- MARGINAL-ORACLE(theta)
             new_theta = {c: theta[c] - step * n * grad[c] for c in theta}
-            new_cal = calibrate(tree, new_theta)
+            new_cal = calibrate(tree, new_theta, dtype)
             calls += 1
             new_mu = _marginals(new_cal, cliques, n)
             new_loss, new_grad = l2_loss(measurements, new_mu)
@@ -192,6 +198,14 @@ def mirror_descent(
             step = max(step / 2.0, base_step)
             hold = 4
         if new_loss > loss:  # only rounding can do this at step 1/L: the loss is at its floor
+            if dtype != np.float64:  # float32's floor: go on at full precision
+                dtype = np.float64
+                cal = calibrate(tree, theta)
+                mu = _marginals(cal, cliques, n)
+                loss, grad = l2_loss(measurements, mu)
+                history[-1] = loss
+                calls += 1
+                continue
             converged = True
             break
         change = abs(loss - new_loss) / max(abs(loss), 1e-300)
@@ -204,9 +218,12 @@ def mirror_descent(
         if change < tol:
             converged = True
             break
+    if dtype != np.float64:  # the model (and its loss) at full precision
+        cal = calibrate(tree, theta)
+        history[-1] = l2_loss(measurements, _marginals(cal, cliques, n))[0]
     seconds = time.perf_counter() - start
-    log.info("mirror descent: %s after %d iterations (%d oracle calls), loss %.6g, %.2fs",
-             "converged" if converged else "stopped", t, calls, history[-1], seconds)
+    log.info("mirror descent: %s after %d iterations (%d oracle calls, %s), loss %.6g, %.2fs",
+             "converged" if converged else "stopped", t, calls, np.dtype(dtype).name, history[-1], seconds)
     model = GraphicalModel(domain, tree, theta, n, calibration=cal)
     return EstimationResult(model, history, len(history) - 1, converged, seconds, "mirror_descent",
                             {"oracle_calls": calls, "lipschitz": lipschitz})
