@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 Tables = dict[tuple[str, ...], np.ndarray]
 
+STOP_WINDOW = 5
+"""Mirror descent stops on the mean relative loss change over this many iterations."""
+
 FLOAT32_ABOVE = 1e6
 """Junction trees above this many cells iterate in float32 (the returned model is float64)."""
 
@@ -149,7 +152,8 @@ def mirror_descent(
     log_every: int = 50,
     float32_above: float | None = FLOAT32_ABOVE,
 ) -> EstimationResult:
-    """Private-PGM Algorithm 1: entropic mirror descent, stopping when |dL| / L < ``tol``.
+    """Private-PGM Algorithm 1: entropic mirror descent, stopping when the loss fell by less than
+    ``tol`` (relative) per iteration over the last :data:`STOP_WINDOW` iterations.
 
     ``potentials`` warm-starts theta (default zeros: the uniform distribution, so that the fit is
     the maximum-entropy one). With ``line_search`` the step doubles each iteration (held for a few
@@ -209,14 +213,14 @@ def mirror_descent(
                 continue
             converged = True
             break
-        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
         theta, cal, mu, grad = new_theta, new_cal, new_mu, new_grad
         loss = new_loss
         history.append(new_loss)
         if log_every and t % log_every == 0:
             log.info("mirror descent: iteration %d, loss %.6g, step x%.3g of 1/L, %.1fs",
                      t, new_loss, step / base_step, time.perf_counter() - start)
-        if change < tol:
+        w = min(STOP_WINDOW, len(history) - 1)  # one small step after a backtrack does not stop it
+        if abs(history[-1 - w] - new_loss) / max(abs(new_loss), 1e-300) < w * tol:
             converged = True
             break
     if dtype != np.float64:  # the model (and its loss) at full precision
