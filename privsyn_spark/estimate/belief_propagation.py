@@ -210,10 +210,11 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     messages: dict[tuple[int, int], Factor] = {}
     tiny = float(np.finfo(dtype).tiny) * 1e8  # separator sums below this: exact logsumexp instead
 
-    def log_belief(i: int, incoming: Iterable[int]) -> tuple[np.ndarray, float]:
-        """Potential of clique ``i`` plus the messages from ``incoming`` neighbours, in log space: a new
-        array and the float64 offset it is relative to (each part is shifted by its maximum first, so
-        that a float32 table keeps full relative precision however large the messages' logs get)."""
+    def belief(i: int, incoming: Iterable[int], linear: bool = False) -> tuple[np.ndarray, float]:
+        """Potential of clique ``i`` plus the messages from ``incoming`` neighbours, in log space (or
+        ``linear``: its exp): a new array and the float64 offset it is relative to. Each part is shifted
+        by its maximum first, so that a float32 table keeps full relative precision however large the
+        messages' logs get, and linear tables are products of the parts' exps (no exp of the table)."""
         terms = [f.values for f in factors[i]]
         extra = []
         for k in incoming:  # a message goes into the smallest term holding its separator when one does
@@ -225,21 +226,22 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         parts = [v.reshape(s) for v, s in zip(terms, plan.term_shapes[i])] + extra
         peaks = [float(v.max()) for v in parts]
         offset = float(sum(peaks))
-        parts = [(v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
+        parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
+        combine = np.multiply if linear else np.add
         out = np.empty(domain.shape(cliques[i]), dtype=dtype)
         if not parts:
-            out.fill(0.0)
+            out.fill(1.0 if linear else 0.0)
         elif len(parts) == 1:
             np.copyto(out, parts[0])
         else:
-            np.add(parts[0], parts[1], out=out)
+            combine(parts[0], parts[1], out=out)
             for part in parts[2:]:
-                out += part
+                combine(out, part, out=out)
         return out, offset
 
     def exact(i: int, j: int) -> Factor:
         """Message i -> j by a per-slice logsumexp (when a separator sum underflowed)."""
-        full, offset = log_belief(i, [k for k in tree.neighbors(i) if k != j])
+        full, offset = belief(i, [k for k in tree.neighbors(i) if k != j])
         return Factor(domain, cliques[i], full.astype(np.float64) + offset).logsumexp(plan.separators[(i, j)])
 
     linear: list[np.ndarray | None] = [None] * len(cliques)
@@ -248,12 +250,14 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         """exp(potential + children's messages - top), top and the sums onto the parent's separator
         (the root: the total). top is the parts' maxima summed (no pass over the table), or with
         ``exact_max`` the table's maximum, for when the former leaves whole slices underflowed."""
-        b, top = log_belief(i, plan.children[i])
         if exact_max:
+            b, top = belief(i, plan.children[i])
             peak = float(b.max())
             np.subtract(b, peak, out=b)
             top += peak
-        np.exp(b, out=b)
+            np.exp(b, out=b)
+        else:
+            b, top = belief(i, plan.children[i], linear=True)
         p = plan.parent[i]
         sums = sum_axes(b, plan.drop[(i, p)]) if p >= 0 else np.array(b.sum(dtype=np.float64))
         return b, top, sums
@@ -281,7 +285,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
             if np.all(np.isfinite(scale)) and np.all(scale < np.finfo(dtype).max):
                 b *= scale.reshape(plan.into[(p, i)]).astype(dtype)
             else:
-                b, offset = log_belief(i, tree.neighbors(i))
+                b, offset = belief(i, tree.neighbors(i))
                 b -= log_z - offset
                 np.exp(b, out=b)
         probabilities[cliques[i]] = b
