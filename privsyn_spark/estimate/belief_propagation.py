@@ -3,12 +3,14 @@
 Given log-potentials on the measured cliques (the model parameters theta), each junction-tree clique
 gets the sum of the potentials assigned to it; two passes of messages (leaves to root, root to
 leaves) then give every clique's belief, proportional to its exact marginal, and the log partition
-function. Messages are log tables over separators; a clique's belief is exponentiated once (shifted
-by its maximum) on the way up and kept in linear space, so the way down only scales it by its
-parent's message (a separator-sized table) and sums it onto its children's separators (Hugin's
-division by the child's own message is a separator-sized subtraction in log space). A separator
-slice that underflows falls back to an exact per-slice logsumexp. Which potentials fold into which
-clique (the assembly plan) depends only on the tree and the measured cliques, so it is built once.
+function. Messages are log tables over separators. On the way up a clique's belief is built in
+linear space, as the product of its parts' exps (potential terms and children's messages, each a
+small table shifted by its maximum), so no clique-sized table is exponentiated; the way down only
+scales it by its parent's message (a separator-sized table) and sums it onto its children's
+separators (Hugin's division by the child's own message is a separator-sized subtraction in log
+space). A separator slice that underflows falls back to the table shifted by its true maximum, then
+to an exact per-slice logsumexp. Which potentials fold into which clique (the assembly plan) depends
+only on the tree and the measured cliques, so it is built once (cached on the tree).
 Only the normalised clique marginals and the messages are kept; a clique's potential stays as the
 few small tables it was assembled from.
 """
