@@ -161,7 +161,7 @@ def mirror_descent(
     On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
     are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
     dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
@@ -231,7 +231,8 @@ def mirror_descent(
              "converged" if converged else "stopped", t, calls, np.dtype(dtype).name, history[-1], seconds)
     model = GraphicalModel(domain, tree, theta, n, calibration=cal)
     return EstimationResult(model, history, len(history) - 1, converged, seconds, "mirror_descent",
-                            {"oracle_calls": calls, "lipschitz": lipschitz})
+                            {"oracle_calls": calls, "lipschitz": lipschitz,
+                             "cpu_seconds": time.process_time() - cpu_start})
 
 
 def accelerated_mirror_descent(
