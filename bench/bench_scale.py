@@ -6,8 +6,9 @@ Cases (each in its own process, so peak memory is per case; the Spark session st
   c  10,000,000 and 100,000,000 x 15 (per-row cost at both lengths)
   d  the bundled Adult sample (CSV, curated schema)
 
-For each: seconds per step (from the run report's timings), the bare Spark scan of the same table in the
-same process, every engine pass against that scan, peak driver Python and JVM memory, and, for the
+For each: seconds per step (from the run report's timings), the estimate step's driver CPU seconds and
+the load average (the machine may be shared: CPU seconds are the figure to compare then), the bare
+Spark scan of the same table in the same process, every engine pass against that scan, peak driver Python and JVM memory, and, for the
 generated tables, the synthetic table's mean 2-way TVD to the input against independent noisy 1-way
 columns (from the run's own measurements), on all pairs (a sample) and on the pairs the network made
 dependent. Only this bench reads exact counts of the (generated, public) input; the pipeline does not.
@@ -149,6 +150,8 @@ def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float) -> 
     result = {"case": f"{rows:,} x {columns}" if rows != "adult" else "Adult sample", "rows": rows,
               "columns": columns, "wall": wall, "scan": scan, "timings": report.get("timings", {}),
               "estimation": (report.get("estimation") or {}).get("method"),
+              "estimate_cpu": ((report.get("estimation") or {}).get("info") or {}).get("estimation_cpu_seconds"),
+              "load": os.getloadavg()[0],
               "marginals": len(report.get("selection", {}).get("marginals", [])),
               "driver_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
               "jvm_mb": _jvm_peak_mb(spark)}
@@ -162,16 +165,18 @@ def _print_table(results: list[dict]) -> None:
     steps = sorted({k for r in results for k in r["timings"]}, key=lambda k: list(results[0]["timings"]).index(k)
                    if k in results[0]["timings"] else 99)
     print("\n| case | " + " | ".join(f"{s} (s)" for s in steps) + " | end to end (s) | bare scan (s) | "
-          "count passes / scan | s per 10^6 rows | estimator | marginals | driver MB | JVM MB |")
-    print("|---" * (len(steps) + 10) + "|")
+          "count passes / scan | s per 10^6 rows | estimator | estimate CPU (s) | marginals | driver MB | JVM MB "
+          "| load |")
+    print("|---" * (len(steps) + 11) + "|")
     for r in results:
         t = r["timings"]
+        cpu = "-" if r.get("estimate_cpu") is None else f"{r['estimate_cpu']:.1f}"
         passes = [v for k, v in t.items() if k.startswith("count")]
         ratio = " / ".join(f"{v / r['scan']:.1f}x" for v in passes) or "-"
         per_row = r["wall"] / ((r["rows"] if isinstance(r["rows"], int) else ADULT_ROWS) / 1e6)
         print(f"| {r['case']} | " + " | ".join(f"{t.get(s, 0.0):.1f}" for s in steps)
               + f" | {r['wall']:.1f} | {r['scan']:.1f} | {ratio} | {per_row:.2f} | {r['estimation']} | "
-              f"{r['marginals']} | {r['driver_mb']:,.0f} | {r['jvm_mb']:,.0f} |")
+              f"{cpu} | {r['marginals']} | {r['driver_mb']:,.0f} | {r['jvm_mb']:,.0f} | {r.get('load', float('nan')):.1f} |")
     with_tvd = [r for r in results if "tvd" in r]
     if with_tvd:
         print("\n| case | 2-way TVD synthetic | independent 1-way | dependent pairs: synthetic | independent |")

@@ -2,9 +2,17 @@
 
 Given log-potentials on the measured cliques (the model parameters theta), each junction-tree clique
 gets the sum of the potentials assigned to it; two passes of messages (leaves to root, root to
-leaves) in log space then give every clique's belief, proportional to its exact marginal, and the
-log partition function. Only the normalised clique marginals and the messages are kept; a
-clique's potential stays as the few small tables it was assembled from.
+leaves) then give every clique's belief, proportional to its exact marginal, and the log partition
+function. Messages are log tables over separators. On the way up a clique's belief is built in
+linear space, as the product of its parts' exps (potential terms and children's messages, each a
+small table shifted by its maximum), so no clique-sized table is exponentiated; the way down only
+scales it by its parent's message (a separator-sized table) and sums it onto its children's
+separators (Hugin's division by the child's own message is a separator-sized subtraction in log
+space). A separator slice that underflows falls back to the table shifted by its true maximum, then
+to an exact per-slice logsumexp. Which potentials fold into which clique (the assembly plan) depends
+only on the tree and the measured cliques, so it is built once (cached on the tree).
+Only the normalised clique marginals and the messages are kept; a clique's potential stays as the
+few small tables it was assembled from.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.factor import Factor, product, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
+
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,31 @@ class Calibration:
         """Normalised marginal of clique ``i`` (axes in the clique's canonical order)."""
         return self._cache[self.tree.cliques[i]]
 
+    def marginals(self, cliques: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], np.ndarray]:
+        """Normalised marginals on ``cliques`` (canonical tuples), each summed down from the smallest
+        table holding it: a junction-tree clique or a larger one of ``cliques`` (the plan is cached)."""
+        cliques = tuple(cliques)
+        plans = self.tree.cache.setdefault("marginal_plans", {})
+        if cliques not in plans:
+            domain = self.tree.domain
+            sources = {c: domain.cells(c) for c in self.tree.cliques}
+            plan = []
+            for attrs in sorted(set(cliques), key=lambda c: -domain.cells(c)):
+                if attrs in sources:
+                    continue
+                wanted = set(attrs)
+                holders = [(cells, src) for src, cells in sources.items() if wanted <= set(src)]
+                if not holders:
+                    raise KeyError(f"{attrs} is not inside any junction-tree clique")
+                source = min(holders)[1]
+                plan.append((attrs, source, tuple(k for k, a in enumerate(source) if a not in wanted)))
+                sources[attrs] = domain.cells(attrs)
+            plans[cliques] = plan
+        for attrs, source, drop in plans[cliques]:
+            if attrs not in self._cache:
+                self._cache[attrs] = sum_axes(self._cache[source], drop)
+        return {c: self._cache[c] for c in cliques}
+
     def probabilities(self, attrs: Iterable[str]) -> np.ndarray:
         """Normalised marginal over ``attrs`` (canonical order), which must fit inside one clique.
 
@@ -53,98 +87,217 @@ class Calibration:
         if i is None:
             raise KeyError(f"{attrs} is not inside any junction-tree clique")
         source = self.tree.cliques[i]
-        for known in self._cache:
-            if set(attrs) < set(known) and domain.cells(known) < domain.cells(source):
-                source = known
-        drop = tuple(k for k, a in enumerate(source) if a not in attrs)
+        wanted = set(attrs)
+        best = self._cache[source].size
+        for known, table in self._cache.items():
+            if table.size < best and wanted < set(known):
+                source, best = known, table.size
+        drop = tuple(k for k, a in enumerate(source) if a not in wanted)
         self._cache[attrs] = sum_axes(self._cache[source], drop)
         return self._cache[attrs]
 
 
-def _as_factor(domain: Domain, attrs: tuple[str, ...], values: np.ndarray) -> Factor:
-    canonical = domain.canonical(attrs)
-    values = np.asarray(values, dtype=np.float64)
-    return Factor(domain, canonical, np.transpose(values, [tuple(attrs).index(a) for a in canonical]))
+def _alignment(source: tuple[str, ...], target: tuple[str, ...], domain: Domain) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(perm, shape): ``np.transpose(v, perm).reshape(shape)`` broadcasts ``source``'s table to ``target``."""
+    present = [a for a in target if a in source]
+    return tuple(source.index(a) for a in present), tuple(domain[a] if a in source else 1 for a in target)
 
 
-def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> list[list[Factor]]:
-    """Assign each measured clique's log-potential to the smallest junction-tree clique holding it.
+@dataclass(frozen=True)
+class _Plan:
+    """What a calibration on one tree and one set of potential cliques does, minus the numbers."""
+
+    order: list[int]
+    parent: list[int]
+    children: list[list[int]]
+    # per clique: terms (attrs, [(potential key, perm, shape)]); a term is the sum of its aligned potentials
+    terms: list[list[tuple[tuple[str, ...], list[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]]]]]
+    term_shapes: list[list[tuple[int, ...]]]  # each term broadcast into its clique
+    separators: dict[tuple[int, int], tuple[str, ...]]
+    drop: dict[tuple[int, int], tuple[int, ...]]   # (i, j): axes of clique i summed out onto sep(i, j)
+    into: dict[tuple[int, int], tuple[int, ...]]   # (i, j): shape of sep(i, j) broadcast into clique j
+    home: dict[tuple[int, int], tuple[int, tuple[int, ...]]]  # (i, j): term of clique j holding sep(i, j)
+    #  and the separator's shape broadcast into it, or (-1, ()): the message is added to the full table
+
+
+def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:
+    """Per clique, the attribute sets of its terms and which potentials (keys) each one sums.
 
     Potentials inside a larger measured clique are folded into it, and small tables are summed
     together while their union stays well below the clique's size, so that building a clique's
     belief touches its full table only a few times.
     """
     domain = tree.domain
-    folded: dict[tuple[str, ...], Factor] = {}
-    for attrs, values in sorted(potentials.items(), key=lambda kv: -domain.cells(kv[0])):  # largest first
-        f = _as_factor(domain, tuple(attrs), values)
-        home = next((h for h in folded if set(f.attrs) <= set(h)), None)
-        if home is None:
-            folded[f.attrs] = f
-        else:
-            folded[home] = Factor(domain, home, folded[home].values + f.aligned(home))
-    groups: list[list[Factor]] = [[] for _ in tree.cliques]
-    for attrs, f in folded.items():
+    folded: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for key in sorted(keys, key=lambda k: -domain.cells(k)):  # largest first
+        attrs = domain.canonical(key)
+        home = next((h for h in folded if set(attrs) <= set(h)), None)
+        folded.setdefault(attrs if home is None else home, []).append(key)
+    groups: list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]] = [[] for _ in tree.cliques]
+    for attrs, members in folded.items():
         i = tree.containing(attrs)
         if i is None:
             raise KeyError(f"potential on {attrs} fits no junction-tree clique")
-        groups[i].append(f)
+        groups[i].append((attrs, members))
     for i, clique in enumerate(tree.cliques):
         limit = domain.cells(clique) / 8
         group = groups[i]
         while len(group) > 1:
-            cost, a, b = min((domain.cells(set(f.attrs) | set(g.attrs)), a, b)
+            cost, a, b = min((domain.cells(set(f[0]) | set(g[0])), a, b)
                              for a, f in enumerate(group) for b, g in enumerate(group) if a < b)
             if cost > limit:
                 break
-            merged = product([group[a], group[b]])
+            merged = (domain.canonical(set(group[a][0]) | set(group[b][0])), group[a][1] + group[b][1])
             group = [f for k, f in enumerate(group) if k not in (a, b)] + [merged]
         groups[i] = group
     return groups
 
 
-def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> Calibration:
-    """Two-pass sum-product in log space (Private-PGM MARGINAL-ORACLE via belief propagation)."""
+def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
+    plans = tree.cache.setdefault("calibration_plans", {})
+    if keys in plans:
+        return plans[keys]
     domain = tree.domain
-    factors = clique_factors(tree, potentials)
     order, parent = tree.rooted(0)
+    children = [[k for k in tree.neighbors(i) if k != parent[i]] for i in range(len(tree.cliques))]
+    terms, term_shapes = [], []
+    for i, group in enumerate(_group_plan(tree, list(keys))):
+        clique = tree.cliques[i]
+        terms.append([(attrs, [(k, *_alignment(k, attrs, domain)) for k in members]) for attrs, members in group])
+        term_shapes.append([_alignment(attrs, clique, domain)[1] for attrs, _ in group])
+    separators, drop, into, home = {}, {}, {}, {}
+    for i, j in [(i, j) for i, j in tree.edges] + [(j, i) for i, j in tree.edges]:
+        sep = tree.separator(i, j)
+        separators[(i, j)] = sep
+        drop[(i, j)] = tuple(k for k, a in enumerate(tree.cliques[i]) if a not in sep)
+        into[(i, j)] = _alignment(sep, tree.cliques[j], domain)[1]
+        holders = [(domain.cells(attrs), t) for t, (attrs, _) in enumerate(terms[j]) if set(sep) <= set(attrs)]
+        t = min(holders)[1] if holders else -1
+        home[(i, j)] = (t, _alignment(sep, terms[j][t][0], domain)[1]) if t >= 0 else (-1, ())
+    plan = _Plan(order, parent, children, terms, term_shapes, separators, drop, into, home)
+    plans[keys] = plan
+    return plan
+
+
+def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
+    if len(members) == 1 and members[0][0] == attrs:
+        return Factor(domain, attrs, theta[attrs])
+    values = np.zeros(domain.shape(attrs))
+    for key, perm, shape in members:
+        values += np.transpose(theta[key], perm).reshape(shape)
+    return Factor(domain, attrs, values)
+
+
+def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> list[list[Factor]]:
+    """Assign each measured clique's log-potential to the smallest junction-tree clique holding it
+    (potentials folded and small tables merged as the calibration plan says)."""
+    theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
+    plan = _plan(tree, tuple(theta))
+    return [[_term(tree.domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+
+
+def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray],
+              dtype: type = np.float64) -> Calibration:
+    """Two-pass sum-product (Private-PGM MARGINAL-ORACLE via belief propagation), see the module doc.
+
+    ``dtype`` is that of the clique-sized tables (beliefs, marginals); potentials, messages and log Z
+    stay float64. float32 halves the memory traffic and doubles exp's speed for a relative error
+    about 1e-7 in the marginals: for mirror descent's iterates on large models, not for the final one.
+    """
+    domain = tree.domain
+    theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
+    plan = _plan(tree, tuple(theta))
+    factors = [[_term(domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+    cliques = tree.cliques
     messages: dict[tuple[int, int], Factor] = {}
-    beliefs: list[np.ndarray | None] = [None] * len(tree.cliques)
-    for i in reversed(order):  # upward pass, leaves to root: potential times the children's messages
-        clique = tree.cliques[i]
-        children = [messages[(k, i)] for k in tree.neighbors(i) if k != parent[i]]
-        parts = factors[i] + children
-        belief = product(parts, clique) if parts else Factor.zeros(domain, clique)
-        beliefs[i] = belief.values
-        if parent[i] >= 0:
-            messages[(i, parent[i])] = belief.logsumexp(tree.separator(i, parent[i]))
-    probabilities: dict[tuple[str, ...], np.ndarray] = {}
+    tiny = float(np.finfo(dtype).tiny) * 1e8  # separator sums below this: exact logsumexp instead
+
+    def belief(i: int, incoming: Iterable[int], linear: bool = False) -> tuple[np.ndarray, float]:
+        """Potential of clique ``i`` plus the messages from ``incoming`` neighbours, in log space (or
+        ``linear``: its exp): a new array and the float64 offset it is relative to. Each part is shifted
+        by its maximum first, so that a float32 table keeps full relative precision however large the
+        messages' logs get, and linear tables are products of the parts' exps (no exp of the table)."""
+        terms = [f.values for f in factors[i]]
+        extra = []
+        for k in incoming:  # a message goes into the smallest term holding its separator when one does
+            t, shape = plan.home[(k, i)]
+            if t >= 0:
+                terms[t] = terms[t] + messages[(k, i)].values.reshape(shape)
+            else:
+                extra.append(messages[(k, i)].values.reshape(plan.into[(k, i)]))
+        parts = [v.reshape(s) for v, s in zip(terms, plan.term_shapes[i])] + extra
+        peaks = [float(v.max()) for v in parts]
+        offset = float(sum(peaks))
+        parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
+        combine = np.multiply if linear else np.add
+        out = np.empty(domain.shape(cliques[i]), dtype=dtype)
+        if not parts:
+            out.fill(1.0 if linear else 0.0)
+        elif len(parts) == 1:
+            np.copyto(out, parts[0])
+        else:
+            combine(parts[0], parts[1], out=out)
+            for part in parts[2:]:
+                combine(out, part, out=out)
+        return out, offset
+
+    def exact(i: int, j: int) -> Factor:
+        """Message i -> j by a per-slice logsumexp (when a separator sum underflowed)."""
+        full, offset = belief(i, [k for k in tree.neighbors(i) if k != j])
+        return Factor(domain, cliques[i], full.astype(np.float64) + offset).logsumexp(plan.separators[(i, j)])
+
+    linear: list[np.ndarray | None] = [None] * len(cliques)
+    tops = [0.0] * len(cliques)
+    def upward(i: int, exact_max: bool) -> tuple[np.ndarray, float, np.ndarray]:
+        """exp(potential + children's messages - top), top and the sums onto the parent's separator
+        (the root: the total). top is the parts' maxima summed (no pass over the table), or with
+        ``exact_max`` the table's maximum, for when the former leaves whole slices underflowed."""
+        if exact_max:
+            b, top = belief(i, plan.children[i])
+            peak = float(b.max())
+            np.subtract(b, peak, out=b)
+            top += peak
+            np.exp(b, out=b)
+        else:
+            b, top = belief(i, plan.children[i], linear=True)
+        p = plan.parent[i]
+        sums = sum_axes(b, plan.drop[(i, p)]) if p >= 0 else np.array(b.sum(dtype=np.float64))
+        return b, top, sums
+
     log_z = 0.0
-    for i in order:  # downward pass, root to leaves: the parent's message completes the belief
-        clique = tree.cliques[i]
-        b = beliefs[i]
-        beliefs[i] = None
-        if parent[i] >= 0:
-            b += messages[(parent[i], i)].aligned(clique)
-        top = float(b.max())
-        scaled = np.subtract(b, top)
-        np.exp(scaled, out=scaled)  # exp(belief - top), shared by every outgoing message
-        if parent[i] < 0:
-            log_z = float(np.log(scaled.sum())) + top
-        for j in tree.neighbors(i):
-            if j == parent[i]:
-                continue
-            sep = tree.separator(i, j)
-            back = messages[(j, i)].aligned(clique)
-            peak = float(back.max())
-            # message i -> j: logsumexp over the clique minus the separator of (belief - message j -> i)
-            sums = sum_axes(scaled * np.exp(peak - back), [k for k, a in enumerate(clique) if a not in sep])
-            if np.all(sums > 1e-290):
-                messages[(i, j)] = Factor(domain, sep, np.log(sums) + (top - peak))
-            else:  # a slice underflowed: exact per-slice logsumexp
-                messages[(i, j)] = Factor(domain, clique, b - back).logsumexp(sep)
-        scaled *= np.exp(top - log_z)
-        probabilities[clique] = scaled
+    for i in reversed(plan.order):  # upward, leaves to root: beliefs kept linear
+        b, top, sums = upward(i, exact_max=False)
+        if not np.all(sums > tiny):
+            b, top, sums = upward(i, exact_max=True)
+        linear[i], tops[i] = b, top
+        p = plan.parent[i]
+        if p >= 0:
+            messages[(i, p)] = (Factor(domain, plan.separators[(i, p)], np.log(sums, dtype=np.float64) + top)
+                                if np.all(sums > tiny) else exact(i, p))
+        else:
+            log_z = float(np.log(sums)) + top
+    probabilities: dict[tuple[str, ...], np.ndarray] = {}
+    for i in plan.order:  # downward: scale by the parent's message, normalise, send to the children
+        b, linear[i] = linear[i], None
+        p = plan.parent[i]
+        if p < 0:
+            b *= np.exp(tops[i] - log_z)
+        else:
+            scale = np.exp(messages[(p, i)].values + (tops[i] - log_z))
+            if np.all(np.isfinite(scale)) and np.all(scale < np.finfo(dtype).max):
+                b *= scale.reshape(plan.into[(p, i)]).astype(dtype)
+            else:
+                b, offset = belief(i, tree.neighbors(i))
+                b -= log_z - offset
+                np.exp(b, out=b)
+        probabilities[cliques[i]] = b
+        for j in plan.children[i]:
+            sums = sum_axes(b, plan.drop[(i, j)])
+            if np.all(sums > tiny):  # Hugin: the belief's separator marginal divided by j's own message
+                messages[(i, j)] = Factor(domain, plan.separators[(i, j)],
+                                          np.log(sums, dtype=np.float64) + log_z - messages[(j, i)].values)
+            else:
+                messages[(i, j)] = exact(i, j)
     return Calibration(tree, tuple(tuple(g) for g in factors), messages, log_z, probabilities)
 
 

@@ -6,8 +6,11 @@ Entropic mirror descent on the distribution p = mu / N turns each step into a po
 theta <- theta - eta * grad followed by a MARGINAL-ORACLE call (Private-PGM Algorithm 1); the
 accelerated variant (Private-PGM Algorithm 2) averages gradients and marginals with weights 2/(t+1).
 The gradient of f(p) = L(N p) is Lipschitz in (l1, l_inf) with constant 2 N^2 sum_i 1/sigma_i^2,
-which gives the fixed step; the line search tries larger steps and keeps one only if the
-descent lemma f(p+) <= f(p) + <grad f, p+ - p> + KL(p+ || p) / eta holds, so the loss never rises.
+which gives the fixed step; the line search tries larger steps and keeps one only if the Armijo
+condition f(p+) <= f(p) + <grad f, p+ - p> / 2 holds (as Private-PGM's implementation does; to second
+order it is the descent lemma f(p+) <= f(p) + <grad f, p+ - p> + KL(p+ || p) / eta, whose KL term, a
+difference of log partition functions divided by eta, float32 iterates cannot resolve), so the loss
+never rises.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ from privsyn_spark.privacy.measurements import NoisyMarginal
 log = logging.getLogger(__name__)
 
 Tables = dict[tuple[str, ...], np.ndarray]
+
+STOP_WINDOW = 5
+"""Mirror descent stops on the mean relative loss change over this many iterations."""
+
+FLOAT32_ABOVE = 1e6
+"""Junction trees above this many cells iterate in float32 (the returned model is float64)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,7 @@ def l2_loss(measurements: Sequence[_Measurement], mu: Mapping[tuple[str, ...], n
 
 def _marginals(cal: Calibration, cliques: Sequence[tuple[str, ...]], total: float) -> Tables:
     """Counts on ``cliques``, larger ones first so that smaller ones sum down from them."""
-    domain = cal.tree.domain
-    return {c: total * cal.probabilities(c) for c in sorted(cliques, key=lambda c: -domain.cells(c))}
+    return {c: total * p for c, p in cal.marginals(cliques).items()}
 
 
 def _setup(
@@ -142,15 +150,20 @@ def mirror_descent(
     cell_budget: float | None = DEFAULT_CELL_BUDGET,
     potentials: Mapping[tuple[str, ...], np.ndarray] | None = None,
     log_every: int = 50,
+    float32_above: float | None = FLOAT32_ABOVE,
 ) -> EstimationResult:
-    """Private-PGM Algorithm 1: entropic mirror descent, stopping when |dL| / L < ``tol``.
+    """Private-PGM Algorithm 1: entropic mirror descent, stopping when the loss fell by less than
+    ``tol`` (relative) per iteration over the last :data:`STOP_WINDOW` iterations.
 
     ``potentials`` warm-starts theta (default zeros: the uniform distribution, so that the fit is
     the maximum-entropy one). With ``line_search`` the step doubles each iteration (held for a few
-    iterations after a backtrack) and halves until the descent lemma holds, never below 1 / Lipschitz.
+    iterations after a backtrack) and halves until the Armijo condition holds, never below 1 / Lipschitz.
+    On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
+    are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
     if potentials is not None:
         for c, v in potentials.items():
@@ -160,7 +173,7 @@ def mirror_descent(
             theta[key] = np.asarray(v, dtype=np.float64).copy()
     base_step = 1.0 / lipschitz  # step on the gradient with respect to p
     step = base_step
-    cal = calibrate(tree, theta)
+    cal = calibrate(tree, theta, dtype)
     mu = _marginals(cal, cliques, n)
     loss, grad = l2_loss(measurements, mu)
     history = [loss]
@@ -178,38 +191,48 @@ def mirror_descent(
         while True:
             # Private-PGM Algorithm 1: theta <- theta - eta * grad_p L, mu <- MARGINAL-ORACLE(theta)
             new_theta = {c: theta[c] - step * n * grad[c] for c in theta}
-            new_cal = calibrate(tree, new_theta)
+            new_cal = calibrate(tree, new_theta, dtype)
             calls += 1
             new_mu = _marginals(new_cal, cliques, n)
             new_loss, new_grad = l2_loss(measurements, new_mu)
             if not line_search or step <= base_step:
                 break
             linear = sum(float(np.vdot(grad[c], new_mu[c] - mu[c])) for c in grad)
-            kl = (-step * sum(float(np.vdot(new_mu[c], grad[c])) for c in grad)
-                  - (new_cal.log_z - cal.log_z))  # KL(p+ || p) = E_p+[theta+ - theta] - log Z+ + log Z
-            if new_loss <= loss + linear + kl / step + 1e-12 * abs(loss) and new_loss <= loss:
+            if new_loss <= loss + 0.5 * linear and new_loss <= loss:  # Armijo
                 break
             step = max(step / 2.0, base_step)
             hold = 4
         if new_loss > loss:  # only rounding can do this at step 1/L: the loss is at its floor
+            if dtype != np.float64:  # float32's floor: go on at full precision
+                dtype = np.float64
+                cal = calibrate(tree, theta)
+                mu = _marginals(cal, cliques, n)
+                loss, grad = l2_loss(measurements, mu)
+                history[-1] = loss
+                calls += 1
+                continue
             converged = True
             break
-        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
         theta, cal, mu, grad = new_theta, new_cal, new_mu, new_grad
         loss = new_loss
         history.append(new_loss)
         if log_every and t % log_every == 0:
             log.info("mirror descent: iteration %d, loss %.6g, step x%.3g of 1/L, %.1fs",
                      t, new_loss, step / base_step, time.perf_counter() - start)
-        if change < tol:
+        w = min(STOP_WINDOW, len(history) - 1)  # one small step after a backtrack does not stop it
+        if abs(history[-1 - w] - new_loss) / max(abs(new_loss), 1e-300) < w * tol:
             converged = True
             break
+    if dtype != np.float64:  # the model (and its loss) at full precision
+        cal = calibrate(tree, theta)
+        history[-1] = l2_loss(measurements, _marginals(cal, cliques, n))[0]
     seconds = time.perf_counter() - start
-    log.info("mirror descent: %s after %d iterations (%d oracle calls), loss %.6g, %.2fs",
-             "converged" if converged else "stopped", t, calls, history[-1], seconds)
+    log.info("mirror descent: %s after %d iterations (%d oracle calls, %s), loss %.6g, %.2fs",
+             "converged" if converged else "stopped", t, calls, np.dtype(dtype).name, history[-1], seconds)
     model = GraphicalModel(domain, tree, theta, n, calibration=cal)
     return EstimationResult(model, history, len(history) - 1, converged, seconds, "mirror_descent",
-                            {"oracle_calls": calls, "lipschitz": lipschitz})
+                            {"oracle_calls": calls, "lipschitz": lipschitz,
+                             "cpu_seconds": time.process_time() - cpu_start})
 
 
 def accelerated_mirror_descent(

@@ -55,8 +55,10 @@ class JunctionTree:
     edges: tuple[tuple[int, int], ...]
     order: tuple[str, ...] = ()  # the elimination order that produced the cliques
     _adjacency: dict[int, list[int]] = field(init=False, repr=False, compare=False)
+    cache: dict = field(init=False, repr=False, compare=False)  # derived plans (belief propagation's)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "cache", {})
         adjacency: dict[int, list[int]] = {i: [] for i in range(len(self.cliques))}
         for i, j in self.edges:
             adjacency[i].append(j)

@@ -95,7 +95,8 @@ def consistent_targets(
                  "iterations": result.iterations, "converged": result.converged, "loss": result.loss,
                  "model_cells": tree.total_cells, "max_clique_cells": tree.max_clique_cells,
                  "largest_clique": list(tree.largest_clique), "junction_tree_cliques": len(tree.cliques),
-                 "estimation_seconds": result.seconds, "seconds": time.perf_counter() - start,
+                 "estimation_seconds": result.seconds, "estimation_cpu_seconds": result.info.get("cpu_seconds"),
+                 "oracle_calls": result.info.get("oracle_calls"), "seconds": time.perf_counter() - start,
                  "model": result.model})
     log.info("consistent targets from the graphical model: %d cliques, %d iterations, %.2fs",
              len(cliques), result.iterations, info["seconds"])
