@@ -201,9 +201,9 @@ def run_sharded_on_spark(spark, domain: Domain, targets: Mapping[tuple[str, ...]
                          checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
     """The Spark driver behind :func:`privsyn_spark.synthesize.sharded.synthesize_sharded` (same arguments)."""
     config = config or ShardedGumConfig()
-    ctx = make_context(domain, targets, n, seed, config, model)
-    p = len(ctx.sizes)
     sc = spark.sparkContext
+    ctx = make_context(domain, targets, n, seed, config, model, parallelism=sc.defaultParallelism)
+    p = len(ctx.sizes)
     bc = sc.broadcast(ctx)
     checkpoint = _Checkpointer(spark, checkpoint_dir)
     run = ShardedGumResult(ctx)
