@@ -226,6 +226,11 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     dup = np.zeros(cells, dtype=np.int64)  # gains made by Duplicate; the rest by Replace
     dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
     rep = add - dup
+    gain_cells = np.flatnonzero(add)
+    offered = min(gain_cells.size, config.best_cell_candidates)
+    best_cells = improving_only and 0 < int(remove.sum()) * offered <= config.best_cell_pairs
+    if best_cells:  # polishing: removed records go to their best gain cells by Replace, no Duplicate
+        dup[:] = 0
 
     # group the records of the cells that lose records or give duplicate sources by cell (the same order as
     # grouping all records: the sort is stable), pick removed records and duplicate sources
@@ -253,9 +258,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
 
     rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
     removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
-    gain_cells = np.flatnonzero(add)
-    offered = min(gain_cells.size, config.best_cell_candidates)
-    if improving_only and 0 < removed.size * offered <= config.best_cell_pairs:  # polishing: best cells, no Duplicate
+    if best_cells:
         moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
                                  add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)
