@@ -54,7 +54,8 @@ class EstimationConfig:
 class ShardingConfig:
     """How synthesis is spread over Spark: records per shard and the reconciliation schedule."""
 
-    shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each)
+    shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each); fewer when that
+                                 # leaves a core idle and shards keep 10^5 (synthesize.sharded.shard_count)
     gum_rounds: int = 8          # GUM reconciliation rounds (cap)
     gum_sweeps: int = 0          # Gauss-Seidel sweeps after the rounds
 

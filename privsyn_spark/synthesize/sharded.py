@@ -104,7 +104,7 @@ class ShardedGumConfig:
     closer to the targets than 8 (worst L1/n 0.0379 vs 0.0400) at a fifth of the time, but on a generated
     97-column table (exact chain targets, 10^5 records) the error still falls from 0.19 after 1 round to
     0.069 after 8, so the default does not cut rounds; ``model_min_gain`` stops them instead."""
-    model_min_gain: float = 0.05
+    model_min_gain: float = 0.1
     """With a model start, stop the rounds (and sweeps) once a round lowers the worst union L1/n by less
     than this share of its value (0: never). Adult at epsilon 0.5 then stops after 2 rounds, a generated
     15- or 50-column table after 2, a 97-column one runs on (its error still falls 5-30% a round)."""
