@@ -7,6 +7,13 @@ with ``--sigma``, Gaussian noise per cell (DP-like, inconsistent). Prints tables
     .venv/bin/python bench/bench_gum.py --part kernel         # kernel vs pandas only
     .venv/bin/python bench/bench_gum.py --part sharded --n 2000000 --shards 1,2,8 --rounds 4
     .venv/bin/python bench/bench_gum.py --part throughput --n 200000 --widths 15,50,97
+    .venv/bin/python bench/bench_gum.py --part width --runs-dir /tmp/runs --run-id scale-662000x97 --shards 1,2
+
+``--part width`` runs sharded GUM, as the pipeline's synthesize step does, on a finished run's saved
+targets and graphical model (``<runs-dir>/<run-id>/targets``, ``measurements``; e.g. bench/bench_scale.py
+case a), in one process (``run_shards_locally``: the shards one after the other, CPU seconds = what
+local[P] would spread over P cores) or, with ``--spark``, over Spark; it prints seconds per round,
+the error to the targets and records/s, first the error of the model's samples alone.
 
 ``--part throughput`` runs one shard (what one Spark task runs, one core) of sharded GUM with the
 pipeline's schedule on targets from a generated table with a known dependency structure (a chain
@@ -22,6 +29,7 @@ import logging
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -224,9 +232,79 @@ def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, 
     spark.stop()
 
 
+def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: int, master: str | None,
+                seed: int = 0) -> None:
+    """Sharded GUM on a run's saved targets and model: seconds and error per round, per shard count."""
+    import os
+
+    from privsyn_spark.privacy.measurements import Measurements
+    from privsyn_spark.privacy.table_size import default_rows
+    from privsyn_spark.run_artifacts import RunArtifacts
+    from privsyn_spark.synthesize.gum.kernel import initialize_records, l1_errors
+    from privsyn_spark.synthesize.sharded.algorithm import make_context, run_shards_locally
+
+    artifacts = RunArtifacts(runs_dir, run_id)
+    measurements = Measurements.load(f"{runs_dir}/{run_id}/measurements")
+    domain = measurements.domain
+    loaded = artifacts.load_targets(run_id)
+    if loaded is None:
+        raise SystemExit(f"no saved targets for run {run_id} under {runs_dir}")
+    targets, _ = loaded
+    model = artifacts.load_model(run_id, domain)
+    n = default_rows(measurements)
+    base = ShardedGumConfig(iterations_per_round=k, max_rounds=rounds)
+    print(f"\nrun {run_id}: {n:,} records, {len(domain)} columns, {len(targets)} targets,"
+          f" start: {'model' if model is not None else '1-way'}")
+    if model is not None:  # the error of the model's samples alone (one shard)
+        ctx = make_context(domain, targets, n, seed, replace(base, shard_size=n), model)
+        tables = ctx.layout.unpack(ctx.targets)
+        started, cpu = time.perf_counter(), time.process_time()
+        records = initialize_records(ctx.plan, tables, n, np.random.default_rng(seed), model=model)
+        secs, cpu = time.perf_counter() - started, time.process_time() - cpu
+        errs = l1_errors(records, domain, tables, ctx.plan.tracked_targets)
+        load = os.getloadavg()[0]
+        print(f"model samples alone: worst L1/n {max(errs.values()) / n:.5f}, sum L1/n {sum(errs.values()) / n:.4f}"
+              f" ({secs:.1f} s, {cpu:.1f} s CPU, load {load:.1f})")
+    spark = None
+    if master:
+        from privsyn_spark.runtime.session import build_spark_session
+
+        spark = build_spark_session(master=master, app_name="bench-gum-width", delta=False)
+        spark.range(0, 2, 1, 2).mapInArrow(lambda it: it, "id long").count()  # warm the Python workers
+    summary = []
+    for p in shards:
+        cfg = replace(base, shard_size=-(-n // p))
+        started, cpu = time.perf_counter(), time.process_time()
+        if spark is None:
+            _, run = run_shards_locally(domain, targets, n, seed=seed, config=cfg, model=model)
+        else:
+            with tempfile.TemporaryDirectory(prefix="bench-gum-width-") as work:
+                run = synthesize_sharded(spark, domain, targets, n, seed=seed, config=cfg, model=model,
+                                         checkpoint_dir=f"{work}/checkpoints")
+                run.records.write.format("noop").mode("overwrite").save()
+        secs, cpu = time.perf_counter() - started, time.process_time() - cpu
+        load = os.getloadavg()[0]
+        where = "local, one process" if spark is None else spark.sparkContext.master
+        print(f"\n{p} shard(s) of ~{-(-n // p):,} ({where}), k={k}, up to {rounds} rounds; load {load:.1f}")
+        print(f"| {'round':>5} | {'wall s':>7} | {'worst L1/n':>10} | {'sum L1/n':>8} |")
+        print(f"|{'-' * 7}|{'-' * 9}|{'-' * 12}|{'-' * 10}|")
+        for r, (errs, s) in enumerate(zip(run.history, run.round_seconds)):
+            print(f"| {r:5d} | {s:7.1f} | {max(errs.values()) / n:10.5f} | {sum(errs.values()) / n:8.4f} |")
+        summary.append((p, run.rounds, secs, cpu, n / secs, run.max_relative_error(),
+                        sum(run.final_errors.values()) / n, load))
+    print(f"\nSummary: {run_id}, {n:,} records ({'local' if spark is None else spark.sparkContext.master})")
+    print(f"| {'shards':>6} | {'rounds':>6} | {'wall s':>7} | {'driver CPU s':>12} | {'records/s':>10} |"
+          f" {'final worst L1/n':>16} | {'final sum L1/n':>14} | {'load':>5} |")
+    print(f"|{'-' * 8}|{'-' * 8}|{'-' * 9}|{'-' * 14}|{'-' * 12}|{'-' * 18}|{'-' * 16}|{'-' * 7}|")
+    for p, r, s, c, rps, worst, tot, load in summary:
+        print(f"| {p:6d} | {r:6d} | {s:7.1f} | {c:12.1f} | {rps:10,.0f} | {worst:16.5f} | {tot:14.4f} | {load:5.1f} |")
+    if spark is not None:
+        spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["all", "kernel", "sharded", "throughput"], default="all")
+    parser.add_argument("--part", choices=["all", "kernel", "sharded", "throughput", "width"], default="all")
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--shards", default="1,2,8")
     parser.add_argument("--rounds", type=int, default=4)
@@ -242,6 +320,9 @@ def main() -> None:
                              "(needs a junction tree within 10^7 cells: e.g. --pairs-per-column 1)")
     parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
                                                "after scripts/quickstart.sh): use the pipeline's targets for it")
+    parser.add_argument("--runs-dir", help="width: the runs folder holding --run-id's targets and measurements")
+    parser.add_argument("--run-id", help="width: a finished run (targets saved, e.g. by bench/bench_scale.py)")
+    parser.add_argument("--spark", action="store_true", help="width: run over Spark (--master), not in one process")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.part in ("all", "kernel"):
@@ -249,6 +330,9 @@ def main() -> None:
     if args.part == "throughput":
         bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
                          args.k, args.model_start)
+    if args.part == "width":
+        bench_width(args.runs_dir, args.run_id, [int(p) for p in args.shards.split(",")], args.rounds, args.k,
+                    args.master if args.spark else None)
     if args.part in ("all", "sharded"):
         bench_sharded(args.n, [int(p) for p in args.shards.split(",")], args.rounds, args.k, args.sigma, args.master,
                       args.measurements)

@@ -59,7 +59,8 @@ class ShardingConfig:
     """How synthesis is spread over Spark: records per shard and the reconciliation schedule of
     sharded GUM (:class:`~privsyn_spark.synthesize.sharded.ShardedGumConfig` documents each field)."""
 
-    shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each)
+    shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each); fewer when that
+                                 # leaves a core idle and shards keep 10^5 (synthesize.sharded.shard_count)
     gum_rounds: int = 8          # GUM reconciliation rounds (cap)
     gum_sweeps: int = 0          # Gauss-Seidel sweeps after the rounds
     iterations_per_round: int = 10         # local GUM iterations between two reconciliations

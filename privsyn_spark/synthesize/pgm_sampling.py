@@ -2,9 +2,11 @@
 
 The model is the one the estimate step fitted (passed in), or is fitted on the driver from the
 measurements artifact (post-processing: when the targets were cached by an earlier step); it is broadcast,
-and every shard (one Spark partition, ``shard_rows`` records) draws its records with exact tree
-sampling, ``chunk`` records at a time (systematic rounding inside each chunk), from a generator
-seeded by (seed, shard id): the same seed gives the same table whatever the number of executors.
+and every shard (one Spark partition, ``shard_rows`` records, or fewer so that every core of the
+session gets a shard of at least 10^5 records: :func:`~privsyn_spark.synthesize.sharded.shard_count`)
+draws its records with exact tree sampling, ``chunk`` records at a time (systematic rounding inside each
+chunk), from a generator seeded by (seed, shard id): the same seed and shard count give the same table
+whatever the number of executors.
 Each shard's work and memory are linear in its rows and bounded by the chunk, so 10^8 records are
 100 independent tasks. Needs a junction tree within the cell budget; otherwise use `gum`.
 """
@@ -77,7 +79,7 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
     fit_info = {"model": "from the estimate step"}
     if model is None:
         model, fit_info = fit_model(measurements, cell_budget)
-    sizes = shard_sizes(rows, shard_rows)
+    sizes = shard_sizes(rows, shard_rows, parallelism=spark.sparkContext.defaultParallelism)
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
     model = spark.sparkContext.broadcast(model)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from privsyn_spark.synthesize.sharded.algorithm import (
     make_context,
     round_shard,
     run_shards_locally,
+    shard_count,
     shard_sizes,
     turn_shard,
     union_errors,
@@ -36,6 +39,18 @@ def test_shard_sizes():
     assert shard_sizes(5, 1_000_000) == [5]
     sizes = shard_sizes(10_000_001, 1_000_000)
     assert len(sizes) == 11 and sum(sizes) == 10_000_001 and max(sizes) - min(sizes) <= 1
+
+
+def test_shard_count_gives_every_core_a_shard_of_a_sensible_size():
+    assert shard_count(661_759, 1_000_000, parallelism=2) == 2  # local[2]: both cores work
+    assert shard_count(661_759, 1_000_000, parallelism=8) == 6  # no shard below 10^5 records
+    assert shard_count(48_842, 1_000_000, parallelism=2) == 1   # too small to split
+    assert shard_count(199_999, 1_000_000, parallelism=4) == 1
+    assert shard_count(10_000_001, 1_000_000, parallelism=2) == 11  # shard_size rules when it gives more
+    assert shard_count(5_000, 1_000_000, parallelism=4, min_shard_size=1_000) == 4
+    assert shard_count(0, 1_000_000, parallelism=4) == 1
+    sizes = shard_sizes(661_759, 1_000_000, parallelism=2)
+    assert sizes == [330_880, 330_879] and sum(sizes) == 661_759
 
 
 def test_deficit_shares_sum_to_the_deficit():
@@ -238,6 +253,24 @@ def test_spark_table_matches_the_local_run_and_ignores_partitioning(spark, tmp_p
     # another partitioning of the same 4 shards (one task running them all): same table
     again = synthesize_sharded(spark, domain, targets, n, seed=7, config=SPARK_CFG, partitions=1)
     assert np.array_equal(again.records.toPandas().to_numpy(), expected)
+
+
+@pytest.mark.slow
+def test_spark_gives_every_core_a_shard_and_matches_the_local_run(spark):
+    """On local[2] one shard_size-sized shard becomes two (min_shard_size allowing): the table is the local run's
+    with two shards, and the reconciled union is as close to the targets as the one-shard run."""
+    domain, _, targets = adult_targets(MARGINALS)
+    n = 6_000
+    cfg = ShardedGumConfig(shard_size=1_000_000, min_shard_size=2_000, iterations_per_round=5, max_rounds=3)
+    assert spark.sparkContext.defaultParallelism == 2
+    result = synthesize_sharded(spark, domain, targets, n, seed=3, config=cfg)
+    assert result.context.sizes == (3_000, 3_000)
+    expected, local = run_shards_locally(domain, targets, n, seed=3, config=replace(cfg, shard_size=3_000))
+    assert np.array_equal(result.records.toPandas().to_numpy(), expected)
+    assert result.final_errors == pytest.approx(local.final_errors)
+    _, single = run_shards_locally(domain, targets, n, seed=3, config=cfg)
+    assert single.context.sizes == (6_000,)
+    assert sum(local.final_errors.values()) <= 1.5 * sum(single.final_errors.values())
 
 
 @pytest.mark.slow

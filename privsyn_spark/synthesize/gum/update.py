@@ -152,10 +152,11 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
 def _shuffle_columns(records: np.ndarray, cols: list[int], rng: np.random.Generator) -> None:
     """Shuffle the rows of the given columns in place (one permutation for all of them)."""
     perm = rng.permutation(records.shape[0])
-    if len(cols) == records.shape[1]:
-        records[...] = np.take(records, perm, axis=0)
-    else:
+    if not records.flags.f_contiguous:
         records[:, cols] = np.take(records[:, cols], perm, axis=0)
+        return
+    for c in cols:  # column by column: contiguous in Fortran order
+        records[:, c] = records[perm, c]
 
 
 @dataclass
@@ -225,11 +226,23 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     dup = np.zeros(cells, dtype=np.int64)  # gains made by Duplicate; the rest by Replace
     dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
     rep = add - dup
+    gain_cells = np.flatnonzero(add)
+    offered = min(gain_cells.size, config.best_cell_candidates)
+    best_cells = improving_only and 0 < int(remove.sum()) * offered <= config.best_cell_pairs
+    if best_cells:  # polishing: removed records go to their best gain cells by Replace, no Duplicate
+        dup[:] = 0
 
-    # group records by cell, pick removed records and duplicate sources
+    # group the records of the cells that lose records or give duplicate sources by cell (the same order as
+    # grouping all records: the sort is stable), pick removed records and duplicate sources
     idx = cell_index(records, cols, shape)
-    order = _stable_argsort(idx, cells)
-    starts = np.cumsum(current_i) - current_i
+    held = np.where((remove > 0) | (dup > 0), current_i, 0)
+    if 2 * held.sum() < n:
+        picked = np.flatnonzero(held[idx] > 0)
+        order = picked[_stable_argsort(idx[picked], cells)]
+    else:
+        order = _stable_argsort(idx, cells)
+        held = current_i
+    starts = np.cumsum(held) - held
     pool = config.pool(total_add, n)
     copied = marginals.duplicate_columns(which, config.whole_record_marginals, copy_cols)
     if dup.any():  # the marginals a move may touch: over the copied columns, else those overlapping ``which``
@@ -241,13 +254,11 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
         others = np.intersect1d(others, np.fromiter(scored, dtype=np.int64))
 
     def score(rows: np.ndarray) -> np.ndarray:
-        return marginals.excess_score(records[rows], others)
+        return marginals.excess_score(marginals.gather(records, rows, others), others)
 
     rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
     removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
-    gain_cells = np.flatnonzero(add)
-    offered = min(gain_cells.size, config.best_cell_candidates)
-    if improving_only and 0 < removed.size * offered <= config.best_cell_pairs:  # polishing: best cells, no Duplicate
+    if best_cells:
         moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
                                  add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)

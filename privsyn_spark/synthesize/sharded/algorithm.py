@@ -21,8 +21,11 @@ at the end, with the union's conditional counts split exactly over the shards (t
 shard's counts of the append cores for it).
 
 Every random draw of a shard derives from ``(seed, shard id, round)`` (``np.random.SeedSequence`` spawn
-keys), so a recomputed task, or the same run on another number of executors or Spark partitions, yields
-the identical table; every step's cost is linear in the shard's records.
+keys), so a recomputed task, or the same run on another number of executors or Spark partitions with the
+same shard count, yields the identical table; every step's cost is linear in the shard's records. The
+shard count is ``ceil(n / shard_size)``, raised to the session's default parallelism while every shard
+keeps ``min_shard_size`` records (:func:`shard_count`), so every core works: with at least
+``2 x min_shard_size`` records, the table then depends on the session's core count too.
 
 :func:`run_shards_locally` runs the same shard functions in one process without Spark (reference and
 benchmark baseline); :func:`~privsyn_spark.synthesize.sharded.spark_driver.synthesize_sharded` runs them
@@ -71,6 +74,11 @@ log = logging.getLogger(__name__)
 _INIT, _ROUND, _SPLIT, _APPEND, _TURN, _APPEND_SPLIT = 0, 1, 2, 3, 4, 5  # spawn-key tags of random streams
 
 
+MIN_SHARD_SIZE = 100_000
+"""Smallest shard made to use more cores: below it the P single-shard error floors of the Jacobi rounds
+(an absolute L1 each) start to matter (the Adult sample, 48,842 records, stays one shard)."""
+
+
 @dataclass(frozen=True)
 class ShardedGumConfig:
     """Settings of sharded GUM."""
@@ -79,7 +87,10 @@ class ShardedGumConfig:
     """The per-shard kernel's settings (``gum.iterations`` is not used: every shard runs ``max_rounds x
     iterations_per_round + sweeps x sweep_iterations`` local iterations)."""
     shard_size: int = 1_000_000
-    """Target records per shard; ``P = ceil(n / shard_size)`` shards of near-equal size."""
+    """Target records per shard; ``P = ceil(n / shard_size)`` shards of near-equal size, more when the
+    Spark session has more cores and every shard keeps ``min_shard_size`` records (:func:`shard_count`)."""
+    min_shard_size: int = MIN_SHARD_SIZE
+    """Smallest shard the driver makes to give every core of the session (its default parallelism) one."""
     iterations_per_round: int = 10
     """Local GUM iterations (k) between two reconciliations."""
     max_rounds: int = 8
@@ -90,7 +101,7 @@ class ShardedGumConfig:
     closer to the targets than 8 (worst L1/n 0.0379 vs 0.0400) at a fifth of the time, but on a generated
     97-column table (exact chain targets, 10^5 records) the error still falls from 0.19 after 1 round to
     0.069 after 8, so the default does not cut rounds; ``model_min_gain`` stops them instead."""
-    model_min_gain: float = 0.05
+    model_min_gain: float = 0.1
     """With a model start, stop the rounds (and sweeps) once a round lowers the worst union L1/n by less
     than this share of its value (0: never). Adult at epsilon 0.5 then stops after 2 rounds, a generated
     15- or 50-column table after 2, a 97-column one runs on (its error still falls 5-30% a round)."""
@@ -116,9 +127,9 @@ class ShardedGumConfig:
 
     def __post_init__(self) -> None:
         rounds = self.max_rounds if self.model_max_rounds is None else self.model_max_rounds
-        if min(self.shard_size, self.iterations_per_round, self.max_rounds, rounds) < 1:
-            raise ValueError("ShardedGumConfig: shard_size, iterations_per_round, max_rounds and model_max_rounds "
-                             "must be >= 1")
+        if min(self.shard_size, self.min_shard_size, self.iterations_per_round, self.max_rounds, rounds) < 1:
+            raise ValueError("ShardedGumConfig: shard_size, min_shard_size, iterations_per_round, max_rounds and "
+                             "model_max_rounds must be >= 1")
         if not 0 <= self.model_min_gain < 1:
             raise ValueError("ShardedGumConfig: model_min_gain must be in [0, 1)")
         if self.sweeps < 0 or self.sweep_iterations < 1 or self.settle_sweeps < 0 or self.sweep_best_cell_pairs < 0:
@@ -133,9 +144,15 @@ class ShardedGumConfig:
                         self.settle_iterations, self.settle_sweeps)
 
 
-def shard_sizes(n: int, shard_size: int) -> list[int]:
-    """Near-equal shard sizes summing to ``n`` (``ceil(n / shard_size)`` shards, at least one)."""
-    p = max(1, ceil(n / shard_size))
+def shard_count(n: int, shard_size: int, parallelism: int = 1, min_shard_size: int = MIN_SHARD_SIZE) -> int:
+    """Shards for ``n`` records: ``ceil(n / shard_size)``, raised to ``parallelism`` (the session's default
+    parallelism: one shard per core) as far as every shard keeps at least ``min_shard_size`` records."""
+    return max(1, ceil(n / shard_size), min(parallelism, n // max(min_shard_size, 1)))
+
+
+def shard_sizes(n: int, shard_size: int, parallelism: int = 1, min_shard_size: int = MIN_SHARD_SIZE) -> list[int]:
+    """Near-equal shard sizes summing to ``n``, :func:`shard_count` of them."""
+    p = shard_count(n, shard_size, parallelism, min_shard_size)
     return [n // p + (1 if j < n % p else 0) for j in range(p)]
 
 
@@ -223,17 +240,19 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
 
 
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                 config: ShardedGumConfig, model=None) -> ShardContext:
+                 config: ShardedGumConfig, model=None, parallelism: int = 1) -> ShardContext:
     """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext).
 
     With a model, the context's config runs ``min(max_rounds, model_max_rounds)`` Jacobi rounds.
+    ``parallelism``: the Spark session's default parallelism (:func:`shard_count`).
     """
     if model is not None and config.model_max_rounds is not None:
         config = replace(config, max_rounds=min(config.max_rounds, config.model_max_rounds))
     plan = plan_gum(domain, targets.keys(), config.gum)
     tables = prepare_targets(plan, targets, n)
     layout = CountLayout(domain, list(plan.required_tables) + list(plan.targets))
-    return ShardContext(plan, layout, layout.pack(tables), tuple(shard_sizes(n, config.shard_size)), int(seed),
+    sizes = shard_sizes(n, config.shard_size, parallelism, config.min_shard_size)
+    return ShardContext(plan, layout, layout.pack(tables), tuple(sizes), int(seed),
                         config, model)
 
 

@@ -214,9 +214,9 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
     """
     config = config or ShardedGumConfig()
-    ctx = make_context(domain, targets, n, seed, config, model)
-    p = len(ctx.sizes)
     sc = spark.sparkContext
+    ctx = make_context(domain, targets, n, seed, config, model, parallelism=sc.defaultParallelism)
+    p = len(ctx.sizes)
     bc = sc.broadcast(ctx)
     checkpoint = _Checkpointer(spark, checkpoint_dir)
     run = ShardedGumResult(ctx)
