@@ -165,11 +165,11 @@ def _print_table(results: list[dict]) -> None:
     steps = sorted({k for r in results for k in r["timings"]}, key=lambda k: list(results[0]["timings"]).index(k)
                    if k in results[0]["timings"] else 99)
     print("\n| case | " + " | ".join(f"{s} (s)" for s in steps) + " | end to end (s) | bare scan (s) | "
-          "count passes / scan | s per 10^6 rows | estimator | marginals | driver MB | JVM MB |")
+          "read+encode / count passes vs scan | s per 10^6 rows | estimator | marginals | driver MB | JVM MB |")
     print("|---" * (len(steps) + 10) + "|")
     for r in results:
         t = r["timings"]
-        passes = [v for k, v in t.items() if k.startswith("count")]
+        passes = [v for k, v in t.items() if k.startswith(("read", "count"))]
         ratio = " / ".join(f"{v / r['scan']:.1f}x" for v in passes) or "-"
         per_row = r["wall"] / ((r["rows"] if isinstance(r["rows"], int) else ADULT_ROWS) / 1e6)
         print(f"| {r['case']} | " + " | ".join(f"{t.get(s, 0.0):.1f}" for s in steps)
