@@ -6,6 +6,7 @@ with ``--sigma``, Gaussian noise per cell (DP-like, inconsistent). Prints tables
     .venv/bin/python bench/bench_gum.py                       # everything (10^7 records: ~15-25 min)
     .venv/bin/python bench/bench_gum.py --part kernel         # kernel vs pandas only
     .venv/bin/python bench/bench_gum.py --part sharded --n 2000000 --shards 1,2,8 --rounds 4
+    .venv/bin/python bench/bench_gum.py --part throughput --n 200000 --widths 15,50,97 --rounds 8
     .venv/bin/python bench/bench_gum.py --part throughput --n 200000 --widths 15,50,97
     .venv/bin/python bench/bench_gum.py --part width --runs-dir /tmp/runs --run-id scale-662000x97 --shards 1,2
 
@@ -19,7 +20,9 @@ the error to the targets and records/s, first the error of the model's samples a
 pipeline's schedule on targets from a generated table with a known dependency structure (a chain
 ``x{j-1} -> x{j}`` as in :mod:`privsyn_spark.sample.generator`, sizes 2-60), with about
 ``--pairs-per-column`` pairs per column selected (the chain first, then random pairs, as PrivSyn's
-selection takes at width), and prints records/s per core.
+selection takes at width, within the pipeline's model size), and prints records/s per core from both
+starts (1-way draws, Private-PGM samples), with GUM's work per record against the tables an update
+touches (counted by ``MarginalSet.work``).
 """
 
 from __future__ import annotations
@@ -77,14 +80,18 @@ def bench_kernel(sigma: float, iterations: int) -> None:
     print(f"pandas / numpy (paper updates): {rows[2][1] / rows[0][1]:.0f}x")
 
 
-def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int = 0):
+def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int = 0,
+                      model_cells: float | None = None):
     """Domain and exact 2-way count tables of a generated ``rows x width`` table (numpy, chain dependencies).
 
     ``x{j}`` copies ``(7 x{j-1} + 3) mod size`` with probability 0.8, else is uniform (the rule of
     :func:`privsyn_spark.sample.generator.generated_table`); the targets are the chain pairs plus random
-    other pairs, ``pairs_per_column * width`` in all (at most every pair).
+    other pairs, ``pairs_per_column * width`` in all (at most every pair). With ``model_cells``, a random
+    pair is taken only while the junction tree of the pairs stays within that many cells (the pipeline's
+    bounded selection), so Private-PGM can be fitted to them.
     """
     from privsyn_spark.domain import Domain
+    from privsyn_spark.estimate.junction_tree import model_cells as tree_cells
     from privsyn_spark.synthesize.gum.kernel import marginal_counts
 
     rng = np.random.default_rng(seed)
@@ -101,7 +108,13 @@ def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int 
     chain = [(j - 1, j) for j in range(1, width)]
     others = [(i, j) for i in range(width) for j in range(i + 2, width)]
     want = min(int(round(pairs_per_column * width)), len(chain) + len(others))
-    picked = chain + [others[i] for i in rng.permutation(len(others))[: max(0, want - len(chain))]]
+    picked = list(chain)
+    for pair in (others[i] for i in rng.permutation(len(others))):
+        if len(picked) >= want:
+            break
+        keys = [(f"x{i}", f"x{j}") for i, j in picked + [pair]]
+        if model_cells is None or tree_cells(domain, keys, stop_above=model_cells) is not None:
+            picked.append(pair)
     keys = [(f"x{i}", f"x{j}") for i, j in picked]
     return domain, {k: marginal_counts(data, domain, k).astype(np.float64) for k in keys}
 
@@ -126,8 +139,11 @@ def overlap_stats(domain, keys, config: GumConfig) -> tuple[float, float]:
     return float(np.mean(overlap)), float(np.mean(touched))
 
 
-def fitted_model(domain, targets):
-    """Private-PGM fitted to the exact targets (sigma 1 each), its marginals as the new targets, fit seconds."""
+def fitted_model(domain, targets, max_iters: int = 100):
+    """Private-PGM fitted to the exact targets (sigma 1 each), its marginals as the new targets, fit seconds.
+
+    The fit's iterations are capped: GUM's targets are the model's own marginals, so its quality does not
+    change the throughput measured."""
     from privsyn_spark.estimate.estimation import MirrorDescent
     from privsyn_spark.estimate.junction_tree import build_junction_tree
     from privsyn_spark.privacy.measurements import NoisyMarginal
@@ -135,47 +151,82 @@ def fitted_model(domain, targets):
     started = time.perf_counter()
     total = float(next(iter(targets.values())).sum())
     tree = build_junction_tree(domain, list(targets), 1e7)
-    fit = MirrorDescent(cell_budget=1e7).estimate([NoisyMarginal(k, t, 1.0, 1.0) for k, t in targets.items()],
-                                                  domain, total, tree=tree)
+    fit = MirrorDescent(cell_budget=1e7, max_iters=max_iters).estimate(
+        [NoisyMarginal(k, t, 1.0, 1.0) for k, t in targets.items()], domain, total, tree=tree)
     return fit.model, {k: np.maximum(fit.model.marginal(k), 0.0) for k in targets}, time.perf_counter() - started
 
 
+class _UpdateWork:
+    """Counts GUM's marginal updates and the tables they scored and recounted (``MarginalSet.work``)."""
+
+    def __init__(self) -> None:
+        import privsyn_spark.synthesize.gum.kernel as gum_module
+
+        self.module, self.original = gum_module, gum_module.update_marginal
+        self.updates = self.tables = 0
+
+    def __enter__(self):
+        def counted(records, marginals, *args, **kwargs):
+            before = marginals.work.scored + marginals.work.recounted
+            out = self.original(records, marginals, *args, **kwargs)
+            self.updates += 1
+            self.tables += marginals.work.scored + marginals.work.recounted - before
+            return out
+        self.module.update_marginal = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.module.update_marginal = self.original
+
+
 def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds: int, k: int,
-                     model_start: bool = False) -> None:
-    """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule."""
+                     starts: list[str], model_cells: float) -> None:
+    """Records/s of one shard (one core) running the pipeline's sharded-GUM schedule, from each start."""
     import os
 
     from privsyn_spark.synthesize.sharded.algorithm import run_shards_locally
 
     rows = []
     for width in widths:
-        domain, targets = generated_targets(width, 200_000, pairs_per_column)
-        model = None
-        if model_start:
-            model, targets, fit_secs = fitted_model(domain, targets)
-            print(f"{width} columns: model fitted in {fit_secs:.1f} s")
-        cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
-        started = time.perf_counter()
-        _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
-        secs = time.perf_counter() - started
-        overlap, touched = overlap_stats(domain, targets, cfg.gum)
-        iterations = run.rounds * k  # a model start runs at most ShardedGumConfig.model_max_rounds rounds
-        us = 1e6 * secs / (n * iterations)
-        rows.append((width, len(targets), overlap, touched, iterations, secs, n / secs, us, 1e3 * us / len(targets),
-                     run.max_relative_error(), sum(run.final_errors.values()) / n))
+        domain, exact = generated_targets(width, 200_000, pairs_per_column, model_cells=model_cells or None)
+        for start in starts:
+            model, targets = None, exact
+            if start == "model":
+                model, targets, fit_secs = fitted_model(domain, exact)
+                print(f"{width} columns: model fitted in {fit_secs:.1f} s", file=sys.stderr)
+            cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
+            started, cpu = time.perf_counter(), time.process_time()
+            with _UpdateWork() as work:
+                _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
+            wall, secs = time.perf_counter() - started, time.process_time() - cpu  # CPU: the machine is shared
+            overlap, touched = overlap_stats(domain, targets, cfg.gum)
+            updated = max(1, len(plan_updates(domain, targets, cfg.gum)))
+            iterations = work.updates / updated  # a model start stops iterations and rounds on their gains
+            rows.append((width, start, len(targets), overlap, touched, iterations, wall, secs, n / secs,
+                         1e9 * secs / (n * max(work.updates, 1)), work.tables / max(work.updates, 1),
+                         1e9 * secs / (n * max(work.tables, 1)), run.max_relative_error(),
+                         sum(run.final_errors.values()) / n))
     load = os.getloadavg()
-    start = "records sampled from the fitted model" if model_start else "1-way records"
-    print(f"\nGUM throughput: one shard of {n:,} records, up to {rounds} rounds x {k} iterations, exact 2-way targets"
-          f" (~{pairs_per_column} pairs per column), start: {start};"
-          f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"| {'columns':>7} | {'marginals':>9} | {'overlap':>7} | {'dup touches':>11} | {'iters':>5} | {'wall s':>7} |"
-          f" {'records/s':>10} | {'us / rec-iter':>13} | {'ns / rec-iter-marginal':>22} | {'worst L1/n':>10} |"
-          f" {'sum L1/n':>8} |")
-    print(f"|{'-' * 9}|{'-' * 11}|{'-' * 9}|{'-' * 13}|{'-' * 7}|{'-' * 9}|{'-' * 12}|{'-' * 15}|{'-' * 24}|{'-' * 12}|"
-          f"{'-' * 10}|")
-    for w, m, ov, tc, its, secs, rps, us, ns, worst, tot in rows:
-        print(f"| {w:7d} | {m:9d} | {ov:7.1f} | {tc:11.1f} | {its:5d} | {secs:7.1f} | {rps:10,.0f} | {us:13.2f} | {ns:22.1f} |"
-              f" {worst:10.5f} | {tot:8.4f} |")
+    print(f"\nGUM throughput: one shard of {n:,} records (one core), up to {rounds} rounds x {k} iterations, exact "
+          f"2-way targets (~{pairs_per_column} pairs per column, junction tree within {model_cells:,.0f} cells); "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print("(CPU seconds of this process; records/s per core = records / CPU s; a record-update is one record"
+          " in one marginal update; tables = those an update scored or recounted, MarginalSet.work)")
+    print("| columns | start | marginals | overlap | dup touches | iterations | wall s | CPU s | records/s per core |"
+          " ns / record-update | tables / update | ns / record-table | worst L1/n | sum L1/n |")
+    print("|---" * 14 + "|")
+    for w, st, m, ov, tc, its, wall, secs, rps, ns_up, tpu, ns_tab, worst, tot in rows:
+        print(f"| {w} | {st} | {m} | {ov:.1f} | {tc:.1f} | {its:.1f} | {wall:.1f} | {secs:.1f} | {rps:,.0f} |"
+              f" {ns_up:.0f} |"
+              f" {tpu:.1f} | {ns_tab:.1f} | {worst:.5f} | {tot:.4f} |")
+
+
+def plan_updates(domain, targets, config: GumConfig) -> list:
+    """The marginals one GUM iteration updates (every component's)."""
+    from privsyn_spark.synthesize.gum.kernel import plan_gum
+
+    return [k for comp in plan_gum(domain, targets, config).components if comp.tracked_targets
+            for k in comp.update_targets]
 
 
 def targets_from_measurements(folder: str):
@@ -315,9 +366,12 @@ def main() -> None:
     parser.add_argument("--widths", default="15,50,97", help="columns of the generated tables (throughput)")
     parser.add_argument("--pairs-per-column", type=float, default=3.0,
                         help="selected pairs per column of the generated tables (throughput)")
-    parser.add_argument("--model-start", action="store_true",
-                        help="throughput: fit Private-PGM to the targets and start GUM from its samples "
-                             "(needs a junction tree within 10^7 cells: e.g. --pairs-per-column 1)")
+    parser.add_argument("--starts", default="1-way,model",
+                        help="throughput: GUM's starts, among 1-way (PrivSyn's independent draws) and model "
+                             "(samples of Private-PGM fitted to the targets, the pipeline's default with pgm)")
+    parser.add_argument("--model-cells", type=float, default=5e6,
+                        help="throughput: junction-tree cells the generated pairs stay within (the pipeline's "
+                             "default --model-cells; 0: unbounded, 1-way start only)")
     parser.add_argument("--measurements", help="a run's measurements folder (e.g. runs/quickstart/measurements "
                                                "after scripts/quickstart.sh): use the pipeline's targets for it")
     parser.add_argument("--runs-dir", help="width: the runs folder holding --run-id's targets and measurements")
@@ -329,7 +383,7 @@ def main() -> None:
         bench_kernel(args.sigma, args.kernel_iterations)
     if args.part == "throughput":
         bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
-                         args.k, args.model_start)
+                         args.k, args.starts.split(","), args.model_cells)
     if args.part == "width":
         bench_width(args.runs_dir, args.run_id, [int(p) for p in args.shards.split(",")], args.rounds, args.k,
                     args.master if args.spark else None)

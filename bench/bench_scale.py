@@ -36,6 +36,8 @@ CASES = {
     "a": [(662_000, 97)],
     "b": [(10_000_000, 50)],
     "c": [(10_000_000, 15), (100_000_000, 15)],
+    "c7": [(10_000_000, 15)],  # case c one length at a time
+    "c8": [(100_000_000, 15)],
     "d": [("adult", 15)],
     "s": [(20_000, 20)],  # a smoke test of the bench itself
 }
@@ -151,10 +153,9 @@ def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float) -> 
               "columns": columns, "wall": wall, "scan": scan, "timings": report.get("timings", {}),
               "estimation": (report.get("estimation") or {}).get("method"),
               "estimate_cpu": ((report.get("estimation") or {}).get("info") or {}).get("estimation_cpu_seconds"),
-              "load": os.getloadavg()[0],
               "marginals": len(report.get("selection", {}).get("marginals", [])),
               "driver_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "jvm_mb": _jvm_peak_mb(spark)}
+              "jvm_mb": _jvm_peak_mb(spark), "load": os.getloadavg()}
     if rows != "adult":
         result["tvd"] = _tvds(spark, source, fmt, schema, str(output), runs / run_id / "measurements", dependent)
     spark.stop()
@@ -165,18 +166,19 @@ def _print_table(results: list[dict]) -> None:
     steps = sorted({k for r in results for k in r["timings"]}, key=lambda k: list(results[0]["timings"]).index(k)
                    if k in results[0]["timings"] else 99)
     print("\n| case | " + " | ".join(f"{s} (s)" for s in steps) + " | end to end (s) | bare scan (s) | "
-          "count passes / scan | s per 10^6 rows | estimator | estimate CPU (s) | marginals | driver MB | JVM MB "
-          "| load |")
-    print("|---" * (len(steps) + 11) + "|")
+          "read+encode / count passes vs scan | s per 10^6 rows | estimator | estimate CPU (s) | marginals | driver MB "
+          "| JVM MB | load at the end (1/5/15 min) |")
+    print("|---" * (len(steps) + 12) + "|")
     for r in results:
         t = r["timings"]
         cpu = "-" if r.get("estimate_cpu") is None else f"{r['estimate_cpu']:.1f}"
-        passes = [v for k, v in t.items() if k.startswith("count")]
+        passes = [v for k, v in t.items() if k.startswith(("read", "count"))]
         ratio = " / ".join(f"{v / r['scan']:.1f}x" for v in passes) or "-"
         per_row = r["wall"] / ((r["rows"] if isinstance(r["rows"], int) else ADULT_ROWS) / 1e6)
         print(f"| {r['case']} | " + " | ".join(f"{t.get(s, 0.0):.1f}" for s in steps)
               + f" | {r['wall']:.1f} | {r['scan']:.1f} | {ratio} | {per_row:.2f} | {r['estimation']} | "
-              f"{cpu} | {r['marginals']} | {r['driver_mb']:,.0f} | {r['jvm_mb']:,.0f} | {r.get('load', float('nan')):.1f} |")
+              f"{cpu} | {r['marginals']} | {r['driver_mb']:,.0f} | {r['jvm_mb']:,.0f} | "
+              + " / ".join(f"{v:.1f}" for v in r.get("load", ())) + " |")
     with_tvd = [r for r in results if "tvd" in r]
     if with_tvd:
         print("\n| case | 2-way TVD synthetic | independent 1-way | dependent pairs: synthetic | independent |")

@@ -60,17 +60,22 @@ class Decoder:
                                            absent.get(c.name))
                         for c in schema.columns if c.name in value_maps}
 
-    def original_codes(self, merged: np.ndarray, attr: str, u: np.ndarray) -> np.ndarray:
+    def original_codes(self, merged: np.ndarray, attr: str, u: np.ndarray | None) -> np.ndarray:
         """Expand merged codes of ``attr`` to original codes (identity where nothing was merged);
-        ``u``: one uniform per record."""
+        ``u``: one uniform per record (None when no group of ``attr`` has several members); only records
+        in groups of several members are searched."""
         if attr not in self._expand:
             return merged
-        members, keys, starts = self._expand[attr]
-        # keys = group + cumulative share within the group, increasing over the concatenated groups,
-        # so one searchsorted picks a member of each record's own group with the right probability
-        position = np.searchsorted(keys, merged + u, side="right")
-        position = np.clip(position, starts[merged], starts[merged + 1] - 1)
-        return members[position]
+        members, keys, starts, merged_group = self._expand[attr]
+        out = members[starts[merged]]  # a group of one member (most of them) decodes to that member
+        drawn = merged_group[merged]
+        if drawn.any():
+            # keys = group + cumulative share within the group, increasing over the concatenated groups,
+            # so one searchsorted picks a member of each record's own group with the right probability
+            m = merged[drawn]
+            position = np.searchsorted(keys, m + u[drawn], side="right")
+            out[drawn] = members[np.clip(position, starts[m], starts[m + 1] - 1)]
+        return out
 
     def decode(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> pa.RecordBatch:
         """Decode one batch of records (rows: records, columns: the schema's kept columns)."""
@@ -78,7 +83,8 @@ class Decoder:
         for j, column in enumerate(self.schema.columns):
             codes = np.asarray(merged_codes[:, j], dtype=np.int64)
             if column.name in self._expand:
-                codes = self.original_codes(codes, column.name, uniforms(j, _EXPAND))
+                merges = self._expand[column.name][3].any()  # else the column's draws are not needed
+                codes = self.original_codes(codes, column.name, uniforms(j, _EXPAND) if merges else None)
             if isinstance(column, CategoricalColumn):
                 arrays.append(_categorical_values(column, codes))
             else:
@@ -88,7 +94,8 @@ class Decoder:
 
 
 def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None):
-    """Original codes sorted by merged code, their search keys (group + cumulative share), group starts.
+    """Original codes sorted by merged code, their search keys (group + cumulative share), group starts,
+    and which merged codes are groups of several members.
 
     Absent codes get no weight; a group whose other noisy counts are all <= 0 is uniform over its
     present members (over all of them if none is present: such a group is never generated).
@@ -103,7 +110,7 @@ def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | 
     w = np.where(totals[groups] > 0, w, np.where(alive[groups] > 0, present, 1.0).astype(np.float64))
     totals = np.add.reduceat(w, starts[:-1])
     cumulative = np.cumsum(w) - np.repeat(np.cumsum(totals) - totals, np.diff(starts))
-    return order.astype(np.int64), groups + cumulative / totals[groups], starts
+    return order.astype(np.int64), groups + cumulative / totals[groups], starts, np.diff(starts) > 1
 
 
 def _categorical_values(column: CategoricalColumn, codes: np.ndarray) -> pa.Array:

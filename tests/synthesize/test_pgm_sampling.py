@@ -119,3 +119,27 @@ def test_the_fitted_model_round_trips_through_the_run_folder(tmp_path):
     for k in keys:
         assert np.allclose(loaded.marginal(k), model.marginal(k))
     assert np.array_equal(loaded.sample(1_000, np.random.default_rng(4)), model.sample(1_000, np.random.default_rng(4)))
+
+
+def test_a_model_start_stops_iterating_once_an_iteration_gains_little():
+    """From the model's samples, GUM stops a component once an iteration lowers its worst L1/n by less than
+    ``model_min_gain``; without it (``min_gain`` 0) every iteration runs."""
+    from dataclasses import replace
+
+    from privsyn_spark.synthesize.gum.kernel import run_gum
+
+    domain, keys, model = chain_model()
+    targets = {k: model.marginal(k) for k in keys}
+    n = 20_000
+    plan = plan_gum(domain, targets)
+    tables = prepare_targets(plan, targets, n)
+    cfg = GumConfig(iterations=40, append_attributes=False)
+    histories = {}
+    for name, gum in (("stopping", cfg.for_model_start()), ("every", replace(cfg.for_model_start(), min_gain=0.0))):
+        records = initialize_records(plan, tables, n, np.random.default_rng(2), model=model)
+        histories[name] = run_gum(records, plan, tables, gum, np.random.default_rng(3))
+    assert len(plan.components) == 1 and {len(h) for h in histories["every"].values()} == {41}
+    stopping = np.max(list(histories["stopping"].values()), axis=0)
+    assert 2 <= len(stopping) < 41
+    assert stopping[-2] - stopping[-1] < cfg.model_min_gain * stopping[-2]
+    assert np.all(stopping[:-2] - stopping[1:-1] >= cfg.model_min_gain * stopping[:-2])

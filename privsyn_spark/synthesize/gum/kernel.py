@@ -129,9 +129,13 @@ def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray]
                 moved += update_marginal(records, marginals, i, alpha, config, rng, copy_cols, updates,
                                         config.improving_only(t)).changed
             _shuffle_columns(records, comp_cols, rng)
-            worst = track()
+            before, worst = worst, track()
             lvl = logging.INFO if (t + 1) % 10 == 0 else logging.DEBUG
             log.log(lvl, "GUM iteration %d (alpha %.3g): %d records changed, worst L1/n %.4f", t, alpha, moved, worst)
+            if config.min_gain > 0 and before - worst < config.min_gain * before:
+                log.debug("component %s: iteration %d gained under %.2g%%; stopping", comp.attrs, t,
+                          100 * config.min_gain)
+                break
     return {k: np.asarray(v) for k, v in history.items()}
 
 
