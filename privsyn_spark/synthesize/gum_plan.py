@@ -110,7 +110,8 @@ class GumConfig:
         if self.whole_record_marginals < 0:
             raise ValueError("GumConfig: whole_record_marginals must be >= 0")
         if min(self.best_cell_pairs, self.model_best_cell_pairs) < 0 or self.best_cell_candidates < 1:
-            raise ValueError("GumConfig: need best_cell_pairs, model_best_cell_pairs >= 0 and best_cell_candidates >= 1")
+            raise ValueError("GumConfig: need best_cell_pairs >= 0, model_best_cell_pairs >= 0 and "
+                             "best_cell_candidates >= 1")
 
     def alpha(self, t: int) -> float:
         """Update rate at iteration ``t``."""
