@@ -336,12 +336,14 @@ def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: i
         secs, cpu = time.perf_counter() - started, time.process_time() - cpu
         load = os.getloadavg()[0]
         where = "local, one process" if spark is None else spark.sparkContext.master
-        print(f"\n{p} shard(s) of ~{-(-n // p):,} ({where}), k={k}, up to {rounds} rounds; load {load:.1f}")
+        used = run.context.config  # a model start caps rounds and k (ShardedGumConfig.model_*)
+        print(f"\n{len(run.context.sizes)} shard(s) of ~{max(run.context.sizes):,} ({where}),"
+              f" k={used.iterations_per_round}, up to {used.max_rounds} rounds; load {load:.1f}")
         print(f"| {'round':>5} | {'wall s':>7} | {'worst L1/n':>10} | {'sum L1/n':>8} |")
         print(f"|{'-' * 7}|{'-' * 9}|{'-' * 12}|{'-' * 10}|")
         for r, (errs, s) in enumerate(zip(run.history, run.round_seconds)):
             print(f"| {r:5d} | {s:7.1f} | {max(errs.values()) / n:10.5f} | {sum(errs.values()) / n:8.4f} |")
-        summary.append((p, run.rounds, secs, cpu, n / secs, run.max_relative_error(),
+        summary.append((len(run.context.sizes), run.rounds, secs, cpu, n / secs, run.max_relative_error(),
                         sum(run.final_errors.values()) / n, load))
     print(f"\nSummary: {run_id}, {n:,} records ({'local' if spark is None else spark.sparkContext.master})")
     print(f"| {'shards':>6} | {'rounds':>6} | {'wall s':>7} | {'driver CPU s':>12} | {'records/s':>10} |"

@@ -87,7 +87,11 @@ def test_sharded_gum_from_model_samples():
     cfg = ShardedGumConfig(gum=GumConfig(append_attributes=False), shard_size=5_000, iterations_per_round=3,
                            max_rounds=2, model_max_rounds=1)
     ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, model)))
-    assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after
+    assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after == 0  # polishing only
+    assert ctx.gum.best_cell_pairs == cfg.gum.model_best_cell_pairs > 0  # by best-cell moves
+    assert ctx.config.iterations_per_round == 3  # model_iterations_per_round (5) caps k, never raises it
+    assert make_context(domain, targets, 10_000, 4, ShardedGumConfig(), model).config.iterations_per_round == 5
+    assert make_context(domain, targets, 10_000, 4, ShardedGumConfig()).config.iterations_per_round == 10
     records, counts = init_shard(ctx, 1)
     assert np.array_equal(records, init_shard(ctx, 1)[0]) and np.array_equal(counts, layout_counts(ctx.layout, records))
     final = {}
@@ -101,7 +105,8 @@ def test_sharded_gum_from_model_samples():
                                 config=ShardedGumConfig(gum=cfg.gum, shard_size=5_000, iterations_per_round=3,
                                                         max_rounds=8))
     worst = [max(h.values()) for h in run.history]
-    assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < 0.05 * worst[-2], worst  # model_min_gain stopped it
+    gain = run.context.config.model_min_gain
+    assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < gain * worst[-2], worst  # model_min_gain stopped it
 
 
 

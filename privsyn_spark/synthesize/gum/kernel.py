@@ -26,11 +26,12 @@ the reference implementation); after ``improving_only_after`` iterations a move 
 lowers the summed L1 (greedy polishing); and in those polishing updates each removed record goes, by
 Replace, to the gain cell of a few on offer where its move lowers the summed L1 most, cells taking one
 record per pass with the counts updated in between (``best_cell_candidates``, ``best_cell_pairs``; 0, the
-default, = removed records paired with gain slots at random; sharded GUM's sweeps turn it on). They lower
-the error floor that uniformly random moves settle at (unit-level churn between overlapping marginals): on
-the Adult sample (22 2-/3-way marginals, 40 iterations) the summed L1 on exact targets goes from about
-2700 (reference) to 340 with the first two and 180 with all three (12400 to 9800 on noisy targets with the
-third). The second makes the error non-increasing, which the sharded reconciliation relies on.
+default, = removed records paired with gain slots at random; sharded GUM's sweeps and starts from
+model samples turn it on). They lower the error floor that uniformly random
+moves settle at (unit-level churn between overlapping marginals): on the Adult sample (22 2-/3-way
+marginals, 40 iterations) the summed L1 on exact targets goes from about 2700 (reference) to 340 with
+the first two and 180 with all three (12400 to 9800 on noisy targets with the third). The second makes
+the error non-increasing, which the sharded reconciliation relies on.
 
 Everything is vectorised (cell index, bincount, radix argsort, ``np.repeat``); Python loops run over
 iterations, components and marginals only, never over records or cells. The entry point is
