@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum.kernel import kernel as gum
-from privsyn_spark.synthesize.gum.kernel import plan as gum_plan
-from privsyn_spark.synthesize.gum.kernel import update as gum_update
+from privsyn_spark.synthesize.gum import kernel as gum
+from privsyn_spark.synthesize.gum import plan as gum_plan
+from privsyn_spark.synthesize.gum import update as gum_update
 from privsyn_spark.synthesize.gum.kernel import (
     GumConfig,
     MarginalSet,
