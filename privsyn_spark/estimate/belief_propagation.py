@@ -154,6 +154,7 @@ def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]]) -> list[list[tu
 
 
 def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
+    """The calibration plan for potentials on ``keys`` (built once, cached on the tree)."""
     plans = tree.cache.setdefault("calibration_plans", {})
     if keys in plans:
         return plans[keys]
@@ -180,6 +181,7 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
 
 
 def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
+    """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
     if len(members) == 1 and members[0][0] == attrs:
         return Factor(domain, attrs, theta[attrs])
     values = np.zeros(domain.shape(attrs))
@@ -207,7 +209,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     domain = tree.domain
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
     plan = _plan(tree, tuple(theta))
-    factors = [[_term(domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+    factors = clique_factors(tree, theta)
     cliques = tree.cliques
     messages: dict[tuple[int, int], Factor] = {}
     tiny = float(np.finfo(dtype).tiny) * 1e8  # separator sums below this: exact logsumexp instead
