@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -180,6 +181,24 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
     return plan
 
 
+@lru_cache(maxsize=4096)
+def _collapsed(full: tuple[int, ...], shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Broadcast shapes with adjacent axes merged wherever every part broadcasts them alike (numpy's
+    broadcasting loops are slow over short inner axes, e.g. a 3-value attribute last)."""
+    groups: list[tuple[tuple[bool, ...], int, list[int]]] = []
+    for k, n in enumerate(full):
+        if n == 1:
+            continue
+        pattern = tuple(s[k] == n for s in shapes)
+        if groups and groups[-1][0] == pattern:
+            groups[-1] = (pattern, groups[-1][1] * n, groups[-1][2] + [k])
+        else:
+            groups.append((pattern, n, [k]))
+    merged = tuple(n for _, n, _ in groups) or (1,)
+    parts = [tuple(n if pattern[p] else 1 for pattern, n, _ in groups) or (1,) for p in range(len(shapes))]
+    return merged, parts
+
+
 def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
     """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
     if len(members) == 1 and members[0][0] == attrs:
@@ -232,15 +251,19 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         offset = float(sum(peaks))
         parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
         combine = np.multiply if linear else np.add
-        out = np.empty(domain.shape(cliques[i]), dtype=dtype)
+        shape = domain.shape(cliques[i])
+        out = np.empty(shape, dtype=dtype)
         if not parts:
             out.fill(1.0 if linear else 0.0)
-        elif len(parts) == 1:
-            np.copyto(out, parts[0])
+            return out, offset
+        full, shapes = _collapsed(tuple(shape), tuple(v.shape for v in parts))
+        flat, parts = out.reshape(full), [v.reshape(s) for v, s in zip(parts, shapes)]
+        if len(parts) == 1:
+            np.copyto(flat, parts[0])
         else:
-            combine(parts[0], parts[1], out=out)
+            combine(parts[0], parts[1], out=flat)
             for part in parts[2:]:
-                combine(out, part, out=out)
+                combine(flat, part, out=flat)
         return out, offset
 
     def exact(i: int, j: int) -> Factor:
