@@ -8,8 +8,8 @@ Cases (each in its own process, so peak memory is per case; the Spark session st
 
 For each: seconds per step (from the run report's timings), the estimate step's driver CPU seconds and
 the load average (the machine may be shared: CPU seconds are the figure to compare then), the bare
-Spark scan of the same table in the same process, every engine pass against that scan, peak driver Python and JVM memory, and, for the
-generated tables, the synthetic table's mean 2-way TVD to the input against independent noisy 1-way
+Spark scan of the same table in the same process, every engine pass against that scan, peak driver
+Python and JVM memory, and, for the generated tables, the synthetic table's mean 2-way TVD to the input against independent noisy 1-way
 columns (from the run's own measurements), on all pairs (a sample) and on the pairs the network made
 dependent. Only this bench reads exact counts of the (generated, public) input; the pipeline does not.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -154,6 +155,7 @@ def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]]) -> list[list[tu
 
 
 def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
+    """The calibration plan for potentials on ``keys`` (built once, cached on the tree)."""
     plans = tree.cache.setdefault("calibration_plans", {})
     if keys in plans:
         return plans[keys]
@@ -179,7 +181,26 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
     return plan
 
 
+@lru_cache(maxsize=4096)
+def _collapsed(full: tuple[int, ...], shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Broadcast shapes with adjacent axes merged wherever every part broadcasts them alike (numpy's
+    broadcasting loops are slow over short inner axes, e.g. a 3-value attribute last)."""
+    groups: list[tuple[tuple[bool, ...], int, list[int]]] = []
+    for k, n in enumerate(full):
+        if n == 1:
+            continue
+        pattern = tuple(s[k] == n for s in shapes)
+        if groups and groups[-1][0] == pattern:
+            groups[-1] = (pattern, groups[-1][1] * n, groups[-1][2] + [k])
+        else:
+            groups.append((pattern, n, [k]))
+    merged = tuple(n for _, n, _ in groups) or (1,)
+    parts = [tuple(n if pattern[p] else 1 for pattern, n, _ in groups) or (1,) for p in range(len(shapes))]
+    return merged, parts
+
+
 def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
+    """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
     if len(members) == 1 and members[0][0] == attrs:
         return Factor(domain, attrs, theta[attrs])
     values = np.zeros(domain.shape(attrs))
@@ -207,7 +228,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     domain = tree.domain
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
     plan = _plan(tree, tuple(theta))
-    factors = [[_term(domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+    factors = clique_factors(tree, theta)
     cliques = tree.cliques
     messages: dict[tuple[int, int], Factor] = {}
     tiny = float(np.finfo(dtype).tiny) * 1e8  # separator sums below this: exact logsumexp instead
@@ -230,15 +251,19 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         offset = float(sum(peaks))
         parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
         combine = np.multiply if linear else np.add
-        out = np.empty(domain.shape(cliques[i]), dtype=dtype)
+        shape = domain.shape(cliques[i])
+        out = np.empty(shape, dtype=dtype)
         if not parts:
             out.fill(1.0 if linear else 0.0)
-        elif len(parts) == 1:
-            np.copyto(out, parts[0])
+            return out, offset
+        full, shapes = _collapsed(tuple(shape), tuple(v.shape for v in parts))
+        flat, parts = out.reshape(full), [v.reshape(s) for v, s in zip(parts, shapes)]
+        if len(parts) == 1:
+            np.copyto(flat, parts[0])
         else:
-            combine(parts[0], parts[1], out=out)
+            combine(parts[0], parts[1], out=flat)
             for part in parts[2:]:
-                combine(out, part, out=out)
+                combine(flat, part, out=flat)
         return out, offset
 
     def exact(i: int, j: int) -> Factor:

@@ -1,0 +1,43 @@
+"""Benchmark: the estimate step alone on saved measurements (a run's ``runs/<id>/measurements``).
+
+Post-processing only: loads the measurements artifact and runs ``consistent_targets`` as the
+pipeline does (default model size), ``--repeat`` times. Prints the estimator, junction-tree size,
+iterations, oracle calls, wall and CPU seconds, the final loss and the load average. Asserts nothing.
+Run it with two checkouts on the same folder to compare code at the same measurements.
+
+    .venv/bin/python bench/bench_estimate_saved.py runs/<run id>/measurements [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
+from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.privacy.measurements import Measurements
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("measurements", help="a measurements folder (runs/<run id>/measurements)")
+    parser.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    m = Measurements.load(args.measurements)
+    print(f"\nestimation on {args.measurements}: {len(m.domain)} attributes, {len(m.marginals)} measurements")
+    print("| run | method | tree cells | iterations | oracle calls | estimate s (wall) | estimate CPU s | final loss | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for run in range(args.repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        _, method, info = consistent_targets(m.marginals, m.domain, m.noisy_total, cell_budget=args.model_cells)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        loss = info.get("loss")
+        print(f"| {run} | {method} | {info.get('model_cells', 0):,} | {info.get('iterations', '-')} | "
+              f"{info.get('oracle_calls', '-')} | {wall:.1f} | {cpu:.1f} | "
+              f"{f'{loss:.6g}' if loss is not None else '-'} | {os.getloadavg()[0]:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
