@@ -43,7 +43,7 @@ from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
-from privsyn_spark.synth_model import SynthModel, _session
+from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 
 SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
@@ -259,29 +259,25 @@ class Report:
         return text
 
 
-def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, seed: int = 0,
-             real_values=None) -> Report:
+def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, seed: int = 0) -> Report:
     """Compare ``synthetic`` with ``real`` (Spark or pandas DataFrames of ``schema``, or
-    :meth:`PrivSyn.open`'s input with ``real_values`` its raw table): TVD, range queries, a privacy
-    smoke check and, with ``label``, ML efficacy. Reads the private table: the result is NOT
+    :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
+    and, with ``label``, ML efficacy. Reads the private table: the result is NOT
     differentially private (an operator's check, not something to publish)."""
     from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
     from privsyn_spark.measure.input_codes import InputCodes
 
     schema = schema if isinstance(schema, Schema) else Schema.load(schema)
     synthetic = _spark_frame(synthetic)
-    if isinstance(real, InputCodes):  # the run's persisted codes; numeric value metrics need the raw table
-        values = real_values
-        if values is None:
-            from privsyn_spark.runtime.input_table import read_table
+    if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table
+        from privsyn_spark.runtime.input_table import read_table
 
-            values = (read_table(real.spark, real.source, real.fmt, infer_types=False) if isinstance(real.source, str)
-                      else real.source)
+        raw = read_table(real.spark, real.source, real.fmt, infer_types=False) if isinstance(real.source, str) \
+            else real.source
         return Report(evaluate_tables(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
-                                      real_values=values))
+                                      real_values=raw))
     real = _spark_frame(real)
-    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed,
-                                  real_values=real_values))
+    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed))
 
 
 def _spark_frame(df):
@@ -295,12 +291,6 @@ def _spark_frame(df):
     if not hasattr(df, "sparkSession"):
         raise UsageError(f"expected a Spark or pandas DataFrame, got {type(df).__name__}")
     return df
-
-
-def _active():
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
 
 
 __all__ = ["PrivSyn", "SynthModel", "Plan", "Report", "evaluate", "write_delta", "SAMPLE_SCHEMA", "SAMPLE_DATA"]

@@ -1,12 +1,11 @@
 """The `pgm` synthesizer: sample records from the Private-PGM model, sharded over Spark partitions.
 
-The model is the one the estimate step fitted (passed in), or is fitted on the driver from the
-measurements artifact (post-processing: when the targets were cached by an earlier step); it is broadcast,
-and every shard (one Spark partition, ``shard_rows`` records, or fewer so that every core of the
-session gets a shard of at least 10^5 records: :func:`~privsyn_spark.synthesize.sharded.shard_count`)
-draws its records with exact tree sampling, ``chunk`` records at a time (systematic rounding inside each
-chunk), from a generator seeded by (seed, shard id): the same seed and shard count give the same table
-whatever the number of executors.
+The model is the one the estimate step fitted (passed in; :func:`fit_model` when estimation fell
+back to consistency); it is broadcast, and every shard (one Spark partition, ``shard_rows`` records, or
+fewer so that every core of the session gets a shard of at least 10^5 records:
+:func:`~privsyn_spark.synthesize.sharded.algorithm.shard_count`) draws its records with exact tree
+sampling, ``chunk`` records at a time (systematic rounding inside each chunk), from a generator seeded by
+(seed, shard id): the same seed and shard count give the same table whatever the number of executors.
 Each shard's work and memory are linear in its rows and bounded by the chunk, so 10^8 records are
 100 independent tasks. Needs a junction tree within the cell budget; otherwise use `gum`.
 """
@@ -67,18 +66,13 @@ def fit_model(measurements: Measurements, cell_budget: float = DEFAULT_CELL_BUDG
                        "max_clique_cells": tree.max_clique_cells}
 
 
-def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int,
-                         shard_rows: int = 1_000_000, cell_budget: float = DEFAULT_CELL_BUDGET, model=None):
-    """``(DataFrame of merged codes, info)``: ``rows`` records sampled from the fitted model.
-
-    ``model``: the graphical model the estimate step fitted (reused, not fitted again); None: fitted here.
-    """
+def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int, model,
+                         shard_rows: int = 1_000_000):
+    """``(DataFrame of merged codes, info)``: ``rows`` records sampled from ``model``, the graphical
+    model the estimate step fitted (or :func:`fit_model`; reused, never fitted here)."""
     import pyarrow as pa
 
     domain = measurements.domain
-    fit_info = {"model": "from the estimate step"}
-    if model is None:
-        model, fit_info = fit_model(measurements, cell_budget)
     sizes = shard_sizes(rows, shard_rows, parallelism=spark.sparkContext.defaultParallelism)
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
     model = spark.sparkContext.broadcast(model)
@@ -91,4 +85,4 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
                                                      names=list(domain.attrs))
 
     records = spark.range(0, len(sizes), 1, numPartitions=len(sizes)).mapInArrow(sample, codes_schema(domain))
-    return records, {"shards": len(sizes), **fit_info}
+    return records, {"shards": len(sizes), "model": "from the estimate step"}

@@ -46,5 +46,5 @@ def synthesize_codes(spark, measurements: Measurements, rows: int, seed: int, *,
 
         if model is None:
             raise ValueError("the pgm synthesizer needs the estimate stage's graphical model")
-        return sample_model_sharded(spark, measurements, rows, seed=seed, shard_rows=sharding.shard_rows, model=model)
+        return sample_model_sharded(spark, measurements, rows, seed, model, shard_rows=sharding.shard_rows)
     raise ValueError(f"unknown synthesizer {synthesizer!r} (use one of {SYNTHESIZERS})")
