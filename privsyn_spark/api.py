@@ -173,7 +173,7 @@ class PrivSyn:
         if self.ledger:
             from privsyn_spark.budget.ledger import dataset_state
 
-            held = dataset_state(spark, self.ledger, self.dataset_id)
+            held = dataset_state(spark, *self.release(run_id).ledger_key())
             record.dataset_ledger = {"ledger": self.ledger, "dataset_id": self.dataset_id, "spent_rho": held.spent_rho,
                                      "budget_rho": held.budget.rho if held.budget is not None else None,
                                      "left_rho": held.left_rho}

@@ -90,9 +90,9 @@ def _infer_schema(spark, args: argparse.Namespace) -> None:
     if args.non_private:
         from privsyn_spark.schema.schema import save_schema
 
-        draft = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
-                                   args.bins)
-        save_schema(draft, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
+        inferred = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
+                                      args.bins)
+        save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return
     bounds = draft_bounds(args)
@@ -135,6 +135,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "provenance":
         _print_provenance(spark, args.table, args.json)
         return 0
+    if config is None:
+        raise UsageError(f"{args.command}: not a run step")
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]

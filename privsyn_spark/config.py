@@ -133,7 +133,10 @@ class Settings:
             raise UsageError(f"--config: unknown section(s) {unknown} (known: {sorted(cls._SECTIONS)})")
         values = {}
         for section, attr in cls._SECTIONS.items():
-            kind = {f.name: f for f in dataclasses.fields(cls)}[attr].default_factory()
+            factory = {f.name: f for f in dataclasses.fields(cls)}[attr].default_factory
+            if not callable(factory):
+                raise TypeError(f"Settings.{attr} needs a default_factory")
+            kind = factory()
             values[attr] = _section(section, type(kind), doc.get(section) or {})
         return cls(**values)
 

@@ -53,4 +53,4 @@ class RunRecord:
     @classmethod
     def from_state(cls, doc: dict[str, Any] | None) -> RunRecord:
         """The record :meth:`to_state` wrote (an empty one for None)."""
-        return cls(**{key: doc.get(key) for key in _STATE_KEYS if key in doc}) if doc else cls()
+        return cls(**{key: doc[key] for key in _STATE_KEYS if key in doc}) if doc else cls()

@@ -66,8 +66,7 @@ class SynthModel:
         for warning in table_size_warnings(self.measurements):
             log.warning("%s", warning)
         folder, domain = self.run_folder, self.measurements.domain
-        cached = folder.load_targets(self.run_id) if folder is not None else None
-        if cached is not None:
+        if folder is not None and (cached := folder.load_targets(self.run_id)) is not None:
             self.targets, self.record.estimation = cached
             if self.record.estimation.get("method") == "pgm":
                 self.model = folder.load_model(self.run_id, domain)
@@ -189,7 +188,10 @@ class SynthModel:
         doc = folder.read_json(MODEL_FILE)
         if doc is None:
             raise UsageError(f"{uri} holds no saved privsyn-spark model ({MODEL_FILE} is missing)")
-        measurements = Measurements.from_bytes(folder.read("measurements", ARTIFACT_FILE))
+        data = folder.read("measurements", ARTIFACT_FILE)
+        if data is None:
+            raise UsageError(f"{uri} holds no measurements (measurements/{ARTIFACT_FILE} is missing)")
+        measurements = Measurements.from_bytes(data)
         record = RunRecord.from_state(doc.get("record"))
         targets = folder.load_targets(doc["run_id"])
         if targets is not None:

@@ -81,6 +81,14 @@ class Release:
 
         return resolve_budget(self.epsilon, self.delta, None)[0]
 
+    def ledger_key(self) -> tuple[str, str]:
+        """``(ledger, dataset_id)`` of a release charged to a ledger (:class:`UsageError` when one is missing)."""
+        if not self.ledger:
+            raise UsageError(f"run {self.run_id!r} is not charged to a ledger")
+        if not self.dataset_id:
+            raise UsageError("a ledger needs a dataset_id: the dataset's key in the ledger")
+        return self.ledger, self.dataset_id
+
 
 def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
@@ -124,7 +132,7 @@ def committed_measurements(spark, release: Release, fingerprint: dict) -> Measur
     if release.ledger:
         from privsyn_spark.budget.ledger import dataset_state
 
-        held = dataset_state(spark, release.ledger, release.dataset_id).active(release.run_id)
+        held = dataset_state(spark, *release.ledger_key()).active(release.run_id)
         if held is None or held.artifact_sha256 is None:
             raise UsageError(f"run {release.run_id!r} has no committed measurements in ledger {release.ledger} "
                              f"(dataset {release.dataset_id!r}); run the `measure` step first")
@@ -134,11 +142,12 @@ def committed_measurements(spark, release: Release, fingerprint: dict) -> Measur
                                f"match the ledger's hash")
         measurements = found[0]
     else:
-        measurements = local_artifact(release.runs_dir, release.run_id, spark)
-        if measurements is None:
+        local = local_artifact(release.runs_dir, release.run_id, spark)
+        if local is None:
             location = RunArtifacts(release.runs_dir, release.run_id, spark).base
             raise UsageError(f"run {release.run_id!r} has no measurements in {location}; "
                              f"run the `measure` step first")
+        measurements = local
     check_same_run(measurements, fingerprint, release.run_id)
     return measurements
 
@@ -149,15 +158,16 @@ def guarded_measure(spark, release: Release, fingerprint: dict, draw: Draw, samp
     attempt = uuid.uuid4().hex
     provenance = {"fingerprint": fingerprint, "attempt": attempt}
     if not release.ledger:
-        found = local_artifact(release.runs_dir, release.run_id, spark)
-        if found is not None:
-            check_same_run(found, fingerprint, release.run_id)
+        local = local_artifact(release.runs_dir, release.run_id, spark)
+        if local is not None:
+            check_same_run(local, fingerprint, release.run_id)
             log.info("run %s: reusing the measurements in %s (no ledger)", release.run_id, artifacts.measurements)
-            return found
+            return local
         return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
     from privsyn_spark.budget import ledger as L
 
-    reservation = L.reserve(spark, release.ledger, release.dataset_id, release.run_id, rho=release.rho,
+    ledger, dataset_id = release.ledger_key()
+    reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                             epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                             artifact=artifacts.measurements, attempt=attempt)
     for _ in range(3):
@@ -167,14 +177,14 @@ def guarded_measure(spark, release: Release, fingerprint: dict, draw: Draw, samp
         if found is not None:
             measurements, sha, where = found
             if reservation.held.artifact_sha256 is None:
-                L.commit(spark, release.ledger, reservation, where, sha)
+                L.commit(spark, ledger, reservation, where, sha)
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
                      release.run_id, where, reservation.seq)
             return measurements
         if not release.recharge:
             raise ArtifactLost(_lost_message(release, reservation.held))
         log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", release.run_id)
-        reservation = L.reserve(spark, release.ledger, release.dataset_id, release.run_id, rho=release.rho,
+        reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                                 epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                                 artifact=artifacts.measurements, attempt=attempt,
                                 recharge_of=reservation.seq)
@@ -195,8 +205,9 @@ def _holder(spark, release: Release, artifacts: RunArtifacts, reservation, draw:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L
 
+    ledger = release.ledger_key()[0]
     if not release.recharge and artifacts.storage.exists(artifacts.measurements):
-        L.refund(spark, release.ledger, reservation)  # nothing drawn; the file there is not this attempt's
+        L.refund(spark, ledger, reservation)  # nothing drawn; the file there is not this attempt's
         raise UsageError(f"run id {release.run_id!r} already has measurements in {artifacts.measurements} that "
                          f"ledger {release.ledger} does not record (measured with --no-ledger or another "
                          f"ledger); use a new run id")
@@ -207,9 +218,9 @@ def _holder(spark, release: Release, artifacts: RunArtifacts, reservation, draw:
         artifacts.storage.write(artifacts.measurements, data, overwrite=bool(release.recharge))
     except BaseException:
         if not tracking.drawn and not _exists(artifacts, artifacts.measurements, provenance["attempt"]):
-            L.refund(spark, release.ledger, reservation)
+            L.refund(spark, ledger, reservation)
         raise
-    L.commit(spark, release.ledger, reservation, artifacts.measurements, content_hash(data))
+    L.commit(spark, ledger, reservation, artifacts.measurements, content_hash(data))
     return measurements
 
 

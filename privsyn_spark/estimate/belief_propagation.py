@@ -28,7 +28,6 @@ from privsyn_spark.estimate.factor import Factor, product, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
 
 
-
 @dataclass(frozen=True)
 class Calibration:
     """A calibrated junction tree: messages, log Z and (cached) normalised marginals."""
@@ -98,7 +97,8 @@ class Calibration:
         return self._cache[attrs]
 
 
-def _alignment(source: tuple[str, ...], target: tuple[str, ...], domain: Domain) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _alignment(source: tuple[str, ...], target: tuple[str, ...],
+               domain: Domain) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(perm, shape): ``np.transpose(v, perm).reshape(shape)`` broadcasts ``source``'s table to ``target``."""
     present = [a for a in target if a in source]
     return tuple(source.index(a) for a in present), tuple(domain[a] if a in source else 1 for a in target)
@@ -121,7 +121,8 @@ class _Plan:
     #  and the separator's shape broadcast into it, or (-1, ()): the message is added to the full table
 
 
-def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:
+def _group_plan(tree: JunctionTree,
+                keys: list[tuple[str, ...]]) -> list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]]:
     """Per clique, the attribute sets of its terms and which potentials (keys) each one sums.
 
     Potentials inside a larger measured clique are folded into it, and small tables are summed
@@ -182,7 +183,8 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
 
 
 @lru_cache(maxsize=4096)
-def _collapsed(full: tuple[int, ...], shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+def _collapsed(full: tuple[int, ...],
+               shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
     """Broadcast shapes with adjacent axes merged wherever every part broadcasts them alike (numpy's
     broadcasting loops are slow over short inner axes, e.g. a 3-value attribute last)."""
     groups: list[tuple[tuple[bool, ...], int, list[int]]] = []
@@ -252,7 +254,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
         combine = np.multiply if linear else np.add
         shape = domain.shape(cliques[i])
-        out = np.empty(shape, dtype=dtype)
+        out: np.ndarray = np.empty(shape, dtype=dtype)
         if not parts:
             out.fill(1.0 if linear else 0.0)
             return out, offset
@@ -303,7 +305,10 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
             log_z = float(np.log(sums)) + top
     probabilities: dict[tuple[str, ...], np.ndarray] = {}
     for i in plan.order:  # downward: scale by the parent's message, normalise, send to the children
-        b, linear[i] = linear[i], None
+        upward_belief, linear[i] = linear[i], None
+        if upward_belief is None:
+            raise RuntimeError(f"calibration: clique {i} has no upward belief (the plan's order misses it)")
+        b = upward_belief
         p = plan.parent[i]
         if p < 0:
             b *= np.exp(tops[i] - log_z)

@@ -39,7 +39,7 @@ def _budget(m: NoisyMarginal) -> float:
 
 def intersection_closure(cliques: Sequence[tuple[str, ...]], domain: Domain) -> list[tuple[str, ...]]:
     """Every clique and every intersection of cliques (with the empty set), smaller sets first."""
-    closed = {frozenset(c) for c in cliques} | {frozenset()}
+    closed: set[frozenset[str]] = {frozenset(c) for c in cliques} | {frozenset()}
     frontier = set(closed)
     while frontier:
         new = {a & b for a in frontier for b in closed} - closed

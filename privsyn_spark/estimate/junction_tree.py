@@ -293,7 +293,7 @@ def build_junction_tree(
     cliques = [domain.canonical(c) for c in cliques]
     adjacency = adjacency_matrix(domain, cliques)
     sizes = np.array(domain.sizes)
-    methods = ("min_fill", "min_size") if method == "auto" else (method,)
+    methods: tuple[Literal["min_fill", "min_size"], ...] = ("min_fill", "min_size") if method == "auto" else (method,)
     ties: list[np.ndarray | None] = [None] if rng is None or method == "auto" else []
     if rng is not None:
         ties.append(rng.random(len(domain)))

@@ -178,7 +178,7 @@ def _systematic_draw(weights: np.ndarray, group: np.ndarray, rng: np.random.Gene
     sizes = np.bincount(sorted_group, minlength=g_count)
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     position = np.arange(n) - starts[sorted_group]
-    u = (rng.random(g_count)[sorted_group] + position) / sizes[sorted_group]
+    u = (rng.random((g_count,))[sorted_group] + position) / sizes[sorted_group]
     # rows of the cdf shifted by their group index form one increasing array: one searchsorted
     flat = (cdf + np.arange(g_count)[:, None]).ravel()
     idx = np.searchsorted(flat, sorted_group + u, side="right") - sorted_group * k

@@ -21,6 +21,8 @@ from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.select.selection_config import SelectionConfig
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from privsyn_spark.run_record import RunRecord
 
 
@@ -35,7 +37,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
     with record.step("count 1+2-way"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
-    one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
+    one_way: dict[tuple[str, ...] | str, np.ndarray] = {m: t for m, t in first.tables.items() if len(m) == 1}
     scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
     del first  # exact counts stay inside this step
 

@@ -51,7 +51,7 @@ def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CH
             yield codes[start: start + batch]
 
 
-def fit_model(measurements: Measurements, cell_budget: float = DEFAULT_CELL_BUDGET):
+def fit_model(measurements: Measurements, cell_budget: float | None = DEFAULT_CELL_BUDGET):
     """``(model, info)``: Private-PGM (mirror descent) fitted to the measurements, as the estimate step fits it."""
     domain = measurements.domain
     cliques = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements.marginals))

@@ -72,6 +72,8 @@ class Decoder:
         if drawn.any():
             # keys = group + cumulative share within the group, increasing over the concatenated groups,
             # so one searchsorted picks a member of each record's own group with the right probability
+            if u is None:
+                raise ValueError(f"original_codes: {attr!r} has groups of several members but no uniforms were given")
             m = merged[drawn]
             position = np.searchsorted(keys, m + u[drawn], side="right")
             out[drawn] = members[np.clip(position, starts[m], starts[m + 1] - 1)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.locations import is_path, location
@@ -79,7 +79,7 @@ def table_properties(spark: SparkSession, target: str) -> dict[str, str]:
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {delta_identifier(target)}").collect()}
 
 
-def provenance(spark: SparkSession, target: str) -> list[dict[str, object]]:
+def provenance(spark: SparkSession, target: str) -> list[dict[str, Any]]:
     """Every version of a Delta table, newest first: version, timestamp, operation and the commit's
     ``userMetadata`` (the run record privsyn-spark writes: run id, epsilon, delta, rho, ...; parsed
     from JSON, ``None`` for commits of other writers). Reads the table's history only, not its rows."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from pgm_brute_force import STRUCTURES, exact_measurements, joint_from_potentials, marginal, random_table, structure
+
 from privsyn_spark.estimate.belief_propagation import calibrate
 from privsyn_spark.estimate.estimation import canonical_measurements, l2_loss, mirror_descent
 from privsyn_spark.estimate.factor import sum_axes

@@ -139,7 +139,8 @@ class GumConfig:
         """These settings for records sampled from the model: improving-only from ``model_improving_only_after``,
         best-cell moves up to ``model_best_cell_pairs``, iterations stopping at ``model_min_gain``."""
         return replace(self, improving_only_after=self.model_improving_only_after,
-                       best_cell_pairs=max(self.best_cell_pairs, self.model_best_cell_pairs), min_gain=self.model_min_gain)
+                       best_cell_pairs=max(self.best_cell_pairs, self.model_best_cell_pairs),
+                       min_gain=self.model_min_gain)
 
     def improving_only(self, t: int) -> bool:
         """Whether iteration ``t`` keeps only moves that lower the summed L1."""

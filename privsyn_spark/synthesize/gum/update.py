@@ -274,7 +274,8 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     if copied is None or len(copied) == records.shape[1]:
         new[d_rows] = records[sources[slots[is_dup]]]
     else:
-        new[np.ix_(d_rows, copied)] = records[np.ix_(sources[slots[is_dup]], copied)]
+        copied_cols = np.asarray(copied, dtype=np.intp)
+        new[np.ix_(d_rows, copied_cols)] = records[np.ix_(sources[slots[is_dup]], copied_cols)]
     r_rows = np.flatnonzero(~is_dup)
     values = np.unravel_index(rep_cells[slots[~is_dup] - sources.size], shape)
     for c, v in zip(cols, values):

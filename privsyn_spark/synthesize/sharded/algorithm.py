@@ -308,6 +308,14 @@ class ShardedRun:
         return worst <= config.tolerance
 
 
+def _summed_counts(state: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The shards' count vectors summed (a new array; there is at least one shard)."""
+    total = state[0][1].copy()
+    for _, counts in state[1:]:
+        total = total + counts
+    return total
+
+
 def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                        config: ShardedGumConfig | None = None, model=None) -> tuple[np.ndarray, ShardedRun]:
     """The sharded algorithm in one process, no Spark: ``(records of all shards stacked, run)``.
@@ -319,21 +327,21 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
     run = ShardedRun(ctx)
     started = time.perf_counter()
     state = [init_shard(ctx, j) for j in range(len(ctx.sizes))]
-    done = run._record(sum(c for _, c in state), started)
+    done = run._record(_summed_counts(state), started)
     for step in ctx.config.steps(len(ctx.sizes)):
         if done:
             break
         started = time.perf_counter()
-        deficit = ctx.targets - sum(c for _, c in state)
+        deficit = ctx.targets - _summed_counts(state)
         if step.shard is None:
             state = [round_shard(ctx, j, step.round, rec, c.astype(np.float64), deficit)
                      for j, (rec, c) in enumerate(state)]
         else:
             rec, c = state[step.shard]
             state[step.shard] = turn_shard(ctx, step.shard, step, rec, c.astype(np.float64), deficit)
-        done = run._record(sum(c for _, c in state), started)
+        done = run._record(_summed_counts(state), started)
     split = split_appended(ctx, [c[core_cells(ctx.plan, ctx.layout)] for _, c in state])
     state = [append_shard(ctx, j, rec, split) for j, (rec, _) in enumerate(state)]
-    run.final_errors = union_errors(ctx, sum(c for _, c in state), ctx.plan.targets)
+    run.final_errors = union_errors(ctx, _summed_counts(state), ctx.plan.targets)
     return np.concatenate([rec for rec, _ in state]), run
 
