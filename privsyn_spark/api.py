@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.release_guard import Release
 from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings, ShardingConfig
@@ -45,6 +45,9 @@ from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
 """The bundled Adult sample's schema file."""
@@ -121,11 +124,12 @@ class PrivSyn:
         """The ledger's view of run ``run_id``: where its artifact goes and what it is charged."""
         return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge)
 
-    def run_folder(self, run_id: str, spark=None) -> RunArtifacts:
+    def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
-    def open(self, source, input_format: str | None = None, run_id: str | None = None, spark=None):
+    def open(self, source, input_format: str | None = None, run_id: str | None = None,
+             spark: SparkSession | None = None):
         """The input (a table location read with ``input_format``, or a Spark DataFrame), read and
         encoded at most once: pass it to :meth:`fit` / :meth:`measure` and to :func:`evaluate`. Its
         scratch table under ``<run>/scratch`` is deleted when the returned context manager exits."""
@@ -189,7 +193,8 @@ class PrivSyn:
         """
         return self.measure(data, run_id, input_format).estimate()
 
-    def measured(self, run_id: str | None = None, source: str | None = None, spark=None) -> SynthModel:
+    def measured(self, run_id: str | None = None, source: str | None = None,
+                 spark: SparkSession | None = None) -> SynthModel:
         """The model of a run measured earlier (another step or process): with a ledger its committed,
         hash-checked artifact; refused if it was measured with other settings or input ``source``."""
         from privsyn_spark.budget.release_guard import committed_measurements
@@ -203,7 +208,8 @@ class PrivSyn:
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
         return self._model(measurements, RunRecord.from_state(folder.read_json(STATE_FILE)), folder)
 
-    def check_output(self, target: str, output: OutputConfig = OutputConfig(), spark=None) -> None:
+    def check_output(self, target: str, output: OutputConfig = OutputConfig(),
+                     spark: SparkSession | None = None) -> None:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
         of another schema in append mode. Call it before :meth:`fit` spends anything."""
         from privsyn_spark.runtime.output_check import check_output_table
@@ -212,7 +218,7 @@ class PrivSyn:
         check_output_table(spark or _session(), target, output.mode, output_ddl(self.schema))
 
     @staticmethod
-    def load(uri: str, spark=None) -> SynthModel:
+    def load(uri: str, spark: SparkSession | None = None) -> SynthModel:
         """A model saved by :meth:`SynthModel.save` (a local path or any Hadoop URI)."""
         return SynthModel.load(uri, spark)
 

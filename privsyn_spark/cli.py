@@ -19,12 +19,16 @@ import logging
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.pipeline import RunConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("privsyn_spark")
 
@@ -82,7 +86,7 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     return config
 
 
-def _infer_schema(spark, args: argparse.Namespace) -> None:
+def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
     from privsyn_spark.runtime.input_table import read_table
     from privsyn_spark.schema import infer
@@ -144,7 +148,7 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget(spark, args: argparse.Namespace) -> int:
+def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show`."""
     from privsyn_spark.budget import ledger
     from privsyn_spark.budget.ledger_state import describe
@@ -162,7 +166,7 @@ def _budget(spark, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_provenance(spark, table: str, as_json: bool) -> None:
+def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
     """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
     import json
 

@@ -19,13 +19,16 @@ import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
 from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.storage import join
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -96,18 +99,18 @@ def synthesizer(config: RunConfig) -> PrivSyn:
                    log_exact_counts=config.log_exact_counts)
 
 
-def measure(spark, config: RunConfig, codes=None) -> Measurements:
+def measure(spark: SparkSession, config: RunConfig, codes=None) -> Measurements:
     """The run's private measurements (reused if present): :meth:`PrivSyn.measure` on the input
     (``codes``: :meth:`PrivSyn.open`'s input, kept for later steps; default: read ``config.input``)."""
     return _measure(spark, config, codes).measurements
 
 
-def run_measure(spark, config: RunConfig) -> Measurements:
+def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present)."""
     return measure(spark, config)
 
 
-def run_synthesize(spark, config: RunConfig):
+def run_synthesize(spark: SparkSession, config: RunConfig):
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.input, spark)
@@ -115,7 +118,7 @@ def run_synthesize(spark, config: RunConfig):
     return _write(spark, config, model.estimate())
 
 
-def run_evaluate(spark, config: RunConfig) -> dict:
+def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.input, spark)
@@ -123,7 +126,7 @@ def run_evaluate(spark, config: RunConfig) -> dict:
         return _report(spark, config, model, codes)
 
 
-def run(spark, config: RunConfig) -> dict:
+def run(spark: SparkSession, config: RunConfig) -> dict:
     """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
     synth = synthesizer(config)
     synth.check_output(config.output, config.output_config, spark)  # before any budget is spent
@@ -133,7 +136,7 @@ def run(spark, config: RunConfig) -> dict:
         return _report(spark, config, model, codes)
 
 
-def _measure(spark, config: RunConfig, codes=None, synth: PrivSyn | None = None) -> SynthModel:
+def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn | None = None) -> SynthModel:
     synth = synth or synthesizer(config)
     if codes is not None:
         return synth.measure(codes, config.run_id)
@@ -141,7 +144,7 @@ def _measure(spark, config: RunConfig, codes=None, synth: PrivSyn | None = None)
         return synth.measure(source, config.run_id)
 
 
-def _write(spark, config: RunConfig, model: SynthModel):
+def _write(spark: SparkSession, config: RunConfig, model: SynthModel):
     """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written)."""
     with model.checkpoints(spark, config.keep_scratch) as checkpoints:
         synthetic = model.sample(config.synth_rows, config.seed, spark, checkpoint_dir=checkpoints)
@@ -153,7 +156,7 @@ def _write(spark, config: RunConfig, model: SynthModel):
     return synthetic
 
 
-def _report(spark, config: RunConfig, model: SynthModel, codes) -> dict:
+def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes) -> dict:
     """Evaluate the written table against the run's input codes (optional, NOT private) and write
     report.json / report.html into the run folder."""
     if config.evaluate:

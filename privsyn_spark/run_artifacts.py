@@ -33,7 +33,7 @@ class RunArtifacts:
         self.storage: Storage = storage_for(self.base, spark)
 
     @classmethod
-    def folder(cls, location: str, spark=None) -> RunArtifacts:
+    def folder(cls, location: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The same layout in the folder ``location`` itself (a saved :class:`~privsyn_spark.SynthModel`)."""
         return cls(location, None, spark)
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,8 @@ class SynthModel:
             self.targets, self.model = targets, model
         return self
 
-    def sample(self, rows: int | None = None, seed: int = 0, spark=None, checkpoint_dir: str | None = None):
+    def sample(self, rows: int | None = None, seed: int = 0, spark: SparkSession | None = None,
+               checkpoint_dir: str | None = None):
         """``rows`` synthetic records (default: the noisy row count) as a lazy Spark DataFrame with the
         schema's column types, from the estimated targets and model (never fitted again). The same
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
@@ -130,7 +134,7 @@ class SynthModel:
         return self.sample(rows, seed).toPandas()
 
     @contextmanager
-    def checkpoints(self, spark=None, keep: bool = False) -> Iterator[str | None]:
+    def checkpoints(self, spark: SparkSession | None = None, keep: bool = False) -> Iterator[str | None]:
         """GUM's reliable checkpoint folder for :meth:`sample` (``spark.checkpoint.dir``, else the run
         folder's), deleted on exit unless ``keep``: write the sampled table inside the block."""
         if self.run_folder is None:
@@ -166,7 +170,7 @@ class SynthModel:
             log.info("run report: %s", self.run_folder.write_report(report))
         return report
 
-    def save(self, uri: str, spark=None) -> str:
+    def save(self, uri: str, spark: SparkSession | None = None) -> str:
         """Write the measurements artifact, the targets, the Private-PGM model (when one was fitted) and
         the settings under ``uri`` (a folder: local path or Hadoop URI); nothing is spent. Returns ``uri``."""
         folder = RunArtifacts.folder(uri, spark or _active())
@@ -182,7 +186,7 @@ class SynthModel:
         return uri
 
     @classmethod
-    def load(cls, uri: str, spark=None) -> SynthModel:
+    def load(cls, uri: str, spark: SparkSession | None = None) -> SynthModel:
         """The model :meth:`save` wrote (see :meth:`privsyn_spark.PrivSyn.load`)."""
         folder = RunArtifacts.folder(uri, spark or _active())
         doc = folder.read_json(MODEL_FILE)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +116,7 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
         raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
 
 
-def local_artifact(runs_dir: str, run_id: str, spark=None) -> Measurements | None:
+def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None) -> Measurements | None:
     """The runs dir's artifact of ``run_id`` (None if there is none)."""
     artifacts = RunArtifacts(runs_dir, run_id, spark)
     data = artifacts.read("measurements", ARTIFACT_FILE)
@@ -126,7 +129,7 @@ def local_artifact(runs_dir: str, run_id: str, spark=None) -> Measurements | Non
                          f"use a new run id or runs dir") from err
 
 
-def committed_measurements(spark, release: Release, fingerprint: dict) -> Measurements:
+def committed_measurements(spark: SparkSession, release: Release, fingerprint: dict) -> Measurements:
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
     if release.ledger:
@@ -152,7 +155,8 @@ def committed_measurements(spark, release: Release, fingerprint: dict) -> Measur
     return measurements
 
 
-def guarded_measure(spark, release: Release, fingerprint: dict, draw: Draw, sampler: NoiseSampler) -> Measurements:
+def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, draw: Draw,
+                    sampler: NoiseSampler) -> Measurements:
     """The run's measurements: reused, or drawn once under the ledger's reservation (module docstring)."""
     artifacts = RunArtifacts(release.runs_dir, release.run_id, spark)
     attempt = uuid.uuid4().hex
@@ -200,8 +204,8 @@ def _lost_message(release: Release, held: RunReservation) -> str:
             f"measurements")
 
 
-def _holder(spark, release: Release, artifacts: RunArtifacts, reservation, draw: Draw, sampler: NoiseSampler,
-            provenance: dict) -> Measurements:
+def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation, draw: Draw,
+            sampler: NoiseSampler, provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L
 
@@ -241,7 +245,7 @@ def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler
     return measurements
 
 
-def find_committed(spark, artifacts: RunArtifacts, held: RunReservation,
+def find_committed(spark: SparkSession, artifacts: RunArtifacts, held: RunReservation,
                    adopt: bool = False) -> tuple[Measurements, str, str] | None:
     """``(measurements, sha256, location)`` of the reservation's artifact: at its recorded location or
     in this runs dir, matching the recorded hash (or, with ``adopt`` and no commit yet, written by the

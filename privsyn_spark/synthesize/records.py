@@ -10,6 +10,8 @@ import numpy as np
 from privsyn_spark.privacy.measurements import Measurements
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from privsyn_spark.config import ShardingConfig
     from privsyn_spark.synthesize.gum.plan import GumConfig
 
@@ -18,7 +20,7 @@ SYNTHESIZERS = ("gum", "pgm")
 one); ``pgm``: records sampled from the graphical model itself."""
 
 
-def synthesize_codes(spark, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
+def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
                      targets: dict[tuple[str, ...], np.ndarray] | None, model=None, sharding: ShardingConfig,
                      gum: GumConfig, checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
     """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
