@@ -38,7 +38,7 @@ LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "
 ``-XX:-DontCompileHugeMethods``: the JIT compiles generated methods above 8,000 bytes of bytecode too.
 The encode-and-pack projection of a wide table is one such method from ~15 columns until Spark's
 64 KB limit makes it fall back (~90): left to the bytecode interpreter, read+encode ran ~5x slower at
-50 columns (400,000 rows: 71 s, 22 s with the flag; 10^7 x 50: 762 s against 234 s for 10^8 x 15)."""
+50 columns (400,000 rows: 71 s, 22 s with the flag; 10^7 x 50: 761 s against 234 s for 10^8 x 15)."""
 
 
 def jars_dir() -> Path:
