@@ -371,6 +371,7 @@ def main() -> None:
     parser.add_argument("--starts", default="1-way,model",
                         help="throughput: GUM's starts, among 1-way (PrivSyn's independent draws) and model "
                              "(samples of Private-PGM fitted to the targets, the pipeline's default with pgm)")
+    parser.add_argument("--model-start", action="store_true", help="throughput: the same as --starts model")
     parser.add_argument("--model-cells", type=float, default=5e6,
                         help="throughput: junction-tree cells the generated pairs stay within (the pipeline's "
                              "default --model-cells; 0: unbounded, 1-way start only)")
@@ -385,7 +386,7 @@ def main() -> None:
         bench_kernel(args.sigma, args.kernel_iterations)
     if args.part == "throughput":
         bench_throughput([int(w) for w in args.widths.split(",")], args.n, args.pairs_per_column, args.rounds,
-                         args.k, args.starts.split(","), args.model_cells)
+                         args.k, ["model"] if args.model_start else args.starts.split(","), args.model_cells)
     if args.part == "width":
         bench_width(args.runs_dir, args.run_id, [int(p) for p in args.shards.split(",")], args.rounds, args.k,
                     args.master if args.spark else None)
