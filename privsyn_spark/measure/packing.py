@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,15 +38,16 @@ class CounterPlan:
     luts: dict[str, np.ndarray]
     """Per attribute used by a table: old code -> new code (identity when not recoded)."""
 
-    @property
+    # cached: the counters index them per table (thousands of tables in a 1+2-way pass)
+    @cached_property
     def tables(self) -> list[tuple[str, ...]]:
         return list(self.counts.keys)
 
-    @property
+    @cached_property
     def shapes(self) -> list[tuple[int, ...]]:
         return [self.counts.domain.shape(k) for k in self.counts.keys]
 
-    @property
+    @cached_property
     def offsets(self) -> np.ndarray:
         """Start of each table in the flat array; ``offsets[-1]`` is the total number of cells."""
         return np.asarray([self.counts.offsets[k] for k in self.counts.keys] + [self.counts.size], dtype=np.int64)
