@@ -49,7 +49,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum.plan import (  # noqa: F401  (re-exported: the GUM API in one place)
+from privsyn_spark.synthesize.gum.append import (  # noqa: F401  (re-exported: the GUM API in one place)
+    append_attributes,
+    append_conditional,
+)
+from privsyn_spark.synthesize.gum.plan import (  # noqa: F401
     AppendGroup,
     Component,
     GumConfig,
@@ -64,8 +68,6 @@ from privsyn_spark.synthesize.gum.update import (  # noqa: F401
     MarginalSet,
     UpdateStats,
     _shuffle_columns,
-    append_attributes,
-    append_conditional,
     cell_index,
     codes_dtype,
     initialize_records,

@@ -93,7 +93,7 @@ class GumConfig:
     best_cell_candidates: int = 32
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells
-    take one record per pass, the counts updated between passes (see ``update._best_cell_moves``)."""
+    take one record per pass, the counts updated between passes (see ``best_cell.best_cell_moves``)."""
     best_cell_pairs: int = 0
     """Largest removed records x offered cells for that; larger updates, and 0 (the default), pair removed
     records with gain slots at random (the reference behaviour), judging each move alone. Best-cell moves

@@ -1,4 +1,4 @@
-"""GUM's record-level operations: counts kept exact as records change, one marginal's update, appending.
+"""GUM's record-level operations: the start records, counts kept exact as records change, one marginal's update.
 
 Part of PrivSyn's GUM (Section 5.3): over-counted cells lose records, under-counted cells gain them by
 Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort, ``np.repeat``).
@@ -7,15 +7,16 @@ Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.synthesize.gum.best_cell import best_cell_moves
 from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
-from privsyn_spark.synthesize.gum.plan import AppendGroup, GumConfig, GumPlan, Key
+from privsyn_spark.synthesize.gum.plan import GumConfig, GumPlan, Key
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def marginal_counts(records: np.ndarray, domain: Domain, key: Key) -> np.ndarray
     return np.bincount(cell_index(records, cols, shape), minlength=prod(shape)).reshape(shape)
 
 
-def _stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
+def stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
     """Stable argsort of cell indices; LSD radix passes on 16-bit digits (deterministic on every CPU)."""
     if cells <= 1 << 16:
         return np.argsort(idx.astype(np.uint16), kind="stable")
@@ -61,14 +62,6 @@ def _round_fixed_total(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         points = (np.arange(extra) + rng.random()) * (cum[-1] / extra)
         out += np.bincount(np.minimum(np.searchsorted(cum, points, side="right"), x.size - 1), minlength=x.size)
     return out
-
-
-def _round_rows(want: np.ndarray, totals: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Round each row of ``want`` (rows summing to the integer ``totals``) to integers with exact row sums."""
-    cum = np.cumsum(want, axis=1)
-    cum[:, -1] = totals
-    y = np.floor(cum + rng.random((want.shape[0], 1))).astype(np.int64)
-    return np.diff(y, axis=1, prepend=0)
 
 
 def _pick_in_groups(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
@@ -238,9 +231,9 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     held = np.where((remove > 0) | (dup > 0), current_i, 0)
     if 2 * held.sum() < n:
         picked = np.flatnonzero(held[idx] > 0)
-        order = picked[_stable_argsort(idx[picked], cells)]
+        order = picked[stable_argsort(idx[picked], cells)]
     else:
-        order = _stable_argsort(idx, cells)
+        order = stable_argsort(idx, cells)
         held = current_i
     starts = np.cumsum(held) - held
     pool = config.pool(total_add, n)
@@ -259,7 +252,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     rc, dc = np.flatnonzero(remove), np.flatnonzero(dup)
     removed = _choose(order, starts[rc], current_i[rc], remove[rc], pool, score, rng)
     if best_cells:
-        moved = _best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
+        moved = best_cell_moves(records, removed, marginals, which, [which, *others.tolist()], gain_cells,
                                  add[gain_cells], config.best_cell_candidates, rng)
         return UpdateStats(l1, moved, 0, beta)
     sources = _choose(order, starts[dc], current_i[dc], dup[dc], pool, lambda rows: -score(rows), rng)
@@ -292,117 +285,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     return UpdateStats(l1, int(removed.size), int(is_dup.sum()), beta)
 
 
-def _best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: MarginalSet, which: int,
-                     judged: list[int], cells: np.ndarray, gains: np.ndarray, candidates: int,
-                     rng: np.random.Generator, passes: int = 8) -> int:
-    """Improving-only Replace moves, in place: removed records go to their best gain cell of ``which``.
-
-    Each removed record is offered ``candidates`` of the gain ``cells`` (all of them when there are no
-    more, else drawn in proportion to their ``gains``); the change of the summed L1 over the ``judged``
-    marginals is computed for every (record, candidate) pair. In each pass every cell with gains left
-    takes the record whose move there lowers the L1 most, and the counts are updated before the next
-    pass re-judges the others, so records do not pile into the same cells of other marginals (moves
-    judged all at once against the same counts overshoot there). Records with no improving move on offer
-    keep their values. Returns the number of records moved.
-    """
-    cols, shape = marginals.cols[which], marginals.shapes[which]
-    values = dict(zip(cols, np.unravel_index(cells, shape)))
-    left = gains.astype(np.int64)
-    if cells.size <= candidates:
-        offered = np.broadcast_to(np.arange(cells.size), (removed.size, cells.size))
-    else:
-        cum = np.cumsum(left)
-        offered = np.minimum(np.searchsorted(cum, rng.random((removed.size, candidates)) * cum[-1], side="right"),
-                             cells.size - 1)
-    overlapping = [i for i in judged if set(marginals.cols[i]) & set(cols)]  # the others do not change
-    waiting = np.ones(removed.size, dtype=bool)
-    moved = 0
-    for _ in range(passes):  # passes over the assignment, not over records
-        rows = np.flatnonzero(waiting)
-        old, cand = records[removed[rows]], offered[rows]
-        delta = np.zeros(cand.shape)
-        marginals.work.scored += len(overlapping)
-        for i in overlapping:
-            before = cell_index(old, marginals.cols[i], marginals.shapes[i])
-            after = np.zeros(cand.shape, dtype=np.int64)
-            for c, size in zip(marginals.cols[i], marginals.shapes[i]):
-                after *= size
-                after += values[c][cand] if c in values else old[:, c, None].astype(np.int64)
-            e_before, e_after = marginals.excess(i, before)[:, None], marginals.excess(i, after)
-            step = np.abs(e_before - 1) - np.abs(e_before) + np.abs(e_after + 1) - np.abs(e_after)
-            delta += np.where(after != before[:, None], step, 0.0)
-        delta[left[cand] <= 0] = np.inf
-        pick = np.argmin(delta, axis=1)
-        best, change = cand[np.arange(rows.size), pick], delta[np.arange(rows.size), pick]
-        want = np.flatnonzero(change < 0)
-        waiting[rows[change >= 0]] = False  # no improving move on offer: the record stays as it is
-        if want.size == 0:
-            break
-        want = want[np.lexsort((change[want], best[want]))]  # by cell, best move first
-        won = want[np.r_[True, best[want][1:] != best[want][:-1]]]  # one record per cell and pass
-        new = old[won].copy()
-        for c, v in values.items():
-            new[:, c] = v[best[won]]
-        records[removed[rows[won]]] = new
-        marginals.replace_rows(old[won], new)
-        waiting[rows[won]] = False
-        moved += won.size
-        left -= np.bincount(best[won], minlength=cells.size)
-        if not waiting.any() or left.sum() == 0:
-            break
-    return moved
-
-
 def l1_errors(records: np.ndarray, domain: Domain, tables: Mapping[Key, np.ndarray],
               keys: Iterable[Key]) -> dict[Key, float]:
     """L1 distance between the records' counts and each table in ``keys``."""
     return {k: float(np.abs(marginal_counts(records, domain, k) - tables[k]).sum()) for k in keys}
-
-
-def append_conditional(table: np.ndarray, group: AppendGroup) -> np.ndarray:
-    """``(core cells, appended cells)`` rows of the append marginal's distribution given its core.
-
-    Core cells without mass in ``table`` fall back to the appended attributes' overall distribution.
-    """
-    axes = [group.marginal.index(a) for a in group.core] + [group.marginal.index(a) for a in group.attrs]
-    moved = np.transpose(table, axes)
-    cond = moved.reshape(-1, prod(moved.shape[len(group.core):]))
-    rows = cond.sum(axis=1, keepdims=True)
-    fallback = cond.sum(axis=0) + 1e-12
-    return np.where(rows > 0, cond / np.where(rows > 0, rows, 1.0), fallback / fallback.sum())
-
-
-def append_attributes(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray],
-                      rng: np.random.Generator,
-                      counts_for: Callable[[AppendGroup, np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
-    """Attribute appending (PrivSyn Section 5.3), in place: fill each append group conditionally on its core.
-
-    Within each core cell the appended codes get the counts of the marginal's conditional distribution
-    (rounded with exact row totals), assigned to that cell's records in random order. ``counts_for(group,
-    cond, have)``, when given, supplies those ``(core cells, appended cells)`` counts instead (rows summing
-    to ``have``, the records per core cell): the sharded driver's exact split of the union's counts.
-    """
-    domain = plan.domain
-    n = records.shape[0]
-    for comp in plan.components:
-        for g in comp.appends:
-            cond = append_conditional(tables[g.marginal], g)
-            core_cells = cond.shape[0]
-            if g.core:
-                core_idx = cell_index(records, tuple(domain.attrs.index(a) for a in g.core), domain.shape(g.core))
-            else:
-                core_idx = np.zeros(n, dtype=np.int32)
-            have = np.bincount(core_idx, minlength=core_cells)
-            if counts_for is None:
-                counts = _round_rows(cond * have[:, None], have, rng)
-            else:
-                counts = counts_for(g, cond, have)
-            perm = rng.permutation(n)
-            order = perm[_stable_argsort(core_idx[perm], core_cells)]  # grouped by core cell, random within
-            app_cells = np.tile(np.arange(cond.shape[1]), core_cells)
-            values = np.unravel_index(np.repeat(app_cells, counts.ravel()), domain.shape(g.attrs))
-            for a, v in zip(g.attrs, values):
-                records[order, domain.attrs.index(a)] = v
-
-
-# ------------------------------------------------------------------------------------------ synthesis
