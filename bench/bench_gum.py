@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gum_pandas_reference import gum_pandas  # noqa: E402
 from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize  # noqa: E402
-from privsyn_spark.synthesize.sharded.algorithm import ShardedGumConfig  # noqa: E402
+from privsyn_spark.synthesize.sharded.context import ShardedGumConfig  # noqa: E402
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded  # noqa: E402
 from tests.synthesize.adult_data import adult_targets  # noqa: E402
 from tests.synthesize.test_gum import DENSE  # noqa: E402
@@ -292,7 +292,8 @@ def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: i
     from privsyn_spark.privacy.table_size import default_rows
     from privsyn_spark.run_artifacts import RunArtifacts
     from privsyn_spark.synthesize.gum.kernel import initialize_records, l1_errors
-    from privsyn_spark.synthesize.sharded.algorithm import make_context, run_shards_locally
+    from privsyn_spark.synthesize.sharded.algorithm import run_shards_locally
+    from privsyn_spark.synthesize.sharded.context import make_context
 
     artifacts = RunArtifacts(runs_dir, run_id)
     measurements = Measurements.load(f"{runs_dir}/{run_id}/measurements")

@@ -57,10 +57,10 @@ class EstimationConfig:
 @dataclass(frozen=True)
 class ShardingConfig:
     """How synthesis is spread over Spark: records per shard and the reconciliation schedule of
-    sharded GUM (:class:`~privsyn_spark.synthesize.sharded.ShardedGumConfig` documents each field)."""
+    sharded GUM (:class:`~privsyn_spark.synthesize.sharded.context.ShardedGumConfig` documents each field)."""
 
     shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each); fewer when that
-                                 # leaves a core idle and shards keep 10^5 (synthesize.sharded.shard_count)
+                                 # leaves a core idle and shards keep 10^5 (sharded.context.shard_count)
     gum_rounds: int = 8          # GUM reconciliation rounds (cap)
     gum_sweeps: int = 0          # Gauss-Seidel sweeps after the rounds
     iterations_per_round: int = 10         # local GUM iterations between two reconciliations
@@ -82,8 +82,9 @@ class ShardingConfig:
             raise UsageError(f"sharding: {err}") from None
 
     def schedule(self, gum: GumConfig):
-        """The :class:`~privsyn_spark.synthesize.sharded.ShardedGumConfig` of these settings and kernel ``gum``."""
-        from privsyn_spark.synthesize.sharded.algorithm import ShardedGumConfig
+        """The :class:`~privsyn_spark.synthesize.sharded.context.ShardedGumConfig` of these settings and
+        kernel ``gum``."""
+        from privsyn_spark.synthesize.sharded.context import ShardedGumConfig
 
         return ShardedGumConfig(gum=gum, shard_size=self.shard_rows, iterations_per_round=self.iterations_per_round,
                                 max_rounds=self.gum_rounds, model_max_rounds=self.model_max_rounds,

@@ -3,7 +3,7 @@
 The model is the one the estimate step fitted (passed in; :func:`fit_model` when estimation fell
 back to consistency); it is broadcast, and every shard (one Spark partition, ``shard_rows`` records, or
 fewer so that every core of the session gets a shard of at least 10^5 records:
-:func:`~privsyn_spark.synthesize.sharded.algorithm.shard_count`) draws its records with exact tree
+:func:`~privsyn_spark.synthesize.sharded.context.shard_count`) draws its records with exact tree
 sampling, ``chunk`` records at a time (systematic rounding inside each chunk), from a generator seeded by
 (seed, shard id): the same seed and shard count give the same table whatever the number of executors.
 Each shard's work and memory are linear in its rows and bounded by the chunk, so 10^8 records are
@@ -22,7 +22,7 @@ from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
-from privsyn_spark.synthesize.sharded.algorithm import shard_sizes
+from privsyn_spark.synthesize.sharded.context import shard_sizes
 from privsyn_spark.synthesize.sharded.spark_driver import codes_schema
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -75,12 +75,8 @@ def test_sharded_gum_from_model_samples():
     """Shards start from the model's samples (the context, model included, pickles for the broadcast)."""
     import pickle
 
-    from privsyn_spark.synthesize.sharded.algorithm import (
-        ShardedGumConfig,
-        init_shard,
-        make_context,
-        run_shards_locally,
-    )
+    from privsyn_spark.synthesize.sharded.algorithm import init_shard, run_shards_locally
+    from privsyn_spark.synthesize.sharded.context import ShardedGumConfig, make_context
 
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}

@@ -10,17 +10,14 @@ import pytest
 from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.synthesize.gum.kernel import GumConfig, append_conditional, marginal_counts, plan_gum
 from privsyn_spark.synthesize.sharded.algorithm import (
-    ShardedGumConfig,
     deficit_share,
     init_shard,
-    make_context,
     round_shard,
     run_shards_locally,
-    shard_count,
-    shard_sizes,
     turn_shard,
     union_errors,
 )
+from privsyn_spark.synthesize.sharded.context import ShardedGumConfig, make_context, shard_count, shard_sizes
 from privsyn_spark.synthesize.sharded.reconcile import append_split, layout_counts
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 

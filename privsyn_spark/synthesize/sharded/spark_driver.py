@@ -25,17 +25,15 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.kernel import codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
-    ShardContext,
-    ShardedGumConfig,
     ShardedRun,
     append_shard,
     init_shard,
-    make_context,
     round_shard,
     split_appended,
     turn_shard,
     union_errors,
 )
+from privsyn_spark.synthesize.sharded.context import ShardContext, ShardedGumConfig, make_context
 from privsyn_spark.synthesize.sharded.reconcile import Step, core_cells
 
 if TYPE_CHECKING:  # pragma: no cover
