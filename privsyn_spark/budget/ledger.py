@@ -1,34 +1,20 @@
-"""The budget ledger: a Delta table holding each dataset's budget and every privacy release.
+"""The budget ledger's operations: a dataset's budget, and a run's reservation protocol.
 
-Rows are only ever inserted (see :mod:`privsyn_spark.budget.ledger_state` for their kinds and what
-they mean). ``seq`` numbers a dataset's rows 1, 2, 3, ... with no gaps and no duplicates; that is
-what makes concurrent writers safe. Every write
-
-1. reads the dataset's rows and decides, on that state, what to insert (or refuses: no budget, the
-   budget would be exceeded, a reused run id asks something else);
-2. inserts its row at ``seq = max + 1`` with an insert-only
-   ``MERGE ... ON t.dataset_id = s.dataset_id AND t.seq >= s.seq WHEN NOT MATCHED THEN INSERT``.
-
-Two writers that read the same state race for the same ``seq``. Delta's optimistic commit decides:
-the loser either fails its commit with a concurrency exception or, when its MERGE reads the
-winner's row, matches and inserts nothing; it then re-reads (now seeing the winner's row) and
-decides again, a bounded number of times. So a dataset's spent rho never exceeds its budget, and
-of two attempts of one run racing exactly one holds the reservation (the only one that may draw
-noise). Creating the ledger is safe when several first writers do it at once.
+``set_budget`` stores a dataset's total budget; a run calls ``reserve`` (charge its rho before any noise
+is drawn, or get back the reservation it already holds), then ``commit`` (its artifact written) or
+``refund`` (it failed before drawing noise). Each is one row decided on the dataset's current state and
+inserted by :func:`~privsyn_spark.budget.ledger_table.append_row` (the Delta table and the concurrency
+protocol that keeps a dataset's spent rho within its budget); the reads (``dataset_state``,
+``all_datasets``, ``read_ledger``) and ``LedgerContention`` are re-exported from there.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
@@ -40,26 +26,21 @@ from privsyn_spark.budget.ledger_state import (
     RunReservation,
     check_budget,
     fingerprint_mismatch,
-    fold,
+)
+from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
+    LedgerContention,
+    all_datasets,
+    append_row,
+    dataset_state,
+    read_ledger,
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
-from privsyn_spark.runtime.locations import is_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-LEDGER_COLUMNS = ("dataset_id STRING, seq BIGINT, kind STRING, run_id STRING, rho DOUBLE, epsilon DOUBLE, "
-                  "delta DOUBLE, attempt STRING, artifact STRING, artifact_sha256 STRING, fingerprint STRING, "
-                  "recorded_at TIMESTAMP")
-"""The ledger table's schema (a DDL string)."""
-
-_CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
-                     "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
-                     "FileAlreadyExists")
-
 
 class BudgetExhausted(BudgetRefused):
     """The dataset's cumulative rho plus the run's own would exceed its total budget."""
@@ -78,10 +59,6 @@ class NoBudget(BudgetRefused):
 
 class RunMismatch(UsageError):
     """A run id that already holds a reservation is asked for different epsilon/delta/schema/input."""
-
-
-class LedgerContention(RuntimeError):
-    """Too many concurrent writers kept winning the race; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -107,155 +84,6 @@ class Reservation:
         return self.held.seq
 
 
-def _location(ledger: str) -> str:
-    """An absolute path for a local path ledger; the URI or catalog name itself otherwise."""
-    if is_path(ledger) and "://" not in ledger:
-        return str(Path(ledger).expanduser().absolute())
-    return ledger
-
-
-def _is_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Delta commit conflict (so re-reading and retrying is right)."""
-    try:
-        from delta.exceptions import DeltaConcurrentModificationException
-
-        if isinstance(exc, DeltaConcurrentModificationException):
-            return True
-    except ImportError:  # pragma: no cover - delta-spark is a dependency
-        pass
-    text = f"{type(exc).__name__}: {exc}"
-    return any(marker in text for marker in _CONFLICT_MARKERS)
-
-
-def _delta_table(spark: SparkSession, ledger: str):
-    from delta.tables import DeltaTable
-
-    location = _location(ledger)
-    return DeltaTable.forPath(spark, location) if is_path(ledger) else DeltaTable.forName(spark, location)
-
-
-def _ready(spark: SparkSession, ledger: str) -> bool:
-    """Whether the ledger exists with at least its first commit."""
-    from delta.tables import DeltaTable
-
-    try:
-        if is_path(ledger):
-            return bool(DeltaTable.isDeltaTable(spark, _location(ledger)))
-        return bool(spark.catalog.tableExists(ledger)) and _delta_table(spark, ledger) is not None
-    except Exception:  # noqa: BLE001 - a folder without a first commit yet, or a concurrent create
-        return False
-
-
-def _ledger_schema():
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromDDL(LEDGER_COLUMNS)
-    assert isinstance(schema, StructType)
-    return schema
-
-
-def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0) -> None:
-    """Create the (empty) ledger if it does not exist; several first writers at once all succeed
-    (a loser of the create race waits for the winner's first commit, then uses it)."""
-    from delta.tables import DeltaTable
-
-    deadline = time.monotonic() + wait_seconds
-    rng = random.Random()
-    while not _ready(spark, ledger):
-        location = _location(ledger)
-        builder = DeltaTable.createIfNotExists(spark)
-        builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
-        try:
-            builder.addColumns(_ledger_schema()).comment(
-                "privsyn-spark privacy budget ledger (zCDP rho)").execute()
-            log.info("created the budget ledger %s", location)
-            break
-        except Exception as exc:  # noqa: BLE001 - another writer is creating it: wait for its commit
-            if time.monotonic() > deadline:
-                raise
-            log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
-            time.sleep(0.2 + 0.3 * rng.random())
-    columns = set(_delta_table(spark, ledger).toDF().columns)
-    missing = [c.split()[0] for c in LEDGER_COLUMNS.split(", ") if c.split()[0] not in columns]
-    if missing:
-        raise UsageError(f"{ledger} is not a budget ledger of this version (no columns {missing}); "
-                         f"use a new ledger location")
-
-
-def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None):
-    """The ledger as a DataFrame (one dataset's rows when ``dataset_id`` is given)."""
-    from pyspark.sql import functions as F
-
-    df = _delta_table(spark, ledger).toDF()
-    return df.where(F.col("dataset_id") == dataset_id) if dataset_id is not None else df
-
-
-def dataset_state(spark: SparkSession, ledger: str, dataset_id: str) -> DatasetState:
-    """The dataset's budget, spending and reservations (empty when the ledger does not exist)."""
-    if not _ready(spark, ledger):
-        return DatasetState(dataset_id)
-    return fold(dataset_id, [r.asDict() for r in read_ledger(spark, ledger, dataset_id).collect()])
-
-
-def all_datasets(spark: SparkSession, ledger: str) -> list[DatasetState]:
-    """Every dataset of the ledger, by id."""
-    rows = [r.asDict() for r in read_ledger(spark, ledger).collect()] if _ready(spark, ledger) else []
-    ids = sorted({r["dataset_id"] for r in rows})
-    return [fold(d, [r for r in rows if r["dataset_id"] == d]) for d in ids]
-
-
-Decision = Callable[[DatasetState], "dict | None"]
-
-
-def _append(spark: SparkSession, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
-            backoff_seconds: float = 0.05) -> tuple[dict | None, DatasetState]:
-    """Insert the row ``decide(state)`` returns at the next ``seq`` (see the module docstring).
-
-    ``decide`` may raise (a refusal) or return None (nothing to write). Returns the inserted row (or
-    None) and the state it was decided on.
-    """
-    ensure_ledger(spark, ledger)
-    rng = random.Random()
-    for attempt in range(1, max_attempts + 1):
-        state = dataset_state(spark, ledger, dataset_id)
-        row = decide(state)
-        if row is None:
-            return None, state
-        full: dict[str, Any] = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
-        full.update(row, dataset_id=dataset_id, seq=state.next_seq,
-                    recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
-        source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
-        try:
-            metrics = (_delta_table(spark, ledger).alias("t")
-                       .merge(source.alias("s"), "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
-                       .whenNotMatchedInsertAll().execute())
-            inserted = _inserted_rows(metrics)
-        except Exception as exc:
-            if not _is_conflict(exc):
-                raise
-            log.info("ledger %s: a write for dataset %s lost a commit race (attempt %d): %s",
-                     ledger, dataset_id, attempt, type(exc).__name__)
-            inserted = 0
-        if inserted is None:  # no metrics from MERGE: look for our row instead
-            from pyspark.sql import functions as F
-
-            inserted = (read_ledger(spark, ledger, dataset_id)
-                        .where((F.col("seq") == full["seq"]) & (F.col("kind") == full["kind"])
-                               & F.col("attempt").eqNullSafe(full["attempt"])).count())
-        if inserted == 1:
-            return full, state
-        time.sleep(backoff_seconds * min(attempt, 10) * (0.5 + rng.random()))
-    raise LedgerContention(f"could not write to ledger {ledger} for dataset {dataset_id!r}: "
-                           f"{max_attempts} attempts lost to concurrent writers")
-
-
-def _inserted_rows(metrics) -> int | None:
-    """``num_inserted_rows`` of a MERGE's result DataFrame (None if this Delta version returns none)."""
-    if metrics is None or "num_inserted_rows" not in metrics.columns:
-        return None
-    return int(metrics.first()["num_inserted_rows"])
-
-
 def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float, delta: float,
                replace: bool = False) -> Budget:
     """Store the dataset's total budget (epsilon at delta). Setting the same budget again is a no-op;
@@ -272,7 +100,7 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
                              f"delta={state.budget.delta:g}); changing it needs --replace")
         return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta}
 
-    row, _ = _append(spark, ledger, dataset_id, decide)
+    row, _ = append_row(spark, ledger, dataset_id, decide)
     if row is not None:
         log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g)", ledger, dataset_id,
                  budget.epsilon, budget.delta, budget.rho)
@@ -314,7 +142,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
                 "delta": float(delta), "attempt": attempt, "artifact": artifact,
                 "fingerprint": json.dumps(fingerprint, sort_keys=True)}
 
-    row, state = _append(spark, ledger, dataset_id, decide)
+    row, state = append_row(spark, ledger, dataset_id, decide)
     if row is None:
         held = found[0]
         log.info("run %s holds reservation #%d of dataset %s (%s): nothing charged", run_id, held.seq,
@@ -343,7 +171,7 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
         return {"kind": COMMIT, "run_id": reservation.run_id, "attempt": attempt, "artifact": artifact,
                 "artifact_sha256": sha256}
 
-    _append(spark, ledger, reservation.dataset_id, decide)
+    append_row(spark, ledger, reservation.dataset_id, decide)
 
 
 def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
@@ -357,7 +185,7 @@ def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
             return None
         return {"kind": REFUND, "run_id": reservation.run_id, "attempt": attempt, "rho": mine.rho}
 
-    row, _ = _append(spark, ledger, reservation.dataset_id, decide)
+    row, _ = append_row(spark, ledger, reservation.dataset_id, decide)
     if row is not None:
         log.info("run %s failed before drawing noise: reservation #%d of dataset %s refunded",
                  reservation.run_id, reservation.seq, reservation.dataset_id)
