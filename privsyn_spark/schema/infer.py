@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.schema.schema import DEFAULT_MAX_COLUMN_CODES, Schema, parse_schema
+from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES
+from privsyn_spark.schema.schema import Schema, parse_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
