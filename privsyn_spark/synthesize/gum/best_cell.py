@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
+from privsyn_spark.synthesize.gum.marginal_set import MarginalSet
 
 
 def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: MarginalSet, which: int,
-                     judged: list[int], cells: np.ndarray, gains: np.ndarray, candidates: int,
-                     rng: np.random.Generator, passes: int = 8) -> int:
+                    judged: list[int], cells: np.ndarray, gains: np.ndarray, candidates: int,
+                    rng: np.random.Generator, passes: int = 8, block: int = 1 << 20) -> int:
     """Improving-only Replace moves, in place: removed records go to their best gain cell of ``which``.
 
     Each removed record is offered ``candidates`` of the gain ``cells`` (all of them when there are no
@@ -23,9 +23,14 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
     pass re-judges the others, so records do not pile into the same cells of other marginals (moves
     judged all at once against the same counts overshoot there). Records with no improving move on offer
     keep their values. Returns the number of records moved.
+
+    A waiting record keeps its values until it moves, so the flat positions of its cell in every judged
+    marginal overlapping ``which`` (before and after each offered move) are computed once; a pass only
+    reads the counts there, over all those marginals at once (``block`` bounds the marginals x records x
+    candidates read at a time).
     """
     cols, shape = marginals.cols[which], marginals.shapes[which]
-    values = dict(zip(cols, np.unravel_index(cells, shape)))
+    values = np.unravel_index(cells, shape)
     left = gains.astype(np.int64)
     if cells.size <= candidates:
         offered = np.broadcast_to(np.arange(cells.size), (removed.size, cells.size))
@@ -33,23 +38,31 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
         cum = np.cumsum(left)
         offered = np.minimum(np.searchsorted(cum, rng.random((removed.size, candidates)) * cum[-1], side="right"),
                              cells.size - 1)
-    overlapping = [i for i in judged if set(marginals.cols[i]) & set(cols)]  # the others do not change
+    overlapping = np.asarray([i for i in judged if set(marginals.cols[i]) & set(cols)], dtype=np.int64)
+    local, where = marginals.compact(overlapping)  # their cells, laid out one after the other
+    old = records[removed]
+    # a move rewrites ``which``'s columns only: in marginal i it shifts the cell by the sum over them of
+    # (new - old value) x i's stride there (0 where i lacks the column)
+    strides = marginals.column_strides(overlapping, cols)  # (marginals, len(cols))
+    before = marginals.flat_cells(old, overlapping, local)  # (marginals, records)
+    base = before - sum(strides[:, j, None] * old[:, c].astype(before.dtype) for j, c in enumerate(cols))
+    shift = sum(strides[:, j, None] * v.astype(before.dtype) for j, v in enumerate(values))  # (marginals, cells)
     waiting = np.ones(removed.size, dtype=bool)
+    step = max(1, block // max(overlapping.size * offered.shape[1], 1))  # records per block
     moved = 0
     for _ in range(passes):  # passes over the assignment, not over records
         rows = np.flatnonzero(waiting)
-        old, cand = records[removed[rows]], offered[rows]
-        delta = np.zeros(cand.shape)
-        marginals.work.scored += len(overlapping)
-        for i in overlapping:
-            before = cell_index(old, marginals.cols[i], marginals.shapes[i])
-            after = np.zeros(cand.shape, dtype=np.int64)
-            for c, size in zip(marginals.cols[i], marginals.shapes[i]):
-                after *= size
-                after += values[c][cand] if c in values else old[:, c, None].astype(np.int64)
-            e_before, e_after = marginals.excess(i, before)[:, None], marginals.excess(i, after)
-            step = np.abs(e_before - 1) - np.abs(e_before) + np.abs(e_after + 1) - np.abs(e_after)
-            delta += np.where(after != before[:, None], step, 0.0)
+        cand = offered[rows]
+        excess = marginals.count_flat[where] - marginals.target_flat[where]
+        leave = np.abs(excess - 1) - np.abs(excess)  # L1 change of a cell losing a record
+        above, distance = np.abs(excess + 1), np.abs(excess)  # its L1 after gaining one, and now
+        marginals.work.scored += overlapping.size
+        delta = np.empty(cand.shape)
+        for lo in range(0, rows.size, step):
+            pb = before[:, rows[lo: lo + step]]
+            pa = base[:, rows[lo: lo + step], None] + shift[:, cand[lo: lo + step]]  # (marginals, records, cand.)
+            change = leave[pb][:, :, None] + above[pa] - distance[pa]  # the L1 change of each move, per marginal
+            delta[lo: lo + step] = np.sum(change, axis=0, where=pa != pb[:, :, None])
         delta[left[cand] <= 0] = np.inf
         pick = np.argmin(delta, axis=1)
         best, change = cand[np.arange(rows.size), pick], delta[np.arange(rows.size), pick]
@@ -59,11 +72,12 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
             break
         want = want[np.lexsort((change[want], best[want]))]  # by cell, best move first
         won = want[np.r_[True, best[want][1:] != best[want][:-1]]]  # one record per cell and pass
-        new = old[won].copy()
-        for c, v in values.items():
+        from_old = old[rows[won]]
+        new = from_old.copy()
+        for c, v in zip(cols, values):
             new[:, c] = v[best[won]]
         records[removed[rows[won]]] = new
-        marginals.replace_rows(old[won], new)
+        marginals.replace_rows(from_old, new)
         waiting[rows[won]] = False
         moved += won.size
         left -= np.bincount(best[won], minlength=cells.size)

@@ -129,6 +129,13 @@ class MarginalSet:
         out += (self.offsets[which] if offsets is None else offsets).astype(dtype)[:, None]
         return out
 
+    def column_strides(self, which: Sequence[int] | np.ndarray, cols: Sequence[int]) -> np.ndarray:
+        """``(len(which), len(cols))`` stride of each column in the flat cells of each marginal (0: not over it)."""
+        which = np.asarray(which, dtype=np.int64)
+        dtype = np.int32 if self.count_flat.size < 2**31 else np.int64
+        return np.stack([np.where(self._cols[which] == c, self._strides[which], 0).sum(axis=1) for c in cols],
+                        axis=1).astype(dtype).reshape(which.size, len(cols))
+
     def gather(self, records: np.ndarray, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
         """``records[rows]`` over the columns of marginals ``which`` only (the others 0), in Fortran order.
 
@@ -140,16 +147,27 @@ class MarginalSet:
             out[:, c] = records[rows, c]
         return out
 
+    def compact(self, which: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tables of marginals ``which`` laid out one after the other: ``(offsets, positions)``.
+
+        ``offsets`` (one per marginal) start each table in the compact layout (pass them to
+        :meth:`flat_cells`); ``positions`` are the flat-table positions of the compact layout's cells.
+        """
+        sizes = self.sizes[np.asarray(which, dtype=np.int64)]
+        local = np.cumsum(sizes) - sizes
+        return local, np.repeat(self.offsets[which] - local, sizes) + np.arange(int(sizes.sum()))
+
     def excess_score(self, rows: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
         """Per row, the sum over marginals ``which`` of (count - target) / sqrt(target + 1) at its cells."""
         self.work.scored += len(which)
         if len(which) == 0:
             return np.zeros(rows.shape[0])
+        local, where = self.compact(which)
+        excess = (self.count_flat[where] - self.target_flat[where]) / self.scale[where]
         out = np.empty(rows.shape[0])
         step = max(256, (1 << 16) // len(which))  # blocks of rows x marginals that stay in cache
         for lo in range(0, rows.shape[0], step):
-            pos = self.flat_cells(rows[lo: lo + step], which)
-            out[lo: lo + step] = ((self.count_flat[pos] - self.target_flat[pos]) / self.scale[pos]).sum(axis=0)
+            out[lo: lo + step] = excess[self.flat_cells(rows[lo: lo + step], which, local)].sum(axis=0)
         return out
 
     def l1_change(self, old: np.ndarray, new: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -184,9 +202,7 @@ class MarginalSet:
             np.subtract.at(self.count_flat, self.flat_cells(old, which).ravel(), 1)
             return
         # count in a compact layout of the touched tables only (cost linear in their cells, not all cells)
-        sizes = self.sizes[which]
-        local = np.cumsum(sizes) - sizes
-        cells = int(sizes.sum())
-        change = (np.bincount(self.flat_cells(new, which, local).ravel(), minlength=cells)
-                  - np.bincount(self.flat_cells(old, which, local).ravel(), minlength=cells))
-        self.count_flat[np.repeat(self.offsets[which] - local, sizes) + np.arange(cells)] += change
+        local, where = self.compact(which)
+        change = (np.bincount(self.flat_cells(new, which, local).ravel(), minlength=where.size)
+                  - np.bincount(self.flat_cells(old, which, local).ravel(), minlength=where.size))
+        self.count_flat[where] += change

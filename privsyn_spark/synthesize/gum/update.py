@@ -162,6 +162,22 @@ class UpdateStats:
     beta: float
 
 
+def _by_group_best_first(score: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """Order of candidates by group, highest score first within a group, ties in their given order.
+
+    Radix passes (:func:`stable_argsort`) on the scores quantised to 2^32 levels of their range, not a
+    comparison sort (``np.lexsort``): scores within 1/2^32 of the range of each other count as ties.
+    """
+    lo, hi = float(score.min()), float(score.max())
+    levels = float(2**32 - 1)
+    if hi > lo:
+        key = np.minimum((hi - score) * (levels / (hi - lo)), levels).astype(np.int64)
+    else:
+        key = np.zeros(score.size, dtype=np.int64)
+    order = stable_argsort(key, 2**32)
+    return order[stable_argsort(group[order], groups)]
+
+
 def _choose(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, pool: int,
             score, rng: np.random.Generator) -> np.ndarray:
     """Pick ``counts[g]`` records of each cell group; with ``pool`` > 1, the best-scored of a random pool.
@@ -174,7 +190,7 @@ def _choose(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np
     take = np.maximum(np.minimum(sizes, pool * counts), counts)
     cand = _pick_in_groups(order, starts, sizes, take, rng)
     group = np.repeat(np.arange(counts.size), take)
-    ranked = np.lexsort((-score(cand), group))  # by group, best score first, stable within ties
+    ranked = _by_group_best_first(score(cand), group, counts.size)
     rank = np.arange(cand.size) - np.repeat(np.cumsum(take) - take, take)
     return cand[ranked][rank < np.repeat(counts, take)]
 
