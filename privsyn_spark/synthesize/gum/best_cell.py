@@ -34,10 +34,10 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
     left = gains.astype(np.int64)
     if cells.size <= candidates:
         offered = np.broadcast_to(np.arange(cells.size), (removed.size, cells.size))
-    else:
+    else:  # gain units drawn uniformly: the cell of unit floor(u x total) (a table, not a search per draw)
         cum = np.cumsum(left)
-        offered = np.minimum(np.searchsorted(cum, rng.random((removed.size, candidates)) * cum[-1], side="right"),
-                             cells.size - 1)
+        unit_cell = np.minimum(np.searchsorted(cum, np.arange(cum[-1] + 1), side="right"), cells.size - 1)
+        offered = unit_cell[(rng.random((removed.size, candidates)) * cum[-1]).astype(np.int64)]
     overlapping = np.asarray([i for i in judged if set(marginals.cols[i]) & set(cols)], dtype=np.int64)
     local, where = marginals.compact(overlapping)  # their cells, laid out one after the other
     old = records[removed]
@@ -48,7 +48,8 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
     base = before - sum(strides[:, j, None] * old[:, c].astype(before.dtype) for j, c in enumerate(cols))
     shift = sum(strides[:, j, None] * v.astype(before.dtype) for j, v in enumerate(values))  # (marginals, cells)
     waiting = np.ones(removed.size, dtype=bool)
-    step = max(1, block // max(overlapping.size * offered.shape[1], 1))  # records per block
+    step = min(removed.size, max(1, block // max(overlapping.size * offered.shape[1], 1)))  # records per block
+    scratch = _Scratch(overlapping.size * step * offered.shape[1], before.dtype)
     moved = 0
     for _ in range(passes):  # passes over the assignment, not over records
         rows = np.flatnonzero(waiting)
@@ -59,10 +60,15 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
         marginals.work.scored += overlapping.size
         delta = np.empty(cand.shape)
         for lo in range(0, rows.size, step):
-            pb = before[:, rows[lo: lo + step]]
-            pa = base[:, rows[lo: lo + step], None] + shift[:, cand[lo: lo + step]]  # (marginals, records, cand.)
-            change = leave[pb][:, :, None] + above[pa] - distance[pa]  # the L1 change of each move, per marginal
-            delta[lo: lo + step] = np.sum(change, axis=0, where=pa != pb[:, :, None])
+            r, c = rows[lo: lo + step], cand[lo: lo + step]
+            pa, change, other, moves = scratch.views((overlapping.size, *c.shape))
+            np.take(shift, c, axis=1, out=pa, mode="clip")  # the offered cells' positions, (marginals, records, cand.)
+            pa += base[:, r, None]
+            pb = before[:, r, None]
+            np.take(above, pa, out=change, mode="clip")  # the L1 change of each move, per marginal
+            change += leave[pb]
+            change -= np.take(distance, pa, out=other, mode="clip")
+            np.sum(change, axis=0, where=np.not_equal(pa, pb, out=moves), out=delta[lo: lo + step])
         delta[left[cand] <= 0] = np.inf
         pick = np.argmin(delta, axis=1)
         best, change = cand[np.arange(rows.size), pick], delta[np.arange(rows.size), pick]
@@ -84,3 +90,15 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
         if not waiting.any() or left.sum() == 0:
             break
     return moved
+
+
+class _Scratch:
+    """Buffers for blocks of (marginals, records, candidates) values, allocated once per call (large
+    temporaries cost page faults every time)."""
+
+    def __init__(self, size: int, index_dtype: np.dtype) -> None:
+        self.arrays = (np.empty(size, dtype=index_dtype), np.empty(size), np.empty(size), np.empty(size, dtype=bool))
+
+    def views(self, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        size = int(np.prod(shape))
+        return tuple(a[:size].reshape(shape) for a in self.arrays)

@@ -246,7 +246,7 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     idx = cell_index(records, cols, shape)
     held = np.where((remove > 0) | (dup > 0), current_i, 0)
     if 2 * held.sum() < n:
-        picked = np.flatnonzero(held[idx] > 0)
+        picked = np.flatnonzero((held > 0)[idx])
         order = picked[stable_argsort(idx[picked], cells)]
     else:
         order = stable_argsort(idx, cells)
