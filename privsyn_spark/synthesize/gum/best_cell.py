@@ -80,8 +80,8 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
         won = want[np.r_[True, best[want][1:] != best[want][:-1]]]  # one record per cell and pass
         from_old = old[rows[won]]
         new = from_old.copy()
-        for c, v in zip(cols, values):
-            new[:, c] = v[best[won]]
+        for col, v in zip(cols, values):
+            new[:, col] = v[best[won]]
         records[removed[rows[won]]] = new
         marginals.replace_rows(from_old, new)
         waiting[rows[won]] = False
