@@ -24,12 +24,17 @@ Key = tuple[str, ...]
 
 
 def cell_index(records: np.ndarray, cols: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
-    """Flat (C-order, as ``np.ravel_multi_index``) cell index of every record in a marginal over ``cols``."""
-    dtype = np.int32 if prod(shape) < 2**31 else np.int64
+    """Flat (C-order, as ``np.ravel_multi_index``) cell index of every record in a marginal over ``cols``.
+
+    The smallest of uint16, int32 and int64 that holds every cell (each partial index is below the cells
+    of the axes so far, so it never overflows on the way).
+    """
+    cells = prod(shape)
+    dtype = np.uint16 if cells <= 1 << 16 else np.int32 if cells < 2**31 else np.int64
     idx = records[:, cols[0]].astype(dtype)
     for c, size in zip(cols[1:], shape[1:]):
         idx *= size
-        idx += records[:, c]
+        np.add(idx, records[:, c], out=idx, casting="unsafe")  # codes of any integer dtype; the sum fits
     return idx
 
 
@@ -144,7 +149,7 @@ class MarginalSet:
         """
         out = np.zeros((rows.size, records.shape[1]), dtype=records.dtype, order="F")
         for c in np.unique(self._cols[np.asarray(which, dtype=np.int64)]):  # padding adds column 0: harmless
-            out[:, c] = records[rows, c]
+            np.take(records[:, c], rows, out=out[:, c])
         return out
 
     def compact(self, which: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ def marginal_counts(records: np.ndarray, domain: Domain, key: Key) -> np.ndarray
 def stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
     """Stable argsort of cell indices; LSD radix passes on 16-bit digits (deterministic on every CPU)."""
     if cells <= 1 << 16:
-        return np.argsort(idx.astype(np.uint16), kind="stable")
+        return np.argsort(idx.astype(np.uint16, copy=False), kind="stable")
     if cells <= 1 << 32:
         order = np.argsort((idx & 0xFFFF).astype(np.uint16), kind="stable")
         high = (idx[order] >> 16).astype(np.uint16)
