@@ -125,13 +125,17 @@ class MarginalSet:
         which = np.asarray(which, dtype=np.int64)
         dtype = np.int32 if self.count_flat.size < 2**31 else np.int64
         by_column = np.asfortranarray(rows).T  # (d, rows), C order: one contiguous gather per marginal
-        out = np.zeros((which.size, rows.shape[0]), dtype=dtype)
-        for j in range(self._cols.shape[1]):
-            stride = self._strides[which, j].astype(dtype)
+        cols, strides = self._cols[which], self._strides[which].astype(dtype)  # padding: stride 0
+        out = np.multiply(by_column[cols[:, 0]], strides[:, 0, None], dtype=dtype)
+        out += (self.offsets[which] if offsets is None else offsets).astype(dtype)[:, None]
+        for j in range(1, cols.shape[1]):
+            stride = strides[:, j]
             if not stride.any():
                 break
-            out += np.multiply(by_column[self._cols[which, j]], stride[:, None], dtype=dtype)  # padding: stride 0
-        out += (self.offsets[which] if offsets is None else offsets).astype(dtype)[:, None]
+            if (stride == 1).all():  # every marginal's last axis (2-way marginals): no multiply
+                out += by_column[cols[:, j]]
+            else:
+                out += np.multiply(by_column[cols[:, j]], stride[:, None], dtype=dtype)
         return out
 
     def column_strides(self, which: Sequence[int] | np.ndarray, cols: Sequence[int]) -> np.ndarray:
@@ -172,7 +176,7 @@ class MarginalSet:
         out = np.empty(rows.shape[0])
         step = max(256, (1 << 16) // len(which))  # blocks of rows x marginals that stay in cache
         for lo in range(0, rows.shape[0], step):
-            out[lo: lo + step] = excess[self.flat_cells(rows[lo: lo + step], which, local)].sum(axis=0)
+            out[lo: lo + step] = np.take(excess, self.flat_cells(rows[lo: lo + step], which, local)).sum(axis=0)
         return out
 
     def l1_change(self, old: np.ndarray, new: np.ndarray, which: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -181,14 +185,10 @@ class MarginalSet:
         if len(which) == 0:
             return np.zeros(old.shape[0])
         po, pn = self.flat_cells(old, which), self.flat_cells(new, which)
-        eo = self.count_flat[po] - self.target_flat[po]
-        en = self.count_flat[pn] - self.target_flat[pn]
+        eo = np.take(self.count_flat, po) - np.take(self.target_flat, po)
+        en = np.take(self.count_flat, pn) - np.take(self.target_flat, pn)
         step = np.abs(eo - 1) - np.abs(eo) + np.abs(en + 1) - np.abs(en)
         return np.where(po != pn, step, 0.0).sum(axis=0)
-
-    def excess(self, i: int, cells: np.ndarray) -> np.ndarray:
-        """count - target of marginal ``i`` at ``cells``."""
-        return self.counts[i][cells] - self.targets[i][cells]
 
     def replace_rows(self, old: np.ndarray, new: np.ndarray) -> None:
         """Account for rows changing from ``old`` to ``new`` (both ``(k, d)``), in the marginals over changed columns.
