@@ -148,8 +148,9 @@ def _shuffle_columns(records: np.ndarray, cols: list[int], rng: np.random.Genera
     if not records.flags.f_contiguous:
         records[:, cols] = np.take(records[:, cols], perm, axis=0)
         return
+    shuffled = np.empty(records.shape[0], dtype=records.dtype)
     for c in cols:  # column by column: contiguous in Fortran order
-        records[:, c] = records[perm, c]
+        records[:, c] = np.take(records[:, c], perm, out=shuffled)
 
 
 @dataclass
