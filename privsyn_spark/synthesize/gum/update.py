@@ -247,8 +247,8 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     idx = cell_index(records, cols, shape)
     held = np.where((remove > 0) | (dup > 0), current_i, 0)
     if 2 * held.sum() < n:
-        picked = np.flatnonzero((held > 0)[idx])
-        order = picked[stable_argsort(idx[picked], cells)]
+        picked = np.flatnonzero(np.take(held > 0, idx))
+        order = np.take(picked, stable_argsort(np.take(idx, picked), cells))
     else:
         order = stable_argsort(idx, cells)
         held = current_i
