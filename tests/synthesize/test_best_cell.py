@@ -96,13 +96,17 @@ def test_best_cell_moves_match_the_marginal_by_marginal_reference(seed, which, c
         assert np.array_equal(counts, marginal_counts(records, DOMAIN, key).ravel()), key
 
 
-def test_candidates_ranked_by_group_best_first_ties_in_given_order():
-    """The radix ranking equals a lexsort by (group, -score) when scores are apart or tied exactly."""
+def test_candidates_ranked_like_a_lexsort_by_group_and_score():
+    """The radix ranking equals ``np.lexsort((-score, group))``: any floats, exact ties, signed zeros."""
     rng = np.random.default_rng(5)
-    for _ in range(50):
+    for trial in range(60):
         group = np.sort(rng.integers(0, 40, 3_000))
-        score = rng.integers(-20, 20, group.size) * 0.37  # many exact ties
-        expected = np.lexsort((-score, group))
-        assert np.array_equal(_by_group_best_first(score, group, 40), expected)
+        if trial % 3 == 0:
+            score = rng.integers(-20, 20, group.size) * 0.37  # many exact ties
+        elif trial % 3 == 1:
+            score = rng.normal(0, 10.0 ** rng.integers(-8, 8), group.size)  # close values, every magnitude
+        else:
+            score = rng.choice([-0.0, 0.0, 1e-300, -1e-300, 5.0, -5.0, 1e300], group.size)
+        assert np.array_equal(_by_group_best_first(score, group, 40), np.lexsort((-score, group)))
     same = np.full(10, 2.5)
     assert np.array_equal(_by_group_best_first(same, np.zeros(10, dtype=np.int64), 1), np.arange(10))

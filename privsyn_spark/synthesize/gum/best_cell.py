@@ -24,10 +24,10 @@ def best_cell_moves(records: np.ndarray, removed: np.ndarray, marginals: Margina
     judged all at once against the same counts overshoot there). Records with no improving move on offer
     keep their values. Returns the number of records moved.
 
-    A waiting record keeps its values until it moves, so the flat positions of its cell in every judged
-    marginal overlapping ``which`` (before and after each offered move) are computed once; a pass only
-    reads the counts there, over all those marginals at once (``block`` bounds the marginals x records x
-    candidates read at a time).
+    A waiting record keeps its values until it moves, so the positions of its cell in every judged
+    marginal overlapping ``which`` are computed once (those after an offered move: one addition away);
+    a pass reads the L1 changes there from tables of those marginals' cells, over all of them at once
+    (``block`` bounds the marginals x records x candidates read at a time).
     """
     cols, shape = marginals.cols[which], marginals.shapes[which]
     values = np.unravel_index(cells, shape)
