@@ -246,17 +246,21 @@ def accelerated_mirror_descent(
     cell_budget: float | None = DEFAULT_CELL_BUDGET,
     polish_iters: int = 200,
     log_every: int = 50,
+    float32_above: float | None = FLOAT32_ABOVE,
 ) -> EstimationResult:
     """Private-PGM Algorithm 2 (accelerated dual averaging, O(1/t^2)), then a mirror-descent polish.
 
     Algorithm 2's estimate w is an average of marginal vectors, not itself a model's marginals, so
     the returned model starts from the last theta and runs up to ``polish_iters`` steps of
     Algorithm 1 (line search, same stopping rule); ``loss_history`` holds L(w) then the polish.
+    Stops when :func:`_accelerated_converged`; iterates in float32 above ``float32_above`` cells as
+    :func:`mirror_descent` does.
     """
     start = time.perf_counter()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
-    v = _marginals(calibrate(tree, theta), cliques, n)
+    v = _marginals(calibrate(tree, theta, dtype), cliques, n)
     w = {c: x.copy() for c, x in v.items()}
     gbar: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
     loss, _ = l2_loss(measurements, w)
@@ -269,19 +273,17 @@ def accelerated_mirror_descent(
         _, g = l2_loss(measurements, u)
         gbar = {c: (1 - c_t) * gbar[c] + c_t * n * g.get(c, 0.0) for c in cliques}
         theta = {c: -t * (t + 1) / (4.0 * lipschitz) * gbar[c] for c in cliques}
-        v = _marginals(calibrate(tree, theta), cliques, n)
+        v = _marginals(calibrate(tree, theta, dtype), cliques, n)
         w = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
-        new_loss, _ = l2_loss(measurements, w)
-        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
-        loss = new_loss
+        loss, _ = l2_loss(measurements, w)
         history.append(loss)
         if log_every and t % log_every == 0:
             log.info("accelerated mirror descent: iteration %d, loss %.6g, %.1fs", t, loss, time.perf_counter() - start)
-        if change < tol:
+        if _accelerated_converged(history, tol):
             converged = True
             break
     polish = mirror_descent(marginals, domain, n, tree=tree, max_iters=polish_iters, tol=tol,
-                            potentials=theta, log_every=log_every)
+                            potentials=theta, log_every=log_every, float32_above=float32_above)
     seconds = time.perf_counter() - start
     log.info("accelerated mirror descent: %d iterations, L(w) %.6g, polished loss %.6g, %.2fs",
              t, history[-1], polish.loss, seconds)
@@ -289,6 +291,17 @@ def accelerated_mirror_descent(
                             converged and polish.converged, seconds, "accelerated_mirror_descent",
                             {"accelerated_iterations": t, "polish_iterations": polish.iterations,
                              "lipschitz": lipschitz})
+
+
+def _accelerated_converged(history: Sequence[float], tol: float) -> bool:
+    """Algorithm 2's stop: its steps grow as t^2, so L(w) falls slowly at first, then faster, then
+    slowly again; it has converged once the last :data:`STOP_WINDOW` iterations fell by less than
+    ``tol`` (relative) per iteration and by no more than the window before them (past the warm-up)."""
+    if len(history) <= 2 * STOP_WINDOW:
+        return False
+    recent = history[-1 - STOP_WINDOW] - history[-1]
+    before = history[-1 - 2 * STOP_WINDOW] - history[-1 - STOP_WINDOW]
+    return abs(recent) < STOP_WINDOW * tol * max(abs(history[-1]), 1e-300) and recent <= before
 
 
 @dataclass(frozen=True)

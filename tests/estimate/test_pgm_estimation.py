@@ -115,3 +115,17 @@ def test_estimators_follow_the_protocol() -> None:
         for m in measured:  # the model is a distribution of TOTAL records
             assert float(fitted[m.attrs].sum()) == pytest.approx(TOTAL, rel=1e-9)
         assert 1 <= result.iterations <= 60
+
+
+def test_accelerated_variant_does_not_stop_in_its_warm_up() -> None:
+    # Algorithm 2's steps grow as t^2, so its first iterations change the loss by little however far
+    # it is from the optimum: a per-iteration relative change below tol is no sign of convergence there.
+    rng = np.random.default_rng(0)
+    attrs = [f"x{i}" for i in range(80)]
+    dom = Domain.from_dict({a: 6 for a in attrs})
+    measured = [NoisyMarginal((a, b), rng.dirichlet(np.ones(36)).reshape(6, 6) * 1e4, 10.0, 0.1)
+                for a, b in zip(attrs, attrs[1:])]
+    result = accelerated_mirror_descent(measured, dom, 1e4, tol=1e-3, polish_iters=0, log_every=0)
+    accelerated = result.loss_history[: result.info["accelerated_iterations"] + 1]
+    assert result.info["accelerated_iterations"] > 10
+    assert accelerated[-1] < 0.5 * accelerated[0]
