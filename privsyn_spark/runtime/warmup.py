@@ -6,8 +6,8 @@ which would land on the synthesis and the write of a small table. Estimation run
 driver and leaves Spark idle, so a background thread spends that time on a 1-row Delta write into a
 folder of the run (the same ``createOrReplace`` path the output takes) and a 1-row Arrow job that
 imports the synthesizer in a Python worker (kept for the synthesis: Spark reuses idle workers).
-Nothing of the input or the run is read or written; errors only skip the warm-up. The thread is
-joined and its folder deleted before the block exits.
+Nothing of the input is read and nothing but that folder is written; errors only skip the warm-up.
+The thread is joined and its folder deleted before the block exits.
 """
 
 from __future__ import annotations
