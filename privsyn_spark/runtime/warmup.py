@@ -7,7 +7,8 @@ driver and leaves Spark idle, so a background thread spends that time on a 1-row
 folder of the run (the same ``createOrReplace`` path the output takes) and a 1-row Arrow job that
 imports the synthesizer in a Python worker (kept for the synthesis: Spark reuses idle workers).
 Nothing of the input is read and nothing but that folder is written; errors only skip the warm-up.
-The thread is joined and its folder deleted before the block exits.
+The thread is joined and its folder deleted before the block exits. Once per session (Spark
+application): later runs in it find Spark warm.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+_WARMED: set[str] = set()
+"""Spark application ids already warmed up in this process."""
 
 
 def _import_synthesizer(batches):
@@ -44,10 +48,16 @@ def _warm(spark: SparkSession, folder: str) -> None:
 @contextmanager
 def warm_up(spark: SparkSession | None, folder: str | None) -> Iterator[None]:
     """Warm ``spark`` up in a background thread while the block runs (see the module doc), writing
-    only into ``folder`` (deleted on exit). No-op without a folder or without a JVM (Spark Connect)."""
+    only into ``folder`` (deleted on exit). No-op without a folder, without a JVM (Spark Connect) or
+    when this session was warmed up before."""
     if spark is None or folder is None or getattr(spark, "_jvm", None) is None:
         yield
         return
+    app = spark.sparkContext.applicationId
+    if app in _WARMED:
+        yield
+        return
+    _WARMED.add(app)
     from privsyn_spark.runtime.scratch import delete
 
     thread = threading.Thread(target=_warm, args=(spark, folder), name="privsyn-warm-up", daemon=True)

@@ -2,7 +2,16 @@
 
 import threading
 
+import pytest
+
+from privsyn_spark.runtime import warmup
 from privsyn_spark.runtime.warmup import warm_up
+
+
+@pytest.fixture(autouse=True)
+def cold_session(monkeypatch):
+    """Each test sees the session as never warmed up (other tests' runs may have warmed it)."""
+    monkeypatch.setattr(warmup, "_WARMED", set())
 
 
 def _warm_up_thread() -> threading.Thread | None:
@@ -19,6 +28,9 @@ def test_warm_up_writes_a_delta_table_in_its_folder_and_removes_it(spark, tmp_pa
         assert sorted(p.name for p in tmp_path.iterdir()) == ["warm-up"]  # nothing else written
     assert not folder.exists()
     assert _warm_up_thread() is None
+    with warm_up(spark, str(folder)):  # once per session: the next run finds it warm
+        assert _warm_up_thread() is None
+    assert not folder.exists()
 
 
 def test_warm_up_errors_only_skip_it(spark, tmp_path):
