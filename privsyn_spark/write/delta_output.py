@@ -68,10 +68,27 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
         if partition_by:
             writer = writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by])
         writer.createOrReplace()
-        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-    version = int(table.history(1).select("version").head(1)[0][0])
+    version = latest_version(spark, target)
     log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
     return version
+
+
+def latest_version(spark: SparkSession, target: str) -> int:
+    """The latest version of a Delta table: for a path, from the Delta log's snapshot (which the
+    session's own commit just updated; no Spark job), else (a catalog name, Spark Connect, or a Delta
+    without that method) from its history, a job reading the log."""
+    from delta.tables import DeltaTable
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None and is_path(target):
+        try:
+            none = jvm.scala.Option.empty()
+            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location(target))
+            return int(delta_log.update(False, none, none).version())
+        except Exception as error:  # py4j: the method is Delta-internal and may change between releases
+            log.debug("Delta log snapshot unavailable (%s); reading the table's history", error)
+    table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
+    return int(table.history(1).select("version").head(1)[0][0])
 
 
 def table_properties(spark: SparkSession, target: str) -> dict[str, str]:

@@ -115,3 +115,48 @@ def test_estimators_follow_the_protocol() -> None:
         for m in measured:  # the model is a distribution of TOTAL records
             assert float(fitted[m.attrs].sum()) == pytest.approx(TOTAL, rel=1e-9)
         assert 1 <= result.iterations <= 60
+
+
+def test_accelerated_variant_does_not_stop_in_its_warm_up() -> None:
+    # Algorithm 2's steps grow as t^2, so its first iterations change the loss by little however far
+    # it is from the optimum: a per-iteration relative change below tol is no sign of convergence there.
+    rng = np.random.default_rng(0)
+    attrs = [f"x{i}" for i in range(80)]
+    dom = Domain.from_dict({a: 6 for a in attrs})
+    measured = [NoisyMarginal((a, b), rng.dirichlet(np.ones(36)).reshape(6, 6) * 1e4, 10.0, 0.1)
+                for a, b in zip(attrs, attrs[1:])]
+    result = accelerated_mirror_descent(measured, dom, 1e4, tol=1e-3, polish_iters=0, log_every=0)
+    accelerated = result.loss_history[: result.info["accelerated_iterations"] + 1]
+    assert result.info["accelerated_iterations"] > 10
+    assert accelerated[-1] < 0.5 * accelerated[0]
+
+
+def test_line_search_discards_only_steps_that_raise_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every oracle call's loss is recorded: a candidate step that lowered the loss is kept even when it
+    # misses the Armijo condition, so the only calls not in the loss history are the loss-raising ones
+    from privsyn_spark.estimate import estimation
+
+    seen: list[float] = []
+    real_loss = estimation.l2_loss
+
+    def recording(measurements, mu):
+        loss, grad = real_loss(measurements, mu)
+        seen.append(loss)
+        return loss, grad
+
+    monkeypatch.setattr(estimation, "l2_loss", recording)
+    rng = np.random.default_rng(7)
+    dom, cliques = structure("six_attrs")
+    table = random_table(dom, TOTAL, rng)
+    measured = noisy_measurements(dom, table, cliques, [3.0 * (k + 1) for k in range(len(cliques))], rng)
+    result = mirror_descent(measured, dom, TOTAL, max_iters=200, tol=0.0, float32_above=None)
+    history = result.loss_history
+    assert seen[0] == history[0] and len(seen) == result.info["oracle_calls"]
+    accepted, discarded = 1, 0
+    for loss in seen[1:]:
+        if accepted < len(history) and loss == history[accepted]:
+            accepted += 1
+        else:
+            assert loss >= history[accepted - 1]  # retried only because it raised the loss
+            discarded += 1
+    assert accepted == len(history) and discarded > 0  # the search did try steps too large

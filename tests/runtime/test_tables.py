@@ -12,7 +12,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.input_table import delta_root, detect_format, read_table
 from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
 from privsyn_spark.schema.schema import save_schema
-from privsyn_spark.write.delta_output import provenance, table_properties, write_delta
+from privsyn_spark.write.delta_output import latest_version, provenance, table_properties, write_delta
 
 
 def test_read_every_format(spark, tmp_path):
@@ -101,6 +101,27 @@ def test_provenance_command_lists_every_version(spark, tmp_path, capsys):
     assert "epsilon=1.0" in lines[1] and "delta=1e-09" in lines[1] and "rho=0.02" in lines[1]
     assert main(["provenance", "--json", target]) == 0
     assert [json.loads(x)["version"] for x in capsys.readouterr().out.splitlines()] == [1, 0]
+
+
+def test_latest_version_is_the_history_s_newest_even_after_another_writer(spark, tmp_path):
+    """The version a write returns comes from the Delta log (no job); a commit by another engine
+    (delta-rs) since this session last looked is seen, as the table's history sees it."""
+    from deltalake import write_deltalake
+
+    target = str(tmp_path / "out")
+    assert write_delta(spark.range(2), target) == 0
+    assert write_delta(spark.range(3), target) == 1  # overwrite of an existing table: a new version
+    write_deltalake(target, RustDeltaTable(target).to_pyarrow_table(), mode="append")
+    newest = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").agg(F.max("version")).first()[0]
+    assert newest == 2 and latest_version(spark, target) == 2
+    sc = spark.sparkContext
+    sc.setJobGroup("privsyn-test-latest-version", "jobs of latest_version")
+    try:
+        latest_version(spark, target)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert sc.statusTracker().getJobIdsForGroup("privsyn-test-latest-version") == []  # the log, not a query
+    assert write_delta(spark.range(1), target, mode="append") == 3
 
 
 def test_delta_write_is_atomic(spark, tmp_path):
