@@ -201,6 +201,42 @@ def _collapsed(full: tuple[int, ...],
     return merged, parts
 
 
+TAIL = 256
+"""Broadcasting loops run at least this many contiguous cells at a time (:func:`_with_long_tail`)."""
+
+
+def _with_long_tail(full: tuple[int, ...], parts: list[np.ndarray]) -> tuple[tuple[int, ...], list[np.ndarray]]:
+    """The same elementwise operation with its trailing axes merged into one of at least :data:`TAIL`
+    cells: parts that broadcast over those axes are expanded there (small copies). numpy's broadcast
+    loop runs over the innermost axis only, so a short last axis (e.g. a 3-value attribute) makes
+    it slow; the values and the operations are the same. Unchanged when an expansion would cost more
+    than a tenth of the table."""
+    k, tail = len(full), 1
+    while k > 0 and tail < TAIL:
+        k -= 1
+        tail *= full[k]
+    if k >= len(full) - 1:
+        return full, parts
+    size = int(np.prod(full))
+    heads = [p.shape[:k] for p in parts]
+    if sum(int(np.prod(h)) * tail for h, p in zip(heads, parts) if p.shape[k:] != full[k:]) * 10 > size:
+        return full, parts
+    out = []
+    for h, p in zip(heads, parts):
+        if p.shape[k:] != full[k:]:
+            p = np.ascontiguousarray(np.broadcast_to(p, h + full[k:]))
+        out.append(p.reshape(h + (tail,)))
+    return full[:k] + (tail,), out
+
+
+def _scale(table: np.ndarray, factor: np.ndarray) -> None:
+    """``table *= factor`` (a broadcasting factor of the table's dtype), in place, with long inner loops."""
+    full, shapes = _collapsed(table.shape, (factor.shape,))
+    full, (part,) = _with_long_tail(full, [factor.reshape(shapes[0])])
+    flat = table.reshape(full)
+    np.multiply(flat, part, out=flat)
+
+
 def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
     """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
     if len(members) == 1 and members[0][0] == attrs:
@@ -259,7 +295,8 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
             out.fill(1.0 if linear else 0.0)
             return out, offset
         full, shapes = _collapsed(tuple(shape), tuple(v.shape for v in parts))
-        flat, parts = out.reshape(full), [v.reshape(s) for v, s in zip(parts, shapes)]
+        full, parts = _with_long_tail(full, [v.reshape(s) for v, s in zip(parts, shapes)])
+        flat = out.reshape(full)
         if len(parts) == 1:
             np.copyto(flat, parts[0])
         else:
@@ -315,7 +352,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         else:
             scale = np.exp(messages[(p, i)].values + (tops[i] - log_z))
             if np.all(np.isfinite(scale)) and np.all(scale < np.finfo(dtype).max):
-                b *= scale.reshape(plan.into[(p, i)]).astype(dtype)
+                _scale(b, scale.reshape(plan.into[(p, i)]).astype(dtype))
             else:
                 b, offset = belief(i, tree.neighbors(i))
                 b -= log_z - offset
