@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, with_long_tail
 from privsyn_spark.estimate.factor import Factor, product, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
 
@@ -182,61 +182,6 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
     return plan
 
 
-@lru_cache(maxsize=4096)
-def _collapsed(full: tuple[int, ...],
-               shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Broadcast shapes with adjacent axes merged wherever every part broadcasts them alike (numpy's
-    broadcasting loops are slow over short inner axes, e.g. a 3-value attribute last)."""
-    groups: list[tuple[tuple[bool, ...], int, list[int]]] = []
-    for k, n in enumerate(full):
-        if n == 1:
-            continue
-        pattern = tuple(s[k] == n for s in shapes)
-        if groups and groups[-1][0] == pattern:
-            groups[-1] = (pattern, groups[-1][1] * n, groups[-1][2] + [k])
-        else:
-            groups.append((pattern, n, [k]))
-    merged = tuple(n for _, n, _ in groups) or (1,)
-    parts = [tuple(n if pattern[p] else 1 for pattern, n, _ in groups) or (1,) for p in range(len(shapes))]
-    return merged, parts
-
-
-TAIL = 256
-"""Broadcasting loops run at least this many contiguous cells at a time (:func:`_with_long_tail`)."""
-
-
-def _with_long_tail(full: tuple[int, ...], parts: list[np.ndarray]) -> tuple[tuple[int, ...], list[np.ndarray]]:
-    """The same elementwise operation with its trailing axes merged into one of at least :data:`TAIL`
-    cells: parts that broadcast over those axes are expanded there (small copies). numpy's broadcast
-    loop runs over the innermost axis only, so a short last axis (e.g. a 3-value attribute) makes
-    it slow; the values and the operations are the same. Unchanged when an expansion would cost more
-    than a tenth of the table."""
-    k, tail = len(full), 1
-    while k > 0 and tail < TAIL:
-        k -= 1
-        tail *= full[k]
-    if k >= len(full) - 1:
-        return full, parts
-    size = int(np.prod(full))
-    heads = [p.shape[:k] for p in parts]
-    if sum(int(np.prod(h)) * tail for h, p in zip(heads, parts) if p.shape[k:] != full[k:]) * 10 > size:
-        return full, parts
-    out = []
-    for h, p in zip(heads, parts):
-        if p.shape[k:] != full[k:]:
-            p = np.ascontiguousarray(np.broadcast_to(p, h + full[k:]))
-        out.append(p.reshape(h + (tail,)))
-    return full[:k] + (tail,), out
-
-
-def _scale(table: np.ndarray, factor: np.ndarray) -> None:
-    """``table *= factor`` (a broadcasting factor of the table's dtype), in place, with long inner loops."""
-    full, shapes = _collapsed(table.shape, (factor.shape,))
-    full, (part,) = _with_long_tail(full, [factor.reshape(shapes[0])])
-    flat = table.reshape(full)
-    np.multiply(flat, part, out=flat)
-
-
 def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
     """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
     if len(members) == 1 and members[0][0] == attrs:
@@ -294,8 +239,8 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         if not parts:
             out.fill(1.0 if linear else 0.0)
             return out, offset
-        full, shapes = _collapsed(tuple(shape), tuple(v.shape for v in parts))
-        full, parts = _with_long_tail(full, [v.reshape(s) for v, s in zip(parts, shapes)])
+        full, shapes = collapsed(tuple(shape), tuple(v.shape for v in parts))
+        full, parts = with_long_tail(full, [v.reshape(s) for v, s in zip(parts, shapes)])
         flat = out.reshape(full)
         if len(parts) == 1:
             np.copyto(flat, parts[0])
@@ -352,7 +297,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         else:
             scale = np.exp(messages[(p, i)].values + (tops[i] - log_z))
             if np.all(np.isfinite(scale)) and np.all(scale < np.finfo(dtype).max):
-                _scale(b, scale.reshape(plan.into[(p, i)]).astype(dtype))
+                scale_in_place(b, scale.reshape(plan.into[(p, i)]).astype(dtype))
             else:
                 b, offset = belief(i, tree.neighbors(i))
                 b -= log_z - offset

@@ -51,38 +51,3 @@ def test_range_queries_match_brute_force() -> None:
     np.testing.assert_allclose(model.range_queries(queries), expected, rtol=1e-10)
     assert model.range_query(queries[0]) == pytest.approx(expected[0], rel=1e-10)
 
-
-@pytest.mark.parametrize("seed", range(20))
-def test_long_tail_broadcasting_gives_the_same_values_bit_for_bit(seed: int) -> None:
-    """Merging short trailing axes into one long inner loop (expanding parts there) changes nothing."""
-    from privsyn_spark.estimate.belief_propagation import _collapsed, _scale, _with_long_tail
-
-    rng = np.random.default_rng(seed)
-    full = tuple(int(n) for n in rng.integers(2, 12, size=int(rng.integers(3, 7))))
-    shapes = [tuple(n if rng.random() < 0.5 else 1 for n in full) for _ in range(int(rng.integers(1, 4)))]
-    parts = [rng.random(s).astype(np.float32) for s in shapes]
-    expected = np.ones(full, dtype=np.float32)
-    for p in parts:
-        expected = expected * p
-    merged, collapsed = _collapsed(full, tuple(shapes))
-    tail_shape, tailed = _with_long_tail(merged, [p.reshape(s) for p, s in zip(parts, collapsed)])
-    out = np.ones(tail_shape, dtype=np.float32)
-    for p in tailed:
-        np.multiply(out, p, out=out)
-    assert np.array_equal(out.reshape(full), expected)
-    table = rng.random(full).astype(np.float32)
-    scaled = table.copy()
-    _scale(scaled, parts[0])
-    assert np.array_equal(scaled, table * parts[0])
-
-
-def test_long_tail_merges_a_short_last_axis() -> None:
-    """A 3-value last axis behind broadcast axes: the inner loop becomes >= TAIL cells long."""
-    from privsyn_spark.estimate.belief_propagation import TAIL, _with_long_tail
-
-    full = (40, 30, 11, 3)
-    parts = [np.ones((40, 30, 11, 3)), np.ones((1, 30, 1, 3)), np.ones((1, 1, 11, 1))]
-    shape, tailed = _with_long_tail(full, parts)
-    assert shape == (40, 990) and TAIL <= 990 and [p.shape for p in tailed] == [(40, 990), (1, 990), (1, 990)]
-    big = [np.ones((40, 30, 11, 3)), np.ones((40, 30, 1, 3))]  # expanding would copy the whole table
-    assert _with_long_tail(full, big) == (full, big)
