@@ -127,7 +127,7 @@ def _main(args: argparse.Namespace) -> int:
     elif args.command == "budget" and args.action == "set":
         from privsyn_spark.budget.ledger_state import check_budget
 
-        check_budget(args.epsilon, args.delta)
+        check_budget(args.epsilon, args.delta, _budget_unit(args))
     config = _check_before_spark(args)
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
@@ -148,13 +148,22 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_unit(args: argparse.Namespace) -> str:
+    """The privacy unit `budget set --privacy-id` names (``row`` without it)."""
+    from privsyn_spark.cli_options import privacy_ids
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
+    return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
+
+
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show`."""
     from privsyn_spark.budget import ledger
     from privsyn_spark.budget.ledger_state import describe
 
     if args.action == "set":
-        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
+        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
+                          privacy_unit=_budget_unit(args))
         states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
     else:
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset

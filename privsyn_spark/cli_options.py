@@ -49,7 +49,7 @@ def validate_run_args(args: argparse.Namespace) -> None:
         raise UsageError("--recharge needs --ledger")
     if not (args.runs_dir or "").strip():
         raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
-    load_schema(args.schema)
+    privacy_unit(args, load_schema(args.schema))
     if args.run_id and "://" not in args.runs_dir:
         from privsyn_spark.pipeline import synthesizer
 
@@ -57,6 +57,20 @@ def validate_run_args(args: argparse.Namespace) -> None:
         found = local_artifact(config.runs_dir, config.run_id)
         if found is not None:
             check_same_run(found, synthesizer(config).fingerprint(config.input), config.run_id)
+
+
+def privacy_ids(value: str | None) -> tuple[str, ...] | None:
+    """``--privacy-id COL[,COL...]`` as a tuple of column names (None when not given or empty: a DAG param)."""
+    cols = tuple(c.strip() for c in (value or "").split(",") if c.strip())
+    return cols or None
+
+
+def privacy_unit(args: argparse.Namespace, schema):
+    """The run's schema with ``--privacy-id``/``--max-rows-per-id`` applied (a one-line UsageError: K < 1,
+    an id the schema synthesizes, another id than the schema's)."""
+    from privsyn_spark.api import with_privacy_unit
+
+    return with_privacy_unit(schema, privacy_ids(args.privacy_id), args.max_rows_per_id)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -88,7 +102,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
         log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
-        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
+        max_cells=args.max_cells, keep_scratch=args.keep_scratch, privacy_id=privacy_ids(args.privacy_id),
+        max_rows_per_id=args.max_rows_per_id)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

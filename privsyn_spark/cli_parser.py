@@ -12,6 +12,11 @@ from privsyn_spark.version import __version__
 STEPS = ("run", "measure", "synthesize", "evaluate")
 
 
+def _optional_int(text: str) -> int | None:
+    """An int option where an empty value (a DAG param left empty) means "not given"."""
+    return int(text) if text.strip() else None
+
+
 def _spark_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Spark")
     group.add_argument("--master", help="Spark master (default: $PRIVSYN_SPARK_MASTER, what spark-submit "
@@ -59,6 +64,12 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                          help="run without a budget ledger: nothing limits or records what this dataset spends")
     privacy.add_argument("--recharge", action="store_true",
                          help="a run id whose reserved measurements are lost pays for fresh ones (charged again)")
+    privacy.add_argument("--privacy-id", metavar="COL[,COL...]",
+                         help="id column(s) of a person: the person, not the row, is the privacy unit (default: "
+                              "the schema's privacy_unit, else one row); the id is never synthesized")
+    privacy.add_argument("--max-rows-per-id", type=_optional_int, metavar="K",
+                         help="rows kept per person, chosen at random (the bound every sensitivity follows from; "
+                              "default: the schema's, else 1)")
     privacy.add_argument("--log-exact-counts", action="store_true",
                          help="operators only: put exact tallies of the private table in the log and errors")
     privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
@@ -159,6 +170,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
     setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
     setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
+    setter.add_argument("--privacy-id", metavar="COL[,COL...]",
+                        help="the budget is for a person of these id column(s) (default: one row); runs "
+                             "with another privacy unit on this dataset are refused")
     setter.add_argument("--replace", action="store_true",
                         help="change an existing budget (recorded in the ledger; spent stays spent)")
     _spark_args(setter)

@@ -66,6 +66,8 @@ class RunConfig:
     evaluate: bool = True
     max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
+    privacy_id: tuple[str, ...] | None = None  # id column(s) of a person, the privacy unit (None: the schema's)
+    max_rows_per_id: int | None = None   # K, rows kept per person (None: the schema's, else 1)
     settings: Settings = field(default_factory=Settings)  # the rarely used knobs (--config file.yaml)
 
     @property
@@ -96,7 +98,8 @@ def synthesizer(config: RunConfig) -> PrivSyn:
                    sharding=dataclasses.replace(config.settings.sharding, shard_rows=config.shard_rows,
                                                 gum_rounds=config.gum_rounds, gum_sweeps=config.gum_sweeps),
                    settings=config.settings, max_cells=config.max_cells, recharge=config.recharge,
-                   log_exact_counts=config.log_exact_counts)
+                   log_exact_counts=config.log_exact_counts, privacy_id=config.privacy_id,
+                   max_rows_per_id=config.max_rows_per_id)
 
 
 def measure(spark: SparkSession, config: RunConfig, codes=None) -> Measurements:

@@ -13,6 +13,11 @@ files on the run's storage survive executor loss and hold only the packed words 
 row, compressed), which every pass reads without parsing or encoding anything. The scratch holds codes of private
 rows: it is deleted when the run's steps are done (``close``, also on error); a run killed before
 that leaves it under the run folder, and the next run with that id overwrites it.
+
+With a person as the privacy unit (the schema's ``privacy_unit``), the rows are bounded to K per id
+(:mod:`~privsyn_spark.measure.bounding`) in the same job, before encoding: the scratch holds only
+bounded rows, so every count and the evaluation's real side see the bounded table, and the id
+columns never reach the scratch.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.schema.schema import Schema
@@ -43,15 +49,37 @@ class InputCodes:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
+        self._raw = None
+        self._bounded: Bounded | None = None
+
+    def raw(self):
+        """The source as a lazy DataFrame (nothing is read but its columns)."""
+        if self._raw is None:
+            from privsyn_spark.runtime.input_table import read_table
+
+            self._raw = (self.source if not isinstance(self.source, str)
+                         else read_table(self.spark, self.source, self.fmt, infer_types=False))
+        return self._raw
+
+    def check_columns(self) -> None:
+        """``UsageError`` if the schema's privacy id columns are missing from the source (no data read)."""
+        if not self.schema.privacy_unit.is_row:
+            check_id_columns(self.schema.privacy_unit, list(self.raw().columns), self.schema.names)
+
+    def rows(self):
+        """The rows the run measures: the source bounded to K rows per id (the source itself for a row unit)."""
+        return self.raw() if self._bounded is None else self._bounded.df
+
+    def bounding(self) -> dict | None:
+        """What bounding the rows per id did (exact, NOT private: the operator report), once written."""
+        return None if self._bounded is None else self._bounded.stats()
 
     def packed(self) -> PackedCodes:
         """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
         if self._packed is None:
-            from privsyn_spark.runtime.input_table import read_table
-
-            raw = (self.source if not isinstance(self.source, str)
-                   else read_table(self.spark, self.source, self.fmt, infer_types=False))
-            packed = pack_codes(encode(raw, self.schema))
+            self.check_columns()
+            self._bounded = bound_contributions(self.raw(), self.schema.privacy_unit)
+            packed = pack_codes(encode(self._bounded.df, self.schema))
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
