@@ -99,13 +99,22 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
         save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return
+    from privsyn_spark.cli_options import privacy_ids
+    from privsyn_spark.measure.bounding import check_id_columns
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
     bounds = draft_bounds(args)
+    ids = privacy_ids(args.privacy_id) or ()
+    table = read_table(spark, args.input, args.input_format)
+    if ids:  # a missing id column: refused before the draft's budget is reserved
+        check_id_columns(PrivacyUnit(ids), list(table.columns), ())
     if args.ledger:
         infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out)
-    draft = infer.draft_schema_privately(read_table(spark, args.input, args.input_format), args.epsilon, args.delta,
+                                   args.epsilon, args.delta, args.out, ids, args.max_rows_per_id)
+    draft = infer.draft_schema_privately(table, args.epsilon, args.delta,
                                          null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share)
+                                         spike_share=args.spike_share, privacy_id=ids,
+                                         max_rows_per_id=args.max_rows_per_id)
     draft.write(args.out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              args.out, args.epsilon, args.delta)

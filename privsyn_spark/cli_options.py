@@ -135,6 +135,13 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
                          "from `privsyn-spark budget set`), or --no-ledger to draft without any record")
     if args.ledger and args.no_ledger:
         raise UsageError("give --ledger or --no-ledger, not both")
+    if args.max_rows_per_id is not None:
+        from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+
+        try:
+            PrivacyUnit(privacy_ids(args.privacy_id) or (), args.max_rows_per_id)
+        except PrivacyUnitError as err:
+            raise UsageError(f"infer-schema: {err}") from None
     bounds = {}
     for item in args.bounds:
         try:

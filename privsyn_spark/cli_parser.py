@@ -153,6 +153,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                             "is assumed and the header says so")
     infer.add_argument("--spike-share", type=float, help="share above which one value gets its own bin "
                                                         "(default 0.05)")
+    infer.add_argument("--privacy-id", metavar="COL[,COL...]",
+                       help="id column(s) of a person: the draft proposes max_rows_per_id from a DP quantile of "
+                            "rows per id and drafts the columns on the table bounded to it")
+    infer.add_argument("--max-rows-per-id", type=_optional_int, metavar="K",
+                       help="with --privacy-id: use this bound instead of proposing one")
     infer.add_argument("--non-private", action="store_true",
                        help="read the values and bounds from the data: NOT private")
     infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there")

@@ -52,7 +52,8 @@ class Bounded:
     observation: Any = None
 
     def stats(self) -> dict[str, Any] | None:
-        """Exact tallies of the bounding (operators only, NOT private); None for a row unit or before a job."""
+        """Exact tallies of the bounding (operators only, NOT private); None for a row unit. Call it only
+        after a job ran over :attr:`df` (Spark's ``Observation.get`` waits for one)."""
         if self.observation is None:
             return None
         got = self.observation.get
