@@ -100,7 +100,7 @@ def main() -> None:
     results = []
     for k in ks:
         unit = PrivacyUnit(("person_id",), k)
-        bounding = best(lambda: bound_contributions(df, unit).df.write.save(**noop))
+        bounding = best(lambda unit=unit: bound_contributions(df, unit).df.write.save(**noop))
         bounded = bound_contributions(df, unit, seed=7)
         bounded_tables = _tables(bounded.df, schema)
         info = bounded.stats()
@@ -128,8 +128,8 @@ def main() -> None:
                     _tvd(full, synthetic, 1), _tvd(full, synthetic, 2), time.perf_counter() - start))
 
     print()
-    print(f"| run | epsilon | rows dropped | ids truncated | bounding s (x scan, x groupBy) | 1-way TVD vs bounded "
-          f"| 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
+    print("| run | epsilon | rows dropped | ids truncated | bounding s (x scan, x groupBy) | 1-way TVD vs bounded "
+          "| 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, eps, dropped, trunc, seconds, b1, b2, f1, f2, run_s in results:
         timing = "-" if np.isnan(seconds) else f"{seconds:.1f} ({seconds / scan:.1f}x, {seconds / group:.2f}x)"

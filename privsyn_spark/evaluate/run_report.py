@@ -1,7 +1,8 @@
 """The run report: what a run released (budget, selection, sizes) and what its steps found.
 
 Rendered by :mod:`privsyn_spark.evaluate.report` into ``report.json`` / ``report.html``. The
-``domain_handling`` tallies, the ``privacy_unit`` section's bounding tallies and the metrics are exact statistics of the private table: the report is
+``domain_handling`` tallies, the ``privacy_unit`` section's bounding tallies and the metrics are exact
+statistics of the private table: the report is
 for operators, marked NOT private.
 """
 

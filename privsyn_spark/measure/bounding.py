@@ -60,7 +60,7 @@ class Bounded:
         rows, kept = int(got.get("rows") or 0), int(got.get("kept") or 0)
         ids, over = int(got.get("ids") or 0), int(got.get("ids_over") or 0)
         dropped = rows - kept
-        out = {"private": False, "max_rows_per_id": self.unit.bound, "rows": rows, "rows_kept": kept,
+        out: dict[str, Any] = {"private": False, "max_rows_per_id": self.unit.bound, "rows": rows, "rows_kept": kept,
                "rows_dropped": dropped, "rows_dropped_share": dropped / rows if rows else 0.0, "ids": ids,
                "ids_truncated": over, "ids_truncated_share": over / ids if ids else 0.0,
                "null_id_rows": int(got.get("null_ids") or 0)}

@@ -33,8 +33,9 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
                   log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
     """The private measurements of the table ``packed`` (the run's persisted codes); the domain
     policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
-    timings. ``packed`` holds the rows bounded to ``unit``'s K per id; the sensitivities follow from it. Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a
-    column's policy is ``fail``."""
+    timings; ``packed`` holds the rows bounded to ``unit``'s K per id (the sensitivities follow).
+    Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a column's
+    policy is ``fail``."""
     with record.step("count 1+2-way"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)

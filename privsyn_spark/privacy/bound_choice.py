@@ -4,7 +4,8 @@ The Spark side (``schema/discovery.rows_per_id_cells``) counts the ids whose num
 each cell of a public geometric grid over 1 .. 2^24 rows (``privacy/discovery.geometric_grid``); a
 null-id row is an id of one row. Each person is in exactly one cell, so the histogram has L2
 sensitivity 1 whatever the person's rows (no bound needed yet). One discrete Gaussian release, then
-post-processing: K is the upper end of the first cell where the noisy cumulative share of ids
+post-processing: cells below the empty-cell threshold (``privacy/discovery.empty_threshold``) count as
+empty, K is the upper end of the first cell where the noisy cumulative share of ids
 reaches ``quantile`` (Smith 2011-style quantile from a noisy histogram), and the share of rows kept at
 K is estimated from the same noisy counts with each cell's rows at its midpoint.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.discovery import GeometricGrid, geometric_grid
+from privsyn_spark.privacy.discovery import GeometricGrid, empty_threshold, geometric_grid
 from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
 
 #: Largest rows per id the grid resolves (a person with more rows falls in the last cell).
@@ -42,17 +43,19 @@ class ProposedBound:
 
 
 def propose_bound(id_cells: np.ndarray, rho: float, *, accountant: Accountant, sampler: NoiseSampler,
-                  quantile: float = DEFAULT_QUANTILE, name: str = "infer:rows_per_id") -> ProposedBound:
+                  quantile: float = DEFAULT_QUANTILE, name: str = "infer:rows_per_id",
+                  privacy_unit: str = "person") -> ProposedBound:
     """K from the noisy histogram ``id_cells`` (ids per cell of :func:`rows_per_id_grid`), with rho-zCDP
-    (L2 sensitivity 1: a person is one id in one cell)."""
+    (L2 sensitivity 1 whatever K: a person is one id in one cell; the ledger entry says so)."""
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     grid = rows_per_id_grid()
     exact = np.asarray(id_cells, dtype=np.int64)
     if exact.shape != (grid.cells,):
         raise ValueError(f"propose_bound: expected {grid.cells} cells, got {exact.shape}")
-    noisy, sigma = gaussian_mechanism(exact, rho, accountant=accountant, sampler=sampler, name=name)
-    ids = np.maximum(noisy, 0.0)
+    noisy, sigma = gaussian_mechanism(exact, rho, accountant=accountant, sampler=sampler, name=name,
+                                      privacy_unit=privacy_unit, max_rows_per_id=None)
+    ids = np.where(noisy >= empty_threshold(sigma, noisy.size), noisy, 0.0)  # empty cells' noise: zeroed
     lo = grid.starts
     hi = grid.starts + np.maximum(grid.width, 1) - 1  # last whole number of each cell
     total = float(ids.sum())

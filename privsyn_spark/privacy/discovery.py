@@ -76,7 +76,7 @@ class DiscoveryBudget:
 
 def selection_threshold(sigma: float, delta: float, unit: PrivacyUnit = PrivacyUnit()) -> float:
     """tau with P(1 + Z >= tau) <= delta for Z ~ N_Z(0, sigma^2): 1 + sigma sqrt(2 ln 1/delta) (subgaussian
-    tail); for a person of K rows K + sigma sqrt(2 ln K/delta) (:func:`~privsyn_spark.privacy.unit.partition_threshold`)."""
+    tail); for a person of K rows K + sigma sqrt(2 ln K/delta) (``privacy.unit.partition_threshold``)."""
     return partition_threshold(sigma, delta, unit)
 
 

@@ -124,7 +124,7 @@ def people_table(spark: SparkSession, people: int, mean_rows: float = 20.0, alph
     category = F.when(noise[2] < 0.6, (F.col("channel") * 2 + F.col("region")) % ROW_SIZES["category"]) \
         .otherwise(F.floor(noise[3] * ROW_SIZES["category"]))
     rows = rows.withColumn("category", category.cast("int"))
-    amount = F.when(noise[4] < 0.6, (F.col("age_band") + F.col("category") // 3) % ROW_SIZES["amount_band"]) \
+    amount = F.when(noise[4] < 0.6, (F.col("age_band") + F.floor(F.col("category") / 3)) % ROW_SIZES["amount_band"]) \
         .otherwise(F.floor(noise[5] * ROW_SIZES["amount_band"]))
     rows = rows.withColumn("amount_band", amount.cast("int"))
     rows = rows.withColumn("weekday", F.floor(F.rand(seed * 1000 + 20) * ROW_SIZES["weekday"]).cast("int"))

@@ -283,7 +283,8 @@ def _bounded_for_draft(df, ids: list[str], max_rows_per_id: int | None, rho: flo
     check_id_columns(PrivacyUnit(tuple(ids)), list(df.columns), ())
     if max_rows_per_id is None:
         cells = counts.rows_per_id_cells(df, ids, rows_per_id_grid().starts)
-        proposed = propose_bound(cells, BOUND_SHARE * rho, accountant=accountant, sampler=sampler)
+        proposed = propose_bound(cells, BOUND_SHARE * rho, accountant=accountant, sampler=sampler,
+                                 privacy_unit=PrivacyUnit(tuple(ids)).name)
         del cells  # exact tallies stay here
         max_rows_per_id, rho = proposed.max_rows_per_id, (1.0 - BOUND_SHARE) * rho
         notes.append(f"privacy_unit: max_rows_per_id {max_rows_per_id} is the noisy {proposed.quantile:.0%} quantile "

@@ -25,7 +25,8 @@ def _others(rng: np.random.Generator) -> pd.DataFrame:
     sizes = rng.integers(1, 30, size=300)
     pid = np.repeat(np.arange(300), sizes)
     n = pid.size
-    return pd.DataFrame({"pid": pid, "a": rng.integers(0, 3, n), "b": rng.integers(0, 4, n), "c": rng.integers(0, 2, n)})
+    return pd.DataFrame({"pid": pid, "a": rng.integers(0, 3, n), "b": rng.integers(0, 4, n),
+                         "c": rng.integers(0, 2, n)})
 
 
 def _counts(spark, frame, unit, seed, backend):
@@ -41,9 +42,10 @@ def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_
     rng = np.random.default_rng(3)
     others = _others(rng)
     m = 10_000
-    heavy = pd.DataFrame({"pid": np.full(m, 10_000), "a": np.full(m, 2) if spread == "one cell" else rng.integers(0, 3, m),
-                          "b": np.full(m, 1) if spread == "one cell" else rng.integers(0, 4, m),
-                          "c": np.full(m, 0) if spread == "one cell" else rng.integers(0, 2, m)})
+    one = spread == "one cell"
+    heavy = pd.DataFrame({"pid": np.full(m, 10_000), "a": np.full(m, 2) if one else rng.integers(0, 3, m),
+                          "b": np.full(m, 1) if one else rng.integers(0, 4, m),
+                          "c": np.full(m, 0) if one else rng.integers(0, 2, m)})
     base = spark.createDataFrame(others).repartition(3).cache()  # a fixed layout: the others' rows keep their keys
     with_heavy = base.union(spark.createDataFrame(heavy))
     for k in (1, 5, 20):

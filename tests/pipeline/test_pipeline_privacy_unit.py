@@ -102,7 +102,8 @@ def test_a_person_unit_run_end_to_end(spark, people, tmp_path, caplog):
     out = spark.read.format("delta").load(str(runs / "out" / "persons"))
     assert "person_id" not in out.columns and set(out.columns) == set(frame.columns) - {"person_id"}
     assert not any(MARK in str(v) for row in out.limit(5000).collect() for v in row)
-    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{runs / 'out' / 'persons'}`").collect()}
+    shown = spark.sql(f"SHOW TBLPROPERTIES delta.`{runs / 'out' / 'persons'}`").collect()
+    props = {r["key"]: r["value"] for r in shown}
     assert props["privsyn.max_rows_per_id"] == "5" and props["privsyn.privacy_unit"] == "person"
     assert not any("person_id" in f"{k}={v}" or MARK in v for k, v in props.items())
     texts = [json.dumps(report, default=str), (runs / "persons" / "report.json").read_text(),

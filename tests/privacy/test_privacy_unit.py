@@ -116,3 +116,23 @@ def test_bad_units_are_one_line_errors():
         parse_schema({"columns": cols, "privacy_unit": {"id": "x", "max_rows_per_id": 2}})
     with pytest.raises(SchemaError, match="unknown key"):
         parse_schema({"columns": cols, "privacy_unit": {"id": "pid", "k": 2}})
+
+
+def test_the_proposed_bound_is_the_noisy_quantile_of_rows_per_id():
+    from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
+
+    rng = np.random.default_rng(8)
+    n = np.minimum(5000, rng.zipf(1.8, 200_000))  # rows per id, heavy-tailed
+    grid = rows_per_id_grid()
+    cells = np.bincount(np.searchsorted(grid.starts, n, side="right") - 1, minlength=grid.cells)
+    acc = Accountant(1.0)
+    proposed = propose_bound(cells, 0.5, accountant=acc, sampler=SeededSamplerForTestsOnly(4), quantile=0.9)
+    exact_q = int(np.quantile(n, 0.9, method="higher"))
+    cell = int(np.searchsorted(grid.starts, exact_q, side="right") - 1)
+    assert grid.starts[cell] <= proposed.max_rows_per_id <= grid.starts[cell] + max(grid.width[cell], 1) - 1
+    exact_share = np.minimum(n, proposed.max_rows_per_id).sum() / n.sum()
+    assert abs(proposed.rows_kept_share - exact_share) < 0.05
+    assert acc.ledger[0]["sensitivity"] == 1.0 and acc.ledger[0]["cells"] == grid.cells
+    empty = propose_bound(np.zeros(grid.cells, np.int64), 1e-6, accountant=Accountant(1.0),
+                          sampler=SeededSamplerForTestsOnly(5))
+    assert empty.max_rows_per_id >= 1
