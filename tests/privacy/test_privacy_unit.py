@@ -136,3 +136,25 @@ def test_the_proposed_bound_is_the_noisy_quantile_of_rows_per_id():
     empty = propose_bound(np.zeros(grid.cells, np.int64), 1e-6, accountant=Accountant(1.0),
                           sampler=SeededSamplerForTestsOnly(5))
     assert empty.max_rows_per_id >= 1
+
+
+def test_the_dry_run_shows_k_times_the_row_sigmas():
+    from privsyn_spark import PrivSyn
+    from privsyn_spark.errors import UsageError
+    from privsyn_spark.sample.generator import people_schema
+
+    rows = PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True).plan()
+    persons = PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True, privacy_id="person_id",
+                      max_rows_per_id=20).plan()
+    assert [r[0] for r in rows.releases] == [r[0] for r in persons.releases]
+    assert all(p[2] == pytest.approx(20 * r[2]) for r, p in zip(rows.releases, persons.releases))
+    assert "at most 20 rows each" in str(persons)
+    declared = PrivSyn(parse_schema(people_schema(7)), 1.0, no_ledger=True)
+    assert declared.unit == PrivacyUnit(("person_id",), 7)
+    assert PrivSyn(parse_schema(people_schema(7)), 1.0, no_ledger=True, max_rows_per_id=3).unit.bound == 3
+    with pytest.raises(UsageError, match="not the schema's privacy_unit id"):
+        PrivSyn(parse_schema(people_schema(7)), 1.0, no_ledger=True, privacy_id="region_id")
+    with pytest.raises(UsageError, match="max_rows_per_id must be a whole number >= 1"):
+        PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True, privacy_id="person_id", max_rows_per_id=0)
+    with pytest.raises(UsageError, match="needs a privacy id"):
+        PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True, max_rows_per_id=4)
