@@ -53,7 +53,8 @@ class Bounded:
 
     def stats(self) -> dict[str, Any] | None:
         """Exact tallies of the bounding (operators only, NOT private); None for a row unit. Call it only
-        after a job ran over :attr:`df` (Spark's ``Observation.get`` waits for one)."""
+        after a DataFrame action (a write, a collect; not an RDD pass) over :attr:`df`: Spark's
+        ``Observation.get`` waits for one."""
         if self.observation is None:
             return None
         got = self.observation.get

@@ -15,9 +15,9 @@ rows: it is deleted when the run's steps are done (``close``, also on error); a 
 that leaves it under the run folder, and the next run with that id overwrites it.
 
 With a person as the privacy unit (the schema's ``privacy_unit``), the rows are bounded to K per id
-(:mod:`~privsyn_spark.measure.bounding`) in the same job, before encoding: the scratch holds only
-bounded rows, so every count and the evaluation's real side see the bounded table, and the id
-columns never reach the scratch.
+(:mod:`~privsyn_spark.measure.bounding`) in the same job, on the packed words (:func:`bounded_codes`):
+the scratch holds only bounded rows, so every count and the evaluation's real side see the bounded
+table, and the id columns never reach the scratch.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ class InputCodes:
             check_id_columns(self.schema.privacy_unit, list(self.raw().columns), self.schema.names)
 
     def rows(self):
-        """The rows the run measures: the source bounded to K rows per id (the source itself for a row unit)."""
-        return self.raw() if self._bounded is None else self._bounded.df
+        """The source bounded to K rows per id (the source itself for a row unit), for the evaluation's
+        value metrics: a bounding of its own, distributed like the one the counts were made on."""
+        unit = self.schema.privacy_unit
+        return self.raw() if unit.is_row else bound_contributions(self.raw(), unit).df
 
     def bounding(self) -> dict | None:
         """What bounding the rows per id did (exact, NOT private: the operator report), once written."""
@@ -78,8 +80,7 @@ class InputCodes:
         """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
         if self._packed is None:
             self.check_columns()
-            self._bounded = bound_contributions(self.raw(), self.schema.privacy_unit)
-            packed = pack_codes(encode(self._bounded.df, self.schema))
+            packed, self._bounded = bounded_codes(self.raw(), self.schema)
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
@@ -101,6 +102,16 @@ class InputCodes:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def bounded_codes(raw, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
+    """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
+    the map side with the id carried along, so the one shuffle of bounding moves only the id and a
+    few bigint words a row; the id is dropped right after. ``seed``: tests only."""
+    unit = schema.privacy_unit
+    packed = pack_codes(encode(raw, schema, unit.id_columns), unit.id_columns)
+    bounded = bound_contributions(packed.df, unit, seed)
+    return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 
 
 def _delete(spark: SparkSession, path: str) -> None:

@@ -4,10 +4,10 @@ The Spark side (``schema/discovery.rows_per_id_cells``) counts the ids whose num
 each cell of a public geometric grid over 1 .. 2^24 rows (``privacy/discovery.geometric_grid``); a
 null-id row is an id of one row. Each person is in exactly one cell, so the histogram has L2
 sensitivity 1 whatever the person's rows (no bound needed yet). One discrete Gaussian release, then
-post-processing: cells below the empty-cell threshold (``privacy/discovery.empty_threshold``) count as
-empty, K is the upper end of the first cell where the noisy cumulative share of ids
-reaches ``quantile`` (Smith 2011-style quantile from a noisy histogram), and the share of rows kept at
-K is estimated from the same noisy counts with each cell's rows at its midpoint.
+post-processing: K is the upper end of the first cell where the noisy cumulative share of ids
+reaches ``quantile`` (a quantile from a noisy histogram; the unclipped noise cancels in the sums),
+and the share of rows kept at K is estimated from the same noisy counts with each cell's rows at its
+midpoint, cells below the empty-cell threshold (``privacy/discovery.empty_threshold``) counted empty.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def propose_bound(id_cells: np.ndarray, rho: float, *, accountant: Accountant, s
         raise ValueError(f"propose_bound: expected {grid.cells} cells, got {exact.shape}")
     noisy, sigma = gaussian_mechanism(exact, rho, accountant=accountant, sampler=sampler, name=name,
                                       privacy_unit=privacy_unit, max_rows_per_id=None)
-    ids = np.where(noisy >= empty_threshold(sigma, noisy.size), noisy, 0.0)  # empty cells' noise: zeroed
     lo = grid.starts
     hi = grid.starts + np.maximum(grid.width, 1) - 1  # last whole number of each cell
-    total = float(ids.sum())
+    total = float(noisy.sum())  # unclipped: the noise of the many empty cells cancels in the sums
     if total <= 0:
         return ProposedBound(1, quantile, 1.0, 0.0, sigma)
-    cell = int(np.searchsorted(np.cumsum(ids) / total, quantile))
+    cell = int(np.argmax(np.cumsum(noisy) >= quantile * total))
+    ids = np.where(noisy >= empty_threshold(sigma, noisy.size), noisy, 0.0)  # rows: empty cells' noise zeroed
     k = int(hi[min(cell, grid.cells - 1)])
     mid = (lo + hi) / 2.0
     rows = float(np.dot(ids, mid))

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from privsyn_spark.measure.bounding import bound_contributions
-from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
+from privsyn_spark.measure.input_codes import bounded_codes
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
 from privsyn_spark.schema.schema import parse_schema
 
@@ -30,10 +30,11 @@ def _others(rng: np.random.Generator) -> pd.DataFrame:
 
 
 def _counts(spark, frame, unit, seed, backend):
+    """The engine's exact counts on the run's path: encoded and packed with the id, bounded, id dropped."""
     schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": unit.bound}})
-    bounded = bound_contributions(frame, unit, seed=seed)
+    packed, bounded = bounded_codes(frame, schema, seed=seed)
     wanted = [*one_and_two_way(schema.domain()), ("a", "b", "c")]
-    return count_marginals(encode(bounded.df, schema), wanted, backend=backend).tables, bounded
+    return count_marginals(packed, wanted, backend=backend).tables, bounded
 
 
 @pytest.mark.parametrize("backend", ["jvm", "arrow"])
@@ -61,7 +62,8 @@ def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_
                 assert change == pytest.approx(k)
             assert int(table.sum()) == int(without[marginal].sum()) + k  # the person keeps exactly K rows
         # every id keeps min(rows, K) of its rows (brute force against pandas)
-        kept = bounded.df.groupBy("pid").count().toPandas().set_index("pid")["count"]
+        kept = bound_contributions(with_heavy, unit, seed=11).df.groupBy("pid").count().toPandas()
+        kept = kept.set_index("pid")["count"]
         expected = pd.concat([others, heavy]).groupby("pid").size().clip(upper=k)
         assert kept.sort_index().to_dict() == expected.sort_index().to_dict()
     base.unpersist()
@@ -101,10 +103,17 @@ def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark):
     assert "dropped 20.0% of the rows" in stats["warning"]
 
 
-def test_bounding_is_one_shuffle(spark):
-    df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a")
+def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark):
+    df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a", "id % 4 as b", "id % 2 as c")
     plan = bound_contributions(df, PrivacyUnit(("pid",), 3), seed=1).df._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan
+    schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": 3}})
+    packed, _ = bounded_codes(df, schema, seed=1)
+    plan = packed.df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    exchange = plan[plan.index("Exchange"):].splitlines()[0]
+    assert "hashpartitioning(pid" in exchange, exchange
+    assert packed.df.columns == ["w0"]  # the id does not go further
 
 
 def test_a_row_unit_leaves_the_table_as_it_is(spark):

@@ -112,3 +112,31 @@ def test_a_person_unit_run_end_to_end(spark, people, tmp_path, caplog):
     assert not any(MARK in t for t in texts)
     # the default output size: the noisy total of the bounded rows (not of all rows)
     assert abs(report["synthesis"]["rows"] - bounding["rows_kept"]) < 0.2 * bounding["rows_kept"]
+
+
+def test_an_old_ledger_without_the_unit_columns_is_read_and_upgraded(spark, tmp_path):
+    from datetime import datetime
+
+    from privsyn_spark.budget.ledger_table import _FIRST_COLUMNS, LEDGER_COLUMNS
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
+    old = ", ".join(LEDGER_COLUMNS.split(", ")[:_FIRST_COLUMNS])  # a ledger of the previous version
+    ledger = str(tmp_path / "old-ledger")
+    rho = rho_from_eps_delta(2.0, 1e-9)
+    row = ("d", 1, "budget", None, rho, 2.0, 1e-9, None, None, None, None, datetime(2026, 1, 1))
+    spark.createDataFrame([row], old).write.format("delta").save(ledger)
+    state = L.dataset_state(spark, ledger, "d")  # read as it is: a row-level budget
+    assert state.budget is not None and state.budget.privacy_unit == "row"
+    with pytest.raises(L.UnitMismatch, match="set for one row as the privacy unit"):
+        L.reserve(spark, ledger, "d", "r1", rho=rho / 4, epsilon=0.5, delta=1e-9, fingerprint={}, artifact="a",
+                  unit=PrivacyUnit(("pid",), 3))
+    held = L.reserve(spark, ledger, "d", "r2", rho=rho / 4, epsilon=0.5, delta=1e-9, fingerprint={}, artifact="a")
+    assert held.charged
+    rows = [r.asDict() for r in L.read_ledger(spark, ledger, "d").collect()]
+    assert [(r["kind"], r["privacy_unit"], r["max_rows_per_id"]) for r in sorted(rows, key=lambda r: r["seq"])] == [
+        ("budget", None, None), ("reserve", "row", 1)]
+    with pytest.raises(UsageError, match="its unit cannot change"):
+        L.set_budget(spark, ledger, "d", 2.0, 1e-9, replace=True, privacy_unit="pid")
+    L.set_budget(spark, ledger, "e", 2.0, 1e-9, privacy_unit="pid")
+    assert L.dataset_state(spark, ledger, "e").budget.privacy_unit == "pid"
