@@ -61,9 +61,10 @@ class Schema:
     def load(cls, path: str | Path) -> Schema:
         """Read and validate a schema file (:func:`load_schema`).
 
-        >>> from privsyn_spark import SAMPLE_SCHEMA
-        >>> Schema.load(SAMPLE_SCHEMA).names[:3]
-        ('age', 'workclass', 'fnlwgt')
+        Examples:
+            >>> from privsyn_spark import SAMPLE_SCHEMA
+            >>> Schema.load(SAMPLE_SCHEMA).names[:3]
+            ('age', 'workclass', 'fnlwgt')
         """
         return load_schema(path)
 
@@ -71,8 +72,9 @@ class Schema:
     def from_dict(cls, doc: Mapping[str, Any]) -> Schema:
         """Validate a schema document (the file's content as a dict).
 
-        >>> Schema.from_dict({"columns": [{"name": "x", "type": "categorical", "values": ["a", "b"]}]}).names
-        ('x',)
+        Examples:
+            >>> Schema.from_dict({"columns": [{"name": "x", "type": "categorical", "values": ["a", "b"]}]}).names
+            ('x',)
         """
         return parse_schema(doc)
 
