@@ -1,14 +1,16 @@
 """README.md's Python example runs exactly as written, and the package's exports stay what they name.
 
 The README block runs in a fresh interpreter in an empty working folder, as a newcomer would paste it:
-it starts its own local SparkSession (with Delta) there, so its relative paths (the ledger, the runs
-folder, the output table, the report) land in that folder and nowhere else.
+it starts its own local SparkSession (with Delta) there, so its relative paths (the runs folder, the
+output table, the report) and its catalog tables (the ledger, in ``spark-warehouse/``) land in that
+folder and nowhere else.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +18,16 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-FENCE = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+
+
+def readme_blocks(text: str, language: str) -> list[str]:
+    """The fenced blocks of one language in a Markdown text, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, re.DOTALL | re.MULTILINE)
 
 
 def readme_python_blocks(text: str) -> list[str]:
     """The fenced ``python`` blocks of a Markdown text, in order."""
-    return FENCE.findall(text)
+    return readme_blocks(text, "python")
 
 
 def test_readme_python_blocks_are_found():
@@ -40,9 +46,21 @@ def test_readme_python_example_runs_as_written(tmp_path):
                           timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "out" / "adult_synthetic" / "_delta_log").is_dir()
-    assert (tmp_path / "ledger" / "_delta_log").is_dir()
+    assert (tmp_path / "spark-warehouse" / "ledger" / "_delta_log").is_dir()  # a bare name is a catalog table
     assert "<html" in (tmp_path / "report.html").read_text()
     assert "rho" in done.stdout  # the plan it prints
+
+
+def test_readme_commands_parse():
+    """Every ``privsyn-spark`` command in README's shell blocks is accepted by the CLI's parser as written."""
+    from privsyn_spark.cli_parser import build_parser
+
+    commands = [line.split("#")[0] for block in readme_blocks(README.read_text(), "bash")
+                for line in block.splitlines() if line.startswith("privsyn-spark ")]
+    assert len(commands) >= 3
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        assert args.command, command
 
 
 def test_exports_survive_importing_every_submodule():
