@@ -56,7 +56,7 @@ def test_readme_commands_parse():
     from privsyn_spark.cli_parser import build_parser
 
     commands = [line.split("#")[0] for block in readme_blocks(README.read_text(), "bash")
-                for line in block.splitlines() if line.startswith("privsyn-spark ")]
+                for line in block.replace("\\\n", " ").splitlines() if line.startswith("privsyn-spark ")]
     assert len(commands) >= 3
     for command in commands:
         args = build_parser().parse_args(shlex.split(command)[1:])
