@@ -6,25 +6,24 @@ read only the public schema or the persisted measurements. The CLI's steps, the 
 DAG are calls of this API (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no
 ledger, a local SparkSession; about a minute on a laptop):
 
-Examples:
-    >>> import pandas as pd
-    >>> from privsyn_spark import PrivSyn, Schema, SAMPLE_DATA, SAMPLE_SCHEMA
-    >>> schema = Schema.load(SAMPLE_SCHEMA)
-    >>> synth = PrivSyn(schema, epsilon=2.0, no_ledger=True, runs_dir=str(tmp / "runs"), run_id="doc")
-    >>> synth.plan().rho > 0
-    True
-    >>> real = pd.read_csv(SAMPLE_DATA, nrows=3000)          # or a Spark DataFrame: spark.read.csv(...)
-    >>> model = synth.fit(real)                              # pandas in: a local SparkSession underneath
-    >>> saved = model.save(str(tmp / "model"))
-    >>> again = PrivSyn.load(str(tmp / "model"))
-    >>> out = again.sample(500, seed=0)                     # a Spark DataFrame with the schema's types
-    >>> out.count(), out.columns == list(schema.names)
-    (500, True)
-    >>> model.sample_pandas(500, seed=0).equals(out.toPandas())
-    True
-    >>> report = evaluate(real, out, schema)                # NOT private: compares with the real table
-    >>> 0 <= report.metrics["tvd"]["tvd_2way_mean"] <= 1, "<html" in report.to_html(tmp / "report.html")
-    (True, True)
+>>> import pandas as pd
+>>> from privsyn_spark import PrivSyn, Schema, SAMPLE_DATA, SAMPLE_SCHEMA
+>>> schema = Schema.load(SAMPLE_SCHEMA)
+>>> synth = PrivSyn(schema, epsilon=2.0, no_ledger=True, runs_dir=str(tmp / "runs"), run_id="doc")
+>>> synth.plan().rho > 0
+True
+>>> real = pd.read_csv(SAMPLE_DATA, nrows=3000)          # or a Spark DataFrame: spark.read.csv(...)
+>>> model = synth.fit(real)                              # pandas in: a local SparkSession underneath
+>>> saved = model.save(str(tmp / "model"))
+>>> again = PrivSyn.load(str(tmp / "model"))
+>>> out = again.sample(500, seed=0)                     # a Spark DataFrame with the schema's types
+>>> out.count(), out.columns == list(schema.names)
+(500, True)
+>>> model.sample_pandas(500, seed=0).equals(out.toPandas())
+True
+>>> report = evaluate(real, out, schema)                # NOT private: compares with the real table
+>>> 0 <= report.metrics["tvd"]["tvd_2way_mean"] <= 1, "<html" in report.to_html(tmp / "report.html")
+(True, True)
 """
 
 from __future__ import annotations
@@ -68,11 +67,10 @@ class PrivSyn:
     ``sharding`` (default ``settings.sharding``) replaces their synthesis layout. ``recharge``: a run id whose reserved
     measurements are lost pays for fresh ones; ``log_exact_counts``: operators only.
 
-    Examples:
-        >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)
-        Traceback (most recent call last):
-        ...
-        privsyn_spark.errors.UsageError: PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True
+    >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)
+    Traceback (most recent call last):
+    ...
+    privsyn_spark.errors.UsageError: PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True
     """
 
     def __init__(self, schema: Schema | str | Path, epsilon: float = 1.0, delta: float = DEFAULT_DELTA, *,

@@ -11,14 +11,13 @@ reads :class:`Settings` from ``--config file.yaml`` (sections named like the fie
     gum: {alpha_0: 0.5}
     sharding: {shard_rows: 1000000, iterations_per_round: 10}
 
-Examples:
-    >>> s = Settings.from_dict({"budget_split": {"one_way": 0.2, "indif": 0.1, "selected": 0.7}})
-    >>> s.split.one_way, s.selection.gamma == SelectionConfig().gamma
-    (0.2, True)
-    >>> Settings.from_dict({"selection": {"gama": 1}})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 'selection' (known: ...)
+>>> s = Settings.from_dict({"budget_split": {"one_way": 0.2, "indif": 0.1, "selected": 0.7}})
+>>> s.split.one_way, s.selection.gamma == SelectionConfig().gamma
+(0.2, True)
+>>> Settings.from_dict({"selection": {"gama": 1}})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 'selection' (known: ...)
 """
 
 from __future__ import annotations

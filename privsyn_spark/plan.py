@@ -17,14 +17,13 @@ class Plan:
     ``releases``: (name, rho, sigma, cells) of every release fixed before selection; the selected
     marginals share ``rho_selected`` by PrivSyn Eq. 1 once selection has chosen them.
 
-    Examples:
-        >>> from privsyn_spark import SAMPLE_SCHEMA, PrivSyn
-        >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
-        >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
-        (0.01497, 0.1, 'one_way:age')
-        >>> print(plan)  # doctest: +ELLIPSIS
-        budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
-        ...
+    >>> from privsyn_spark import SAMPLE_SCHEMA, PrivSyn
+    >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
+    >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
+    (0.01497, 0.1, 'one_way:age')
+    >>> print(plan)  # doctest: +ELLIPSIS
+    budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
+    ...
     """
 
     epsilon: float

@@ -8,14 +8,13 @@ the shard). Positions inside a stream are counter-based (:func:`uniforms_at`), s
 the same draws however Spark cuts them into Arrow batches. The privacy noise never comes from here
 (it is the secure sampler of :mod:`privsyn_spark.privacy.noise`).
 
-Examples:
-    >>> a = generator(7, Stage.PGM_SAMPLE, shard=3).random(4)
-    >>> b = generator(7, Stage.PGM_SAMPLE, shard=3).random(4)
-    >>> bool((a == b).all())
-    True
-    >>> whole = uniforms_at(7, Stage.DECODE, shard=0, stream=2, start=0, size=10)
-    >>> bool((uniforms_at(7, Stage.DECODE, 0, 2, start=6, size=4) == whole[6:]).all())
-    True
+>>> a = generator(7, Stage.PGM_SAMPLE, shard=3).random(4)
+>>> b = generator(7, Stage.PGM_SAMPLE, shard=3).random(4)
+>>> bool((a == b).all())
+True
+>>> whole = uniforms_at(7, Stage.DECODE, shard=0, stream=2, start=0, size=10)
+>>> bool((uniforms_at(7, Stage.DECODE, 0, 2, start=6, size=4) == whole[6:]).all())
+True
 """
 
 from __future__ import annotations
@@ -41,9 +40,8 @@ class Stage(IntEnum):
 def generator(seed: int, stage: int, shard: int = 0, batch: int = 0) -> np.random.Generator:
     """The generator of one (seed, stage, shard, batch): ``SeedSequence`` spawn keys, nothing else.
 
-    Examples:
-        >>> int(generator(1, Stage.GUM_INIT).integers(10**6)) == int(generator(1, 0, 0, 0).integers(10**6))
-        True
+    >>> int(generator(1, Stage.GUM_INIT).integers(10**6)) == int(generator(1, 0, 0, 0).integers(10**6))
+    True
     """
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(stage), int(shard), int(batch))))
 

@@ -61,10 +61,9 @@ class Schema:
     def load(cls, path: str | Path) -> Schema:
         """Read and validate a schema file (:func:`load_schema`).
 
-        Examples:
-            >>> from privsyn_spark import SAMPLE_SCHEMA
-            >>> Schema.load(SAMPLE_SCHEMA).names[:3]
-            ('age', 'workclass', 'fnlwgt')
+        >>> from privsyn_spark import SAMPLE_SCHEMA
+        >>> Schema.load(SAMPLE_SCHEMA).names[:3]
+        ('age', 'workclass', 'fnlwgt')
         """
         return load_schema(path)
 
@@ -72,9 +71,8 @@ class Schema:
     def from_dict(cls, doc: Mapping[str, Any]) -> Schema:
         """Validate a schema document (the file's content as a dict).
 
-        Examples:
-            >>> Schema.from_dict({"columns": [{"name": "x", "type": "categorical", "values": ["a", "b"]}]}).names
-            ('x',)
+        >>> Schema.from_dict({"columns": [{"name": "x", "type": "categorical", "values": ["a", "b"]}]}).names
+        ('x',)
         """
         return parse_schema(doc)
 
