@@ -177,9 +177,10 @@ def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
         if as_json:
             print(json.dumps(entry, sort_keys=True, default=str))
             continue
+        extra = "".join(f"  {key}={run[f'privsyn.{key}']}" for key in ("partition", "mode") if f"privsyn.{key}" in run)
         print(f"{entry['version']:>4}  {entry['timestamp']}  {entry['operation']:<34}  "
               f"run={run.get('privsyn.run_id', '-')}  epsilon={run.get('privsyn.epsilon', '-')}  "
-              f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}")
+              f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}{extra}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import uuid
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.pipeline import RunConfig
+from privsyn_spark.runtime.input_scope import Scope
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
@@ -49,18 +50,19 @@ def validate_run_args(args: argparse.Namespace) -> None:
         raise UsageError("--recharge needs --ledger")
     if not (args.runs_dir or "").strip():
         raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
-    load_schema(args.schema)
+    Scope.parse(args.partition, args.where).check_schema(load_schema(args.schema).names)
     if args.run_id and "://" not in args.runs_dir:
         from privsyn_spark.pipeline import synthesizer
 
         config = config_from_args(args)
         found = local_artifact(config.runs_dir, config.run_id)
         if found is not None:
-            check_same_run(found, synthesizer(config).fingerprint(config.input), config.run_id)
+            check_same_run(found, synthesizer(config).fingerprint(config.source), config.run_id)
 
 
-def _check_options(args: argparse.Namespace) -> None:
-    """Refuse option values no run can use (before Spark starts and before any budget is spent)."""
+def _check_options(args: argparse.Namespace) -> Scope:
+    """Refuse option values no run can use (before Spark starts and before any budget is spent);
+    returns the run's input scope."""
     from privsyn_spark.runtime.output_check import check_run_id
 
     for option, minimum in (("rows", 1), ("shard_rows", 1), ("gum_rounds", 0), ("gum_sweeps", 0),
@@ -72,11 +74,16 @@ def _check_options(args: argparse.Namespace) -> None:
         check_run_id(args.run_id)
     if (getattr(args, "model_cells", None) or 0) < 0:
         raise UsageError(f"--model-cells must be >= 0 (0: unbounded), got {args.model_cells:g}")
+    scope = Scope.parse(getattr(args, "partition", []), getattr(args, "where", None))
+    if scope.partition and getattr(args, "write_mode", "overwrite") == "append":
+        raise UsageError("--partition replaces its partition of --output (replaceWhere): --write-mode append is "
+                         "refused (a rerun would add the partition again)")
+    return scope
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
-    _check_options(args)
+    scope = _check_options(args)
     settings = settings_from_args(args)
     sharding = {name: getattr(settings.sharding, name) if getattr(args, name) is None else getattr(args, name)
                 for name in ("shard_rows", "gum_rounds", "gum_sweeps")}  # the flags win over --config
@@ -88,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
         log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
-        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
+        max_cells=args.max_cells, keep_scratch=args.keep_scratch, scope=scope)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

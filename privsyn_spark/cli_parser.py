@@ -26,6 +26,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     io.add_argument("--input-format", choices=["delta", "parquet", "csv", "table"],
                     help="input format (default: detected from the path)")
     io.add_argument("--schema", required=True, help="schema file (YAML/JSON) declaring the public domain")
+    _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
     io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
@@ -86,6 +87,16 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
     _spark_args(parser)
+
+
+def _scope_args(group, where: bool = True) -> None:
+    group.add_argument("--partition", action="append", default=[], metavar="COL=VALUE",
+                       help="scope the run to one partition, repeatable (ANDed): only its files are read on a "
+                            "partitioned Delta/Parquet table; the synthetic rows carry the values and replace "
+                            "exactly that partition of --output (replaceWhere); an empty value is ignored")
+    if where:
+        group.add_argument("--where", default=None, metavar="SQL",
+                           help="extra Spark SQL predicate on the input rows (narrows the input only)")
 
 
 def _config_arg(group) -> None:

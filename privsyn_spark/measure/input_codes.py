@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,21 +38,40 @@ class InputCodes:
 
     Use as a context manager (or call ``close``): the scratch table is deleted on exit. ``source`` is
     a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
+    ``scope`` (:class:`~privsyn_spark.runtime.input_scope.Scope`) filters it to the run's partition;
+    a scoped source is analysed here, so a bad column or predicate stops the run before anything is spent.
     """
 
-    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
+    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str,
+                 scope: Scope | None = None) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
+        self.scope = scope or Scope()
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
+        self._raw = None
+        if self.scope:
+            self.scope.check_schema(schema.names)
+            self.raw()
 
-    def packed(self) -> PackedCodes:
-        """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
-        if self._packed is None:
+    @property
+    def label(self) -> str | None:
+        """The source location with its scope (what a run id's fingerprint binds), None for a DataFrame."""
+        return self.scope.describe(self.source) if isinstance(self.source, str) else None
+
+    def raw(self):
+        """The (scoped) raw table as a lazy DataFrame."""
+        if self._raw is None:
             from privsyn_spark.runtime.input_table import read_table
 
             raw = (self.source if not isinstance(self.source, str)
                    else read_table(self.spark, self.source, self.fmt, infer_types=False))
-            packed = pack_codes(encode(raw, self.schema))
+            self._raw = self.scope.apply(raw)
+        return self._raw
+
+    def packed(self) -> PackedCodes:
+        """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
+        if self._packed is None:
+            packed = pack_codes(encode(self.raw(), self.schema))
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
@@ -67,6 +87,7 @@ class InputCodes:
         if self._packed is not None:
             _delete(self.spark, self.scratch_dir)
             self._packed = None
+        self._raw = None
 
     def __enter__(self) -> InputCodes:
         return self
