@@ -41,8 +41,8 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.run_artifacts import RunArtifacts
-from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
@@ -184,7 +184,8 @@ class PrivSyn:
             from privsyn_spark.budget.ledger import dataset_state
 
             held = dataset_state(spark, *release.ledger_key())
-            partition = held.partition_of(held.active(run_id)) if held.active(run_id) else None
+            active = held.active(run_id)
+            partition = held.partition_of(active) if active is not None else None
             record.dataset_ledger = {"ledger": self.ledger, "dataset_id": self.dataset_id,
                                      "spent_rho": held.spent_rho if partition is None else held.spent_in(partition),
                                      "budget_rho": held.budget.rho if held.budget is not None else None,

@@ -146,6 +146,29 @@ def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: M
         raise BudgetExhausted(state.dataset_id, spent, rho, state.budget.rho, run_id, where)
 
 
+def check_run(state: DatasetState, run_id: str | None, epsilon: float, delta: float,
+              partition: Mapping[str, str] | None = None) -> str:
+    """The forecast of one run (``budget check``, the DAG's first task): a line saying it fits and how
+    many more runs at its epsilon fit after it; raises the refusal its reservation would meet."""
+    from privsyn_spark.budget.ledger_state import partition_label, runs_left
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    rho = rho_from_eps_delta(epsilon, delta)
+    held = state.active(run_id) if run_id else None
+    where = f" [{partition_label(partition)}]" if partition else ""
+    if held is not None:
+        return (f"dataset {state.dataset_id!r}: run {run_id!r}{where} already holds reservation #{held.seq} "
+                f"({held.status}); it reuses its measurements and is charged nothing more")
+    check_fits(state, run_id, rho, partition)
+    after = state.left_for(partition) - rho
+    assert state.budget is not None
+    scope = f"partition {state.budget.per_partition}={dict(partition or {})[state.budget.per_partition]}" \
+        if state.budget.per_partition else "the dataset"
+    return (f"dataset {state.dataset_id!r}: run {run_id or '(new)'!r}{where} fits (epsilon={epsilon:g}, "
+            f"rho={rho:.6g}); left on {scope} after it: epsilon={state.epsilon_of(max(after, 0.0)):.6g} "
+            f"(rho={max(after, 0.0):.6g}), {runs_left(max(after, 0.0), rho)} more run(s) at epsilon={epsilon:g}")
+
+
 def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
             recharge_of: int | None = None, partition: Mapping[str, str] | None = None) -> Reservation:

@@ -126,11 +126,11 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0)
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
     columns = set(_delta_table(spark, ledger).toDF().columns)
-    wanted = [c for c in LEDGER_COLUMNS.split(", ")]
+    wanted = LEDGER_COLUMNS.split(", ")
     missing = [c for c in wanted if c.split()[0] not in columns]
-    if any(c in missing for c in wanted[:_FIRST_COLUMNS]):
-        raise UsageError(f"{ledger} is not a budget ledger (no columns "
-                         f"{[c.split()[0] for c in missing if c in wanted[:_FIRST_COLUMNS]]}); use a new ledger location")
+    lacking = [c.split()[0] for c in missing if c in wanted[:_FIRST_COLUMNS]]
+    if lacking:
+        raise UsageError(f"{ledger} is not a budget ledger (no columns {lacking}); use a new ledger location")
     if missing:
         _add_columns(spark, ledger, missing)
 

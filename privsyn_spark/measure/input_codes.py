@@ -28,7 +28,7 @@ from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class InputCodes:
         self.scope = scope or Scope()
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
-        self._raw = None
+        self._raw: DataFrame | None = None
         if self.scope:
             self.scope.check_schema(schema.names)
             self.raw()
@@ -58,7 +58,7 @@ class InputCodes:
         """The source location with its scope (what a run id's fingerprint binds), None for a DataFrame."""
         return self.scope.describe(self.source) if isinstance(self.source, str) else None
 
-    def raw(self):
+    def raw(self) -> DataFrame:
         """The (scoped) raw table as a lazy DataFrame."""
         if self._raw is None:
             from privsyn_spark.runtime.input_table import read_table
