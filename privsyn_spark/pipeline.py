@@ -175,14 +175,14 @@ def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
         return model.estimate()
 
 
-def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: OutputConfig,
-           provenance: dict[str, str] | None = None):
-    """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written)."""
+def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: OutputConfig):
+    """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written);
+    the commit's provenance says ``privsyn.mode=fit`` (``privsyn-spark sample`` writes ``resample``)."""
     with model.checkpoints(spark, config.keep_scratch) as checkpoints:
         synthetic = model.sample(config.synth_rows, config.seed, spark, checkpoint_dir=checkpoints)
         with model.record.step("write"):
             model.record.output_version = write_delta(synthetic, config.output,
-                                                      {**model.provenance(), **(provenance or {})}, output)
+                                                      {**model.provenance(), "privsyn.mode": "fit"}, output)
     model.save_state()
     log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{model.record.synthesis['rows']:,}",
              config.output, model.record.output_version)

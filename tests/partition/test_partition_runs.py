@@ -13,6 +13,7 @@ import pytest
 
 from privsyn_spark.api import SAMPLE_SCHEMA
 from privsyn_spark.cli import main
+from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.input_scope import Scope
 from tests.partition.conftest import DAYS, run_args, write_days
 
@@ -48,6 +49,11 @@ def test_a_partition_value_prunes_the_files_scanned(spark, tmp_path, caplog, fmt
     with caplog.at_level(logging.WARNING, logger="privsyn_spark"):
         assert Scope.parse(["gender=Male"]).apply(raw).count() > 0  # still filters
     assert "not a partition column of the input" in caplog.text and "full scan" in caplog.text
+    for scope, message in ((((), "no_such > 1"), "no_such"), ((("nope=1",), None), "has no column 'nope'"),
+                           (((), "age >"), "--where 'age >'")):
+        with pytest.raises(UsageError, match=message) as err:  # analysed up front: before anything is spent
+            Scope.parse(*scope).apply(raw)
+        assert len(str(err.value).splitlines()) == 1
 
 
 def test_a_scoped_run_reads_no_other_partition(spark, daily, tmp_path):
