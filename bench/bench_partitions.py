@@ -12,7 +12,7 @@ in one process and one Spark session (its start excluded):
    ``bench.day_D``, a shared ledger budget): total and per-day seconds, the ledger's rows and
    reservations, the output table's versions and the days it holds.
 
-    .venv/bin/python bench/bench_partitions.py --rows 1000000 [--days 100 --backfill 30 --columns 10]
+    .venv/bin/python bench/bench_partitions.py --rows 1000000 [--days 100 --backfill 30 --columns 10 --synth-rows N]
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def _run(argv: list[str], runs: Path, run_id: str) -> tuple[float, dict]:
     return wall, json.loads((runs / run_id / "report.json").read_text()).get("timings", {})
 
 
-def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdir: Path, epsilon: float) -> None:
+def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdir: Path, epsilon: float,
+          synth_rows: int | None) -> None:
     from privsyn_spark.budget.ledger import dataset_state, read_ledger, set_budget
     from privsyn_spark.runtime.session import build_spark_session
     from privsyn_spark.write.delta_output import latest_version
@@ -72,7 +73,7 @@ def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdi
     for stale in (runs, ledger, workdir / "out_one", workdir / "out_full", workdir / "out_backfill"):
         shutil.rmtree(stale, ignore_errors=True)
     common = ["--input", str(table), "--schema", str(schema), "--epsilon", str(epsilon), "--runs-dir", str(runs),
-              "--no-evaluate", "--master", master]
+              "--no-evaluate", "--master", master, *(["--rows", str(synth_rows)] if synth_rows else [])]
     middle = (date(2024, 1, 1) + timedelta(days=days // 2)).isoformat()
     start = time.perf_counter()  # warm-up (excluded): the Delta snapshot and the JVM's first scan of the table
     spark.read.format("delta").load(str(table)).where(f"day = '{middle}'").count()
@@ -82,7 +83,9 @@ def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdi
     one = _run(["run", *common, "--output", str(workdir / "out_one"), "--no-ledger", "--run-id", "one",
                 "--partition", f"day={middle}"], runs, "one")
     steps = [s for s in full[1] if s in one[1]]
-    print(f"\n{rows:,} rows x {columns} columns in {days} daily partitions, epsilon {epsilon}, {master}\n")
+    print(f"\n{rows:,} rows x {columns} columns in {days} daily partitions, epsilon {epsilon}, {master}, "
+          f"synthetic rows {synth_rows or 'the noisy count'}; load " + " / ".join(f"{v:.1f}" for v in os.getloadavg())
+          + "\n", flush=True)
     print("| run | rows read | " + " | ".join(f"{s} (s)" for s in steps) + " | end to end (s) |")
     print("|---" * (len(steps) + 3) + "|")
     for name, share, (wall, timings) in (("one partition", 1 / days, one), ("whole table", 1.0, full)):
@@ -97,6 +100,8 @@ def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdi
         per_day.append(_run(["run", *common, "--output", str(workdir / "out_backfill"), "--ledger", str(ledger),
                              "--dataset-id", "bench", "--run-id", run_id, "--partition", f"day={day}"],
                             runs, run_id)[0])
+        print(f"  backfill day {i + 1}/{backfill} ({day}): {per_day[-1]:.1f} s, load "
+              + " / ".join(f"{v:.1f}" for v in os.getloadavg()), file=sys.stderr, flush=True)
     total = time.perf_counter() - start
     state = dataset_state(spark, str(ledger), "bench")
     out = str(workdir / "out_backfill")
@@ -119,9 +124,11 @@ def main() -> None:
     parser.add_argument("--backfill", type=int, default=30)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--synth-rows", type=int, help="synthetic rows of every run (default: its noisy count)")
     parser.add_argument("--workdir", default="/tmp/privsyn-partitions")
     args = parser.parse_args()
-    bench(args.rows, args.columns, args.days, args.backfill, args.master, Path(args.workdir), args.epsilon)
+    bench(args.rows, args.columns, args.days, args.backfill, args.master, Path(args.workdir), args.epsilon,
+          args.synth_rows)
 
 
 if __name__ == "__main__":
