@@ -44,6 +44,7 @@ from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
@@ -131,26 +132,30 @@ class PrivSyn:
 
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
 
-    def release(self, run_id: str) -> Release:
-        """The ledger's view of run ``run_id``: where its artifact goes and what it is charged."""
+    def release(self, run_id: str, partition: Mapping[str, str] | None = None) -> Release:
+        """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
+        it is charged."""
         return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
-                       self.unit)
+                       self.unit, tuple(sorted((partition or {}).items())))
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
     def open(self, source, input_format: str | None = None, run_id: str | None = None,
-             spark: SparkSession | None = None):
+             spark: SparkSession | None = None, scope: Scope | None = None):
         """The input (a table location read with ``input_format``, or a Spark DataFrame), read and
         encoded at most once: pass it to :meth:`fit` / :meth:`measure` and to :func:`evaluate`. Its
-        scratch table under ``<run>/scratch`` is deleted when the returned context manager exits."""
+        scratch table under ``<run>/scratch`` is deleted when the returned context manager exits.
+        ``scope``: the run's partition values and predicate (:mod:`privsyn_spark.runtime.input_scope`;
+        with a DataFrame, ``fit(df.where(...))`` does the same)."""
         from privsyn_spark.measure.input_codes import InputCodes
 
         source = source if isinstance(source, str) else _spark_frame(source)
         spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
-        return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"))
+        return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
+                          scope)
 
     def measure(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
@@ -164,7 +169,8 @@ class PrivSyn:
 
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
-        spark, source = codes.spark, codes.source if isinstance(codes.source, str) else self._frame_name()
+        spark, source = codes.spark, codes.label or self._frame_name()
+        release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
         codes.check_columns()  # a missing id column: refused before any budget is reserved
 
@@ -182,8 +188,7 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            measurements = guarded_measure(spark, self.release(run_id), self.fingerprint(source), draw,
-                                           SecureDiscreteGaussian())
+            measurements = guarded_measure(spark, release, self.fingerprint(source), draw, SecureDiscreteGaussian())
         finally:
             if codes is not data:
                 codes.close()
@@ -192,10 +197,14 @@ class PrivSyn:
         if self.ledger:
             from privsyn_spark.budget.ledger import dataset_state
 
-            held = dataset_state(spark, *self.release(run_id).ledger_key())
-            record.dataset_ledger = {"ledger": self.ledger, "dataset_id": self.dataset_id, "spent_rho": held.spent_rho,
+            held = dataset_state(spark, *release.ledger_key())
+            active = held.active(run_id)
+            partition = held.partition_of(active) if active is not None else None
+            record.dataset_ledger = {"ledger": self.ledger, "dataset_id": self.dataset_id,
+                                     "spent_rho": held.spent_rho if partition is None else held.spent_in(partition),
                                      "budget_rho": held.budget.rho if held.budget is not None else None,
-                                     "left_rho": held.left_rho}
+                                     "left_rho": held.left_for(codes.scope.values()),
+                                     **({"partition": codes.scope.label()} if codes.scope.partition else {})}
         model = self._model(measurements, record, folder)
         model.save_state()
         return model
@@ -230,7 +239,18 @@ class PrivSyn:
         from privsyn_spark.runtime.output_check import check_output_table
         from privsyn_spark.write.decode import output_ddl
 
-        check_output_table(spark or _session(), target, output.mode, output_ddl(self.schema))
+        spark = spark or _session()
+        ddl = output_ddl(self.schema)
+        if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
+            from privsyn_spark.write.delta_output import partition_column_types, table_exists
+
+            if output.mode != "overwrite":
+                raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --write-mode "
+                                 "append is refused")
+            types = partition_column_types(spark, target if table_exists(spark, target) else None,
+                                           output.partition, output.partition_types)
+            ddl += "".join(f", `{c}` {types[c]}" for c, _ in output.partition)
+        check_output_table(spark, target, "append" if output.partition else output.mode, ddl)
 
     @staticmethod
     def load(uri: str, spark: SparkSession | None = None) -> SynthModel:
@@ -282,8 +302,11 @@ def write_delta(df, target: str, provenance: SynthModel | Mapping[str, str] | No
     if reserved:
         raise UsageError(f"table properties {reserved}: privsyn.* properties record the run and are set by "
                          f"privsyn-spark itself")
+    if output.partition:
+        props = {**props, "privsyn.partition": ",".join(f"{c}={v}" for c, v in output.partition)}
     return write(df, target, output.mode, properties={**output.properties, **props}, user_metadata=props,
-                 partition_by=output.partition_by, comment=output.comment)
+                 partition_by=output.partition_by, comment=output.comment, partition=output.partition,
+                 partition_types=output.partition_types)
 
 
 @dataclass

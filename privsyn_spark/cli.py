@@ -128,12 +128,12 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.command == "plan":
         return _plan(args)
-    if args.command == "infer-schema":
+    if args.command == "sample":
+        sample = _sample_config(args)  # before Spark starts
+    elif args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
-    elif args.command == "budget" and args.action == "set":
-        from privsyn_spark.budget.ledger_state import check_budget
-
-        check_budget(args.epsilon, args.delta, _budget_unit(args))
+    elif args.command == "budget":
+        _check_budget_args(args)
     config = _check_before_spark(args)  # before Spark starts
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
@@ -144,6 +144,11 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     if args.command == "provenance":
         _print_provenance(spark, args.table, args.json)
+        return 0
+    if args.command == "sample":
+        from privsyn_spark.resample import run_sample
+
+        run_sample(spark, sample)
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
@@ -162,23 +167,75 @@ def _budget_unit(args: argparse.Namespace) -> str:
     return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
 
 
-def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
-    """`budget set` / `budget show`."""
-    from privsyn_spark.budget import ledger
-    from privsyn_spark.budget.ledger_state import describe
+def _sample_config(args: argparse.Namespace):
+    """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
+    from privsyn_spark.resample import SampleConfig
+    from privsyn_spark.runtime.input_scope import Scope
+    from privsyn_spark.runtime.output_check import check_output_path
+
+    config = SampleConfig(output=args.output, from_run=args.from_run or None, model=args.model or None,
+                          schema=args.schema or None, runs_dir=args.runs_dir, ledger=args.ledger or None,
+                          dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
+                          synthesizer=args.synthesizer, scope=Scope.parse(args.partition),
+                          settings=settings_from_args(args))
+    config.check()
+    if config.schema:
+        from privsyn_spark.schema.schema import load_schema
+
+        config.scope.check_schema(load_schema(config.schema).names)
+    if config.model and "://" not in config.model and not (Path(config.model) / "model.json").is_file():
+        raise UsageError(f"--model {config.model}: no saved model there (model.json is missing)")
+    check_output_path(config.output, "overwrite")
+    return config
+
+
+def _check_budget_args(args: argparse.Namespace) -> None:
+    """`budget` options checked before Spark starts."""
+    from privsyn_spark.budget.ledger_state import check_budget, check_epsilon_delta
+    from privsyn_spark.runtime.input_scope import Scope
 
     if args.action == "set":
+        check_budget(args.epsilon, args.delta, _budget_unit(args))
+        if args.per_partition is not None and not args.per_partition.strip():
+            raise UsageError("--per-partition needs a column name")
+    elif args.epsilon is not None:
+        check_epsilon_delta(args.epsilon, args.delta)
+    if args.action == "check":
+        if not args.ledger or not args.dataset:
+            raise UsageError("budget check needs --ledger and --dataset (empty values are not set)")
+        Scope.parse(args.partition)
+
+
+def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
+    """`budget set` / `budget show` / `budget check`."""
+    from privsyn_spark.budget import ledger
+    from privsyn_spark.budget.ledger_state import describe
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
+        if args.action != "set" and args.epsilon is not None else None
+    if args.action == "set":
         ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
-                          privacy_unit=_budget_unit(args))
+                          privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
         states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
+    elif args.action == "check":
+        print(ledger.check_run(ledger.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,
+                               args.epsilon, args.delta, _scope_values(args)))
+        return 0
     else:
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
                   else ledger.all_datasets(spark, args.ledger))
         if not states:
             print(f"ledger {args.ledger}: no datasets")
     for state in states:
-        print("\n".join(describe(state)))
+        print("\n".join(describe(state, forecast)))
     return 0
+
+
+def _scope_values(args: argparse.Namespace) -> dict[str, str]:
+    from privsyn_spark.runtime.input_scope import Scope
+
+    return Scope.parse(args.partition).values()
 
 
 def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
@@ -192,9 +249,10 @@ def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
         if as_json:
             print(json.dumps(entry, sort_keys=True, default=str))
             continue
+        extra = "".join(f"  {key}={run[f'privsyn.{key}']}" for key in ("partition", "mode") if f"privsyn.{key}" in run)
         print(f"{entry['version']:>4}  {entry['timestamp']}  {entry['operation']:<34}  "
               f"run={run.get('privsyn.run_id', '-')}  epsilon={run.get('privsyn.epsilon', '-')}  "
-              f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}")
+              f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}{extra}")
 
 
 if __name__ == "__main__":

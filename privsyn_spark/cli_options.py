@@ -11,6 +11,7 @@ from typing import Any
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.pipeline import RunConfig
+from privsyn_spark.runtime.input_scope import Scope
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
@@ -48,10 +49,11 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
 
     config = config_from_args(args)
     synth = synthesizer(config)
+    config.scope.check_schema(synth.schema.names)
     if args.run_id and "://" not in config.runs_dir:
         found = local_artifact(config.runs_dir, config.run_id)
         if found is not None:
-            check_same_run(found, synth.fingerprint(config.input), config.run_id)
+            check_same_run(found, synth.fingerprint(config.source), config.run_id)
     return config
 
 
@@ -75,7 +77,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, no_ledger=args.no_ledger,
         recharge=args.recharge, log_exact_counts=args.log_exact_counts, label=args.label,
         evaluate=not args.no_evaluate, max_cells=args.max_cells, keep_scratch=args.keep_scratch,
-        privacy_id=privacy_ids(args.privacy_id), max_rows_per_id=args.max_rows_per_id)
+        privacy_id=privacy_ids(args.privacy_id), max_rows_per_id=args.max_rows_per_id,
+        scope=Scope.parse(getattr(args, "partition", []), getattr(args, "where", None)))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

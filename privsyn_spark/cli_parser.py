@@ -31,6 +31,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     io.add_argument("--input-format", choices=["delta", "parquet", "csv", "table"],
                     help="input format (default: detected from the path)")
     io.add_argument("--schema", required=True, help="schema file (YAML/JSON) declaring the public domain")
+    _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
     io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
@@ -98,6 +99,16 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
     _spark_args(parser)
+
+
+def _scope_args(group, where: bool = True) -> None:
+    group.add_argument("--partition", action="append", default=[], metavar="COL=VALUE",
+                       help="scope the run to one partition, repeatable (ANDed): only its files are read on a "
+                            "partitioned Delta/Parquet table; the synthetic rows carry the values and replace "
+                            "exactly that partition of --output (replaceWhere); an empty value is ignored")
+    if where:
+        group.add_argument("--where", default=None, metavar="SQL",
+                           help="extra Spark SQL predicate on the input rows (narrows the input only)")
 
 
 def _config_arg(group) -> None:
@@ -182,11 +193,48 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                              "with another privacy unit on this dataset are refused")
     setter.add_argument("--replace", action="store_true",
                         help="change an existing budget (recorded in the ledger; spent stays spent)")
+    setter.add_argument("--per-partition", metavar="COL", default=None,
+                        help="the budget holds for each partition of COL on its own (parallel composition): every "
+                             "run must pass --partition COL=VALUE; sound only when each privacy unit's rows lie in "
+                             "one partition (always for one-row units; see docs/scheduling.md)")
     _spark_args(setter)
     show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
     show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
     show.add_argument("--dataset", help="one dataset only")
+    show.add_argument("--epsilon", type=float, help="forecast: how many more runs at this epsilon fit")
+    show.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the forecast runs' delta "
+                                                                        f"(default {DEFAULT_DELTA})")
     _spark_args(show)
+    check = actions.add_parser("check", help="would a run fit? exit 3 (with the forecast) if not; reads only "
+                                             "the ledger (the DAG's first task)")
+    check.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    check.add_argument("--dataset", required=True, help="dataset id")
+    check.add_argument("--epsilon", type=float, required=True, help="the run's epsilon")
+    check.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the run's delta (default {DEFAULT_DELTA})")
+    check.add_argument("--run-id", default="", help="the run's id (a run already charged fits: it is reused)")
+    _scope_args(check, where=False)
+    _spark_args(check)
+    sample = sub.add_parser("sample", help="a new synthetic table from a run's measurements or a saved model: "
+                                           "reads no input, charges nothing",
+                            description="Re-sample: post-processing of released measurements. No input is read "
+                                        "and no budget is spent.")
+    source = sample.add_argument_group("fitted model (one of)")
+    source.add_argument("--from-run", metavar="RUN_ID",
+                        help="a fitted run's id under --runs-dir, or `latest` (the dataset's latest committed run "
+                             "of --schema; needs --ledger)")
+    source.add_argument("--model", metavar="PATH", help="a saved model (SynthModel.save)")
+    sample.add_argument("--schema", help="the run's schema file (required with --from-run)")
+    sample.add_argument("--runs-dir", default="runs", help="folder of run artifacts (default ./runs)")
+    sample.add_argument("--ledger", help="budget ledger: --from-run's measurements are the ones it committed "
+                                         "(hash-checked); nothing is charged")
+    sample.add_argument("--dataset-id", help="dataset key in the ledger")
+    sample.add_argument("--output", required=True, help="synthetic Delta table: a path or a catalog table name")
+    sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
+    sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")
+    sample.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum", help="gum (default) or pgm")
+    _scope_args(sample, where=False)
+    _config_arg(sample)
+    _spark_args(sample)
     prov = sub.add_parser("provenance", help="list the runs that wrote each version of a synthetic Delta table",
                           description="List every version of a Delta table with the privsyn-spark run that wrote "
                                       "it (run id, epsilon, delta, rho from the commit's userMetadata).")

@@ -69,6 +69,8 @@ class OutputConfig:
     partition_by: tuple[str, ...] = ()      # partition columns (on create/overwrite)
     comment: str | None = None              # table comment (on create/overwrite)
     properties: Mapping[str, str] = field(default_factory=dict)  # extra table properties (not privsyn.*)
+    partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values: in every row, replaceWhere
+    partition_types: Mapping[str, str] = field(default_factory=dict)  # their SQL types (else the table's, else string)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ synthesizing again with the same seed rewrites the same table.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, S
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.storage import join
 
 if TYPE_CHECKING:
@@ -73,10 +75,19 @@ class RunConfig:
     privacy_id: tuple[str, ...] | None = None  # id column(s) of a person, the privacy unit (None: the schema's)
     max_rows_per_id: int | None = None   # K, rows kept per person (None: the schema's, else 1)
     settings: Settings = field(default_factory=Settings)  # every other knob (--config file.yaml, then flags)
+    scope: Scope = field(default_factory=Scope)  # --partition / --where: the input's rows this run measures
 
     def __post_init__(self) -> None:
         if self.synth_rows is not None and self.synth_rows < 1:  # refused before Spark starts
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
+        if self.scope.partition and self.write_mode == "append":
+            raise UsageError("--partition replaces its partition of --output (replaceWhere): --write-mode append "
+                             "is refused (a rerun would add the partition again)")
+
+    @property
+    def source(self) -> str:
+        """The input with its scope: what the run id's fingerprint binds (another partition, another run)."""
+        return self.scope.describe(self.input)
 
     @property
     def run_location(self) -> str:
@@ -94,8 +105,22 @@ class RunConfig:
 
     @property
     def output_config(self) -> OutputConfig:
-        """How the synthetic table is written."""
-        return OutputConfig(self.write_mode, self.partition_by, self.table_comment, self.table_properties)
+        """How the synthetic table is written (a scoped run: into its partition; see :func:`output_for`)."""
+        return OutputConfig(self.write_mode, self.partition_by, self.table_comment, self.table_properties,
+                            self.scope.partition)
+
+
+def output_for(spark: SparkSession, config: RunConfig, codes=None) -> OutputConfig:
+    """:attr:`RunConfig.output_config` with the scoped partition columns typed as the input's (its
+    schema only, never its rows: from ``codes`` when the run holds them)."""
+    output = config.output_config
+    if not config.scope.partition:
+        return output
+    from privsyn_spark.runtime.input_table import read_table
+
+    raw = codes.raw() if codes is not None else read_table(spark, config.input, config.input_format, infer_types=False)
+    types = {f.name: f.dataType.simpleString() for f in raw.schema.fields if f.name in config.scope.columns}
+    return dataclasses.replace(output, partition_types=types)
 
 
 def synthesizer(config: RunConfig) -> PrivSyn:
@@ -121,26 +146,28 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
 def run_synthesize(spark: SparkSession, config: RunConfig):
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     synth = synthesizer(config)
-    model = synth.measured(config.run_id, config.input, spark)
-    synth.check_output(config.output, config.output_config, spark)
-    return _write(spark, config, _estimate(spark, model))
+    model = synth.measured(config.run_id, config.source, spark)
+    output = output_for(spark, config)
+    synth.check_output(config.output, output, spark)
+    return _write(spark, config, _estimate(spark, model), output)
 
 
 def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
     synth = synthesizer(config)
-    model = synth.measured(config.run_id, config.input, spark)
-    with synth.open(config.input, config.input_format, config.run_id, spark) as codes:
+    model = synth.measured(config.run_id, config.source, spark)
+    with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
         return _report(spark, config, model, codes)
 
 
 def run(spark: SparkSession, config: RunConfig) -> dict:
     """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
     synth = synthesizer(config)
-    synth.check_output(config.output, config.output_config, spark)  # before any budget is spent
-    with synth.open(config.input, config.input_format, config.run_id, spark) as codes:
+    with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
+        output = output_for(spark, config, codes)
+        synth.check_output(config.output, output, spark)  # before any budget is spent
         model = _estimate(spark, _measure(spark, config, codes, synth))
-        _write(spark, config, model)
+        _write(spark, config, model, output)
         return _report(spark, config, model, codes)
 
 
@@ -148,7 +175,7 @@ def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn 
     synth = synth or synthesizer(config)
     if codes is not None:
         return synth.measure(codes, config.run_id)
-    with synth.open(config.input, config.input_format, config.run_id, spark) as source:
+    with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as source:
         return synth.measure(source, config.run_id)
 
 
@@ -160,12 +187,14 @@ def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
         return model.estimate()
 
 
-def _write(spark: SparkSession, config: RunConfig, model: SynthModel):
-    """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written)."""
+def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: OutputConfig):
+    """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written);
+    the commit's provenance says ``privsyn.mode=fit`` (``privsyn-spark sample`` writes ``resample``)."""
     with model.checkpoints(spark, config.keep_scratch) as checkpoints:
         synthetic = model.sample(config.synth_rows, config.seed, spark, checkpoint_dir=checkpoints)
         with model.record.step("write"):
-            model.record.output_version = write_delta(synthetic, config.output, model, config.output_config)
+            model.record.output_version = write_delta(synthetic, config.output,
+                                                      {**model.provenance(), "privsyn.mode": "fit"}, output)
     model.save_state()
     log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{model.record.synthesis['rows']:,}",
              config.output, model.record.output_version)
@@ -180,6 +209,8 @@ def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes) ->
         from privsyn_spark.runtime.locations import is_path
 
         written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
+        if config.scope.partition:  # this run's partition of the table, without the partition columns
+            written = Scope(config.scope.partition).apply(written).drop(*config.scope.columns)
         with model.record.step("evaluate"):
             model.record.metrics = evaluate(codes, written, model.schema, label=config.label, seed=config.seed).metrics
     return model.write_report({"run_id": config.run_id, "dataset": config.dataset_id or config.input,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,10 +48,12 @@ log = logging.getLogger(__name__)
 class BudgetExhausted(BudgetRefused):
     """The dataset's cumulative rho plus the run's own would exceed its total budget."""
 
-    def __init__(self, dataset_id: str, spent: float, asked: float, budget: float, run_id: str | None = None):
+    def __init__(self, dataset_id: str, spent: float, asked: float, budget: float, run_id: str | None = None,
+                 partition: str = ""):
         self.dataset_id, self.spent, self.asked, self.budget, self.run_id = dataset_id, spent, asked, budget, run_id
         who = f"run {run_id!r} " if run_id else ""
-        super().__init__(f"privacy budget of dataset {dataset_id!r} exhausted: {who}asks rho={asked:.6g}, "
+        where = f" (partition {partition})" if partition else ""
+        super().__init__(f"privacy budget of dataset {dataset_id!r}{where} exhausted: {who}asks rho={asked:.6g}, "
                          f"already spent rho={spent:.6g} of budget rho={budget:.6g} "
                          f"(left {max(budget - spent, 0.0):.6g})")
 
@@ -61,6 +64,8 @@ class NoBudget(BudgetRefused):
 
 class UnitMismatch(UsageError):
     """A release for another privacy unit than the one the dataset's budget is set for."""
+class MixedBudget(BudgetRefused):
+    """A shared run on a per-partition budget (or the other way round): refused, never mixed."""
 
 
 class RunMismatch(UsageError):
@@ -91,13 +96,19 @@ class Reservation:
 
 
 def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float, delta: float,
-               replace: bool = False, privacy_unit: str = ROW) -> Budget:
+               replace: bool = False, privacy_unit: str = ROW, per_partition: str | None = None) -> Budget:
     """Store the dataset's total budget (epsilon at delta, for the privacy unit ``privacy_unit``: ``row``
     or the id column(s) joined by commas). Setting the same budget again is a no-op; a different one
-    is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay)."""
+    is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay).
+
+    ``per_partition``: the budget holds for each partition of that column on its own (parallel
+    composition): every run must then be scoped to one value of it. Sound when each privacy unit's
+    rows lie in one partition (always for the one-row unit; for a person only when the column is
+    constant per person). A dataset that has spent under one kind of budget cannot switch to the
+    other (shared and per-partition runs never mix)."""
     if not dataset_id:
         raise UsageError("a dataset id is required")
-    budget = check_budget(epsilon, delta, privacy_unit)
+    budget = check_budget(epsilon, delta, privacy_unit, per_partition)
 
     def decide(state: DatasetState):
         if state.budget == budget:
@@ -109,27 +120,79 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
         if state.budget is not None and state.reservations and state.budget.privacy_unit != budget.privacy_unit:
             raise UsageError(f"dataset {dataset_id!r} has releases charged for privacy unit "
                              f"{state.budget.privacy_unit}; its unit cannot change (use another dataset id)")
+        before = state.budget.per_partition if state.budget else None
+        if before != budget.per_partition and any(not r.refunded for r in state.reservations):
+            raise MixedBudget(f"dataset {dataset_id!r} has spent under a {_kind(before)} budget; it cannot become "
+                              f"{_kind(budget.per_partition)} (shared and per-partition runs never mix): use a "
+                              f"new dataset id")
         return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta,
-                "privacy_unit": budget.privacy_unit}
+                "privacy_unit": budget.privacy_unit, "per_partition": budget.per_partition}
 
     row, _ = append_row(spark, ledger, dataset_id, decide)
     if row is not None:
-        log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g)", ledger, dataset_id,
-                 budget.epsilon, budget.delta, budget.rho)
+        log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g, %s)", ledger, dataset_id,
+                 budget.epsilon, budget.delta, budget.rho, _kind(budget.per_partition))
     return budget
+
+
+def _kind(per_partition: str | None) -> str:
+    return f"per-partition ({per_partition})" if per_partition else "shared"
+
+
+def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: Mapping[str, str] | None) -> None:
+    """Raise the refusal a new reservation of ``rho`` scoped to ``partition`` would meet: no budget,
+    a shared run on a per-partition budget, or the budget (the partition's) exhausted."""
+    if state.budget is None:
+        raise NoBudget(f"dataset {state.dataset_id!r} has no budget in the ledger: set it once with "
+                       f"`privsyn-spark budget set --dataset {state.dataset_id} --epsilon E --delta D`")
+    column = state.budget.per_partition
+    if column is not None and column not in (partition or {}):
+        raise MixedBudget(f"dataset {state.dataset_id!r} is budgeted per partition of {column!r}: a run must be "
+                          f"scoped to one (--partition {column}=VALUE); shared runs are refused")
+    left = state.left_for(partition)
+    spent = state.budget.rho - left
+    if rho > left + state.budget.rho * RHO_TOLERANCE:
+        where = f"{column}={partition[column]}" if column and partition else ""
+        raise BudgetExhausted(state.dataset_id, spent, rho, state.budget.rho, run_id, where)
+
+
+def check_run(state: DatasetState, run_id: str | None, epsilon: float, delta: float,
+              partition: Mapping[str, str] | None = None) -> str:
+    """The forecast of one run (``budget check``, the DAG's first task): a line saying it fits and how
+    many more runs at its epsilon fit after it; raises the refusal its reservation would meet."""
+    from privsyn_spark.budget.ledger_state import partition_label, runs_left
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    rho = rho_from_eps_delta(epsilon, delta)
+    held = state.active(run_id) if run_id else None
+    where = f" [{partition_label(partition)}]" if partition else ""
+    if held is not None:
+        return (f"dataset {state.dataset_id!r}: run {run_id!r}{where} already holds reservation #{held.seq} "
+                f"({held.status}); it reuses its measurements and is charged nothing more")
+    check_fits(state, run_id, rho, partition)
+    after = state.left_for(partition) - rho
+    assert state.budget is not None
+    scope = f"partition {state.budget.per_partition}={dict(partition or {})[state.budget.per_partition]}" \
+        if state.budget.per_partition else "the dataset"
+    return (f"dataset {state.dataset_id!r}: run {run_id or '(new)'!r}{where} fits (epsilon={epsilon:g}, "
+            f"rho={rho:.6g}); left on {scope} after it: epsilon={state.epsilon_of(max(after, 0.0)):.6g} "
+            f"(rho={max(after, 0.0):.6g}), {runs_left(max(after, 0.0), rho)} more run(s) at epsilon={epsilon:g}")
 
 
 def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
-            recharge_of: int | None = None, unit: PrivacyUnit = PrivacyUnit()) -> Reservation:
+            recharge_of: int | None = None, unit: PrivacyUnit = PrivacyUnit(),
+            partition: Mapping[str, str] | None = None) -> Reservation:
     """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
 
     A run id with a reservation gets it back uncharged (``charged=False``: the caller must reuse its
     artifact and draw nothing); asking it with another fingerprint raises :class:`RunMismatch`.
     ``recharge_of=seq`` charges a fresh reservation in place of the run's reservation ``seq`` (its
     artifact was lost; the lost release stays charged). Raises :class:`NoBudget` without a budget,
-    :class:`BudgetExhausted` when spent + ``rho`` would exceed it, :class:`UnitMismatch` (exit 2) when
-    ``unit`` is not the unit the dataset's budget is set for; all before anything is charged.
+    :class:`BudgetExhausted` when spent + ``rho`` would exceed it (the partition's spent, with a
+    per-partition budget: ``partition`` holds the run's scoped values, recorded with the reservation),
+    :class:`UnitMismatch` (exit 2) when ``unit`` is not the unit the dataset's budget is set for; all
+    before anything is charged.
     """
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
@@ -152,11 +215,11 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
             if recharge_of is None or held.seq != recharge_of:
                 found.append(held)
                 return None
-        if state.spent_rho + rho > state.budget.rho * (1.0 + RHO_TOLERANCE):
-            raise BudgetExhausted(dataset_id, state.spent_rho, rho, state.budget.rho, run_id)
+        check_fits(state, run_id, rho, partition)
         return {"kind": RESERVE, "run_id": run_id, "rho": float(rho), "epsilon": float(epsilon),
                 "delta": float(delta), "attempt": attempt, "artifact": artifact,
-                "fingerprint": json.dumps(fingerprint, sort_keys=True), **unit.record()}
+                "fingerprint": json.dumps(fingerprint, sort_keys=True), **unit.record(),
+                "partition_values": json.dumps(dict(partition), sort_keys=True) if partition else None}
 
     row, state = append_row(spark, ledger, dataset_id, decide)
     if row is None:
@@ -165,7 +228,8 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
                  dataset_id, held.status)
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
     held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
-                          artifact, None, False, row["recorded_at"], unit.name, unit.bound)
+                          artifact, None, False, row["recorded_at"], unit.name, unit.bound,
+                          dict(partition) if partition else None)
     assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)

@@ -4,16 +4,24 @@ The ledger is insert-only; every row has a ``kind``:
 
 - ``budget``: the dataset's total (epsilon, delta) and its rho, for one privacy unit (``privacy_unit``:
   ``row``, or the id column(s) of a person; NULL in older ledgers: a row); the latest one holds (a
-  change needs ``budget set --replace`` and stays in the history);
+  change needs ``budget set --replace`` and stays in the history); ``per_partition`` names the column
+  whose partitions each get that whole budget (parallel composition), None for one shared budget;
 - ``reserve``: a run's rho charged before it draws any noise, with the run's (epsilon, delta), its unit
-  and bound K (``max_rows_per_id``), its
-  fingerprint (input, schema hash, ...), the attempt that holds it and where its artifact goes;
+  and bound K (``max_rows_per_id``), its fingerprint (input, schema hash, ...), the attempt that holds
+  it, where its artifact goes and the partition values it was scoped to (``partition_values``, JSON;
+  None for an unscoped run);
 - ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256;
 - ``refund``: the attempt failed before drawing any noise and its artifact provably does not
   exist; its rho no longer counts.
 
 zCDP composes additively (Bun-Steinke 2016, Lemma 2.3): the dataset's spent rho is the sum of its
-unrefunded reservations, and its spent epsilon is that rho converted at the dataset's delta.
+unrefunded reservations, and its spent epsilon is that rho converted at the dataset's delta. With a
+per-partition budget, releases on disjoint partitions compose in parallel (McSherry 2009, Thm. 4;
+each privacy unit's rows lie in one partition): a partition's spent rho is the sum over the
+reservations of that partition only.
+
+Ledgers written before a column existed are read with that column as None (:func:`fold` reads
+every optional column with ``get``).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
+from privsyn_spark.privacy.accounting import RHO_TOLERANCE, eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.unit import ROW
 
 BUDGET, RESERVE, COMMIT, REFUND = "budget", "reserve", "commit", "refund"
@@ -39,12 +47,14 @@ class Budget:
     delta: float
     rho: float
     privacy_unit: str = ROW  # what neighbouring tables differ by: a row, or a person of these id column(s)
+    per_partition: str | None = None  # each partition of this column has the whole budget (parallel composition)
 
 
-def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW) -> Budget:
+def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None) -> Budget:
     """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1."""
     check_epsilon_delta(epsilon, delta, "budget")
-    return Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit)
+    return Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
+                  per_partition or None)
 
 
 def check_epsilon_delta(epsilon: float, delta: float, what: str = "run") -> None:
@@ -90,6 +100,7 @@ class RunReservation:
     recorded_at: Any = None
     privacy_unit: str = ROW
     max_rows_per_id: int = 1
+    partition: dict[str, str] | None = None  # the run's scoped partition values (None: unscoped)
 
     @property
     def status(self) -> str:
@@ -109,13 +120,44 @@ class DatasetState:
 
     @property
     def spent_rho(self) -> float:
-        """Sum of the rho of every unrefunded reservation (zCDP composition)."""
+        """Sum of the rho of every unrefunded reservation (zCDP composition; all partitions' together)."""
         return float(sum(r.rho for r in self.reservations if not r.refunded))
 
     @property
     def left_rho(self) -> float:
-        """rho still unspent (0 without a budget)."""
+        """rho still unspent (0 without a budget; with a per-partition budget, see :meth:`left_in`)."""
         return max(self.budget.rho - self.spent_rho, 0.0) if self.budget else 0.0
+
+    def partition_of(self, reservation: RunReservation) -> str | None:
+        """The value of the budget's per-partition column in ``reservation`` (None: shared or unscoped)."""
+        column = self.budget.per_partition if self.budget else None
+        return (reservation.partition or {}).get(column) if column else None
+
+    def spent_in(self, value: str) -> float:
+        """rho spent on one partition (the per-partition column's ``value``)."""
+        return float(sum(r.rho for r in self.reservations if not r.refunded and self.partition_of(r) == value))
+
+    def left_in(self, value: str) -> float:
+        """rho left on one partition (a partition never run has the whole budget)."""
+        return max(self.budget.rho - self.spent_in(value), 0.0) if self.budget else 0.0
+
+    def partitions(self) -> dict[str, float]:
+        """Spent rho by partition value (per-partition budgets; in the order first charged)."""
+        spent: dict[str, float] = {}
+        for r in self.reservations:
+            value = self.partition_of(r)
+            if value is not None and not r.refunded:
+                spent[value] = spent.get(value, 0.0) + r.rho
+        return spent
+
+    def left_for(self, partition: Mapping[str, str] | None) -> float:
+        """rho a run scoped to ``partition`` may still spend: its partition's (per-partition budget)
+        or the dataset's (shared)."""
+        column = self.budget.per_partition if self.budget else None
+        if column is None:
+            return self.left_rho
+        value = (partition or {}).get(column)
+        return self.left_in(value) if value is not None else 0.0
 
     def epsilon_of(self, rho: float) -> float | None:
         """``rho`` as epsilon at the dataset's delta (None without a budget)."""
@@ -139,7 +181,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
     refunds = {r["attempt"] for r in rows if r["kind"] == REFUND}
     for r in rows:
         if r["kind"] == BUDGET:
-            state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]), r.get("privacy_unit") or ROW)
+            state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]), r.get("privacy_unit") or ROW,
+                                  r.get("per_partition"))
             state.budget_history.append(state.budget)
         elif r["kind"] == RESERVE:
             commit = commits.get(r["attempt"])
@@ -148,7 +191,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 epsilon=float(r["epsilon"]), delta=float(r["delta"]), fingerprint=json.loads(r["fingerprint"] or "{}"),
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
                 refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
-                privacy_unit=r.get("privacy_unit") or ROW, max_rows_per_id=int(r.get("max_rows_per_id") or 1)))
+                privacy_unit=r.get("privacy_unit") or ROW, max_rows_per_id=int(r.get("max_rows_per_id") or 1),
+                partition=json.loads(r["partition_values"]) if r.get("partition_values") else None))
     return state
 
 
@@ -170,21 +214,51 @@ def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> s
     return ", ".join(diffs) or None
 
 
-def describe(state: DatasetState) -> list[str]:
-    """Lines of ``budget show`` for one dataset: total, spent, left (epsilon at its delta), releases."""
+def runs_left(left_rho: float, rho: float) -> int:
+    """How many more releases of ``rho`` fit in ``left_rho`` (zCDP composition: rho adds up)."""
+    if not rho > 0:
+        raise ValueError(f"rho must be > 0, got {rho}")
+    return max(int(math.floor(left_rho / rho * (1.0 + RHO_TOLERANCE))), 0)
+
+
+def partition_label(partition: Mapping[str, str] | None) -> str:
+    """``day=2024-01-01,region=EU`` ('' when unscoped)."""
+    return ",".join(f"{c}={v}" for c, v in sorted((partition or {}).items()))
+
+
+def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -> list[str]:
+    """Lines of ``budget show`` for one dataset: total, spent, left (epsilon at its delta), per
+    partition when budgeted so, each release; ``forecast=(epsilon, rho)``: how many more runs fit."""
     lines = [f"dataset {state.dataset_id!r}"]
     if state.budget is None:
         lines.append("  budget: not set (runs are refused until `privsyn-spark budget set`)")
     else:
         b = state.budget
-        lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g}), privacy unit "
+        per = f" per partition of {b.per_partition!r} (parallel composition)" if b.per_partition else " (shared)"
+        lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g}){per}, privacy unit "
                      f"{b.privacy_unit if b.privacy_unit == ROW else 'id ' + b.privacy_unit}"
                      + (f"; changed {len(state.budget_history) - 1} time(s)" if len(state.budget_history) > 1 else ""))
         lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} (rho={state.spent_rho:.6g}, "
-                     f"zCDP composition of {sum(not r.refunded for r in state.reservations)} releases)")
-        lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} (rho={state.left_rho:.6g})")
+                     f"zCDP composition of {sum(not r.refunded for r in state.reservations)} releases)"
+                     + (" over all partitions" if b.per_partition else ""))
+        if b.per_partition:
+            for value, spent in state.partitions().items():
+                left = state.left_in(value)
+                lines.append(f"  partition {b.per_partition}={value}: spent epsilon={state.epsilon_of(spent):.6g} "
+                             f"(rho={spent:.6g}), left epsilon={state.epsilon_of(left):.6g} (rho={left:.6g})"
+                             + (f"; {runs_left(left, forecast[1])} more run(s) at epsilon={forecast[0]:g}"
+                                if forecast else ""))
+            if forecast:
+                lines.append(f"  forecast: a new partition fits {runs_left(b.rho, forecast[1])} run(s) at "
+                             f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
+        else:
+            lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} (rho={state.left_rho:.6g})")
+            if forecast:
+                lines.append(f"  forecast: {runs_left(state.left_rho, forecast[1])} more run(s) fit at "
+                             f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
     for r in state.reservations:
         bound = f" max_rows_per_id={r.max_rows_per_id}" if r.privacy_unit != ROW else ""
-        lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g} rho={r.rho:.6g}{bound} "
-                     f"{r.status} {r.recorded_at or ''}".rstrip())
+        where = f" [{partition_label(r.partition)}]" if r.partition else ""
+        lines.append(f"  #{r.seq} run {r.run_id!r}{where}: epsilon={r.epsilon:.6g} delta={r.delta:.3g} "
+                     f"rho={r.rho:.6g}{bound} {r.status} {r.recorded_at or ''}".rstrip())
     return lines

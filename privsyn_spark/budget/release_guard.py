@@ -78,6 +78,7 @@ class Release:
     dataset_id: str | None = None
     recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
     unit: PrivacyUnit = PrivacyUnit()  # the privacy unit charged: it must be the dataset budget's
+    partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values (recorded; per-partition budgets)
 
     @property
     def rho(self) -> float:
@@ -175,7 +176,8 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
     ledger, dataset_id = release.ledger_key()
     reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                             epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
-                            artifact=artifacts.measurements, attempt=attempt, unit=release.unit)
+                            artifact=artifacts.measurements, attempt=attempt, unit=release.unit,
+                            partition=dict(release.partition))
     for _ in range(3):
         if reservation.charged:
             return _holder(spark, release, artifacts, reservation, draw, sampler, provenance)
@@ -193,7 +195,7 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
         reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                                 epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                                 artifact=artifacts.measurements, attempt=attempt,
-                                recharge_of=reservation.seq, unit=release.unit)
+                                recharge_of=reservation.seq, unit=release.unit, partition=dict(release.partition))
     raise L.LedgerContention(f"run {release.run_id!r}: its reservation kept changing under concurrent attempts")
 
 

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +44,35 @@ class InputCodes:
 
     Use as a context manager (or call ``close``): the scratch table is deleted on exit. ``source`` is
     a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
+    ``scope`` (:class:`~privsyn_spark.runtime.input_scope.Scope`) filters it to the run's partition;
+    a scoped source is analysed here, so a bad column or predicate stops the run before anything is spent.
     """
 
-    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
+    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str,
+                 scope: Scope | None = None) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
+        self.scope = scope or Scope()
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
-        self._raw = None
+        self._raw: DataFrame | None = None
         self._bounded: Bounded | None = None
+        if self.scope:
+            self.scope.check_schema(schema.names)
+            self.raw()
 
-    def raw(self):
-        """The source as a lazy DataFrame (nothing is read but its columns)."""
+    @property
+    def label(self) -> str | None:
+        """The source location with its scope (what a run id's fingerprint binds), None for a DataFrame."""
+        return self.scope.describe(self.source) if isinstance(self.source, str) else None
+
+    def raw(self) -> DataFrame:
+        """The (scoped) raw table as a lazy DataFrame (nothing is read but its columns)."""
         if self._raw is None:
             from privsyn_spark.runtime.input_table import read_table
 
-            self._raw = (self.source if not isinstance(self.source, str)
-                         else read_table(self.spark, self.source, self.fmt, infer_types=False))
+            raw = (self.source if not isinstance(self.source, str)
+                   else read_table(self.spark, self.source, self.fmt, infer_types=False))
+            self._raw = self.scope.apply(raw)
         return self._raw
 
     def check_columns(self) -> None:
@@ -66,9 +80,9 @@ class InputCodes:
         if not self.schema.privacy_unit.is_row:
             check_id_columns(self.schema.privacy_unit, list(self.raw().columns), self.schema.names)
 
-    def rows(self):
-        """The source bounded to K rows per id (the source itself for a row unit), for the evaluation's
-        value metrics: a bounding of its own, distributed like the one the counts were made on."""
+    def rows(self) -> DataFrame:
+        """The (scoped) source bounded to K rows per id (the source itself for a row unit), for the
+        evaluation's value metrics: a bounding of its own, distributed like the one the counts were made on."""
         unit = self.schema.privacy_unit
         return self.raw() if unit.is_row else bound_contributions(self.raw(), unit).df
 
@@ -96,6 +110,7 @@ class InputCodes:
         if self._packed is not None:
             _delete(self.spark, self.scratch_dir)
             self._packed = None
+        self._raw = None
 
     def __enter__(self) -> InputCodes:
         return self

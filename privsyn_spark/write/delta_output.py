@@ -1,6 +1,10 @@
 """Writing the synthetic table as Delta with its provenance, and reading that provenance back.
 
-A synthetic table is written in one Delta commit that carries its provenance: on create/overwrite
+A synthetic table is written in one Delta commit that carries its provenance. A partition-scoped run
+(``partition``: the run's ``--partition`` values) adds the values to every row as literals and
+replaces exactly that partition (Delta ``replaceWhere``, the DataFrameWriterV2's ``overwrite(condition)``):
+every other partition's files stay as they were, a rerun or a backfill of the partition replaces
+only it, and the table is created partitioned by those columns on the first run. On create/overwrite
 (``CREATE OR REPLACE TABLE ... AS SELECT`` through the DataFrameWriterV2) the data, the table
 properties, the comment and the partitioning are one commit (version 0 already has them); every
 commit, appends included, carries the run's record as its ``userMetadata`` (JSON), which
@@ -32,14 +36,16 @@ def delta_identifier(target: str) -> str:
 
 def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties: Mapping[str, str] | None = None,
                 user_metadata: Mapping[str, object] | None = None, partition_by: Sequence[str] = (),
-                comment: str | None = None) -> int:
+                comment: str | None = None, partition: Sequence[tuple[str, str]] = (),
+                partition_types: Mapping[str, str] | None = None) -> int:
     """Write ``df`` as a Delta table (a path or a catalog name) in one atomic commit; return its version.
 
     ``overwrite`` (or a table that does not exist yet) replaces the table, its ``properties``, its
     ``comment`` and its partitioning (``partition_by``) in that one commit; ``append`` adds rows to an
     existing table and keeps its properties, comment and partitioning (a ``partition_by`` that
     differs is refused). ``user_metadata`` is the commit's ``userMetadata`` (JSON) either way. A job
-    that fails before the commit leaves the previous version as it was.
+    that fails before the commit leaves the previous version as it was. ``partition``: replace only
+    that partition (module docstring; its values typed as the table's columns, else ``partition_types``).
     """
     from delta.tables import DeltaTable
 
@@ -48,8 +54,19 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
     spark = df.sparkSession
     ident = delta_identifier(target)
     metadata = json.dumps(dict(user_metadata or {}), sort_keys=True, default=str)
-    exists = (DeltaTable.isDeltaTable(spark, location(target)) if is_path(target)
-              else spark.catalog.tableExists(target))
+    exists = table_exists(spark, target)
+    if partition:
+        if mode != "overwrite":
+            raise UsageError("a partition-scoped run replaces its partition (replaceWhere); --write-mode append "
+                             "would add it again on every rerun")
+        df, predicate = _with_partition(df, target, exists, partition, partition_types or {})
+        partition_by = tuple(partition_by) or tuple(c for c, _ in partition)
+        if not exists:
+            _create_empty(df, ident, properties, partition_by, comment)
+        df.writeTo(ident).option("userMetadata", metadata).overwrite(_expr(predicate))
+        version = latest_version(spark, target)
+        log.info("replaced partition %s of Delta table %s (version %d)", predicate, target, version)
+        return version
     if mode == "append" and exists:
         table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
         current = list(table.detail().select("partitionColumns").head(1)[0][0])
@@ -71,6 +88,66 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
     version = latest_version(spark, target)
     log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
     return version
+
+
+def _with_partition(df: DataFrame, target: str, exists: bool, partition: Sequence[tuple[str, str]],
+                    types: Mapping[str, str]) -> tuple[DataFrame, str]:
+    """``df`` with the partition values as typed literal columns, and the replaceWhere predicate."""
+    from pyspark.sql import functions as F
+
+    from privsyn_spark.runtime.input_scope import Scope
+
+    types = partition_column_types(df.sparkSession, target if exists else None, partition, types)
+    clash = [c for c, _ in partition if c in df.columns]
+    if clash:
+        raise UsageError(f"partition column {clash[0]!r} is a synthesized column too; remove it from the schema")
+    df = df.select(*[F.col(f"`{c}`") for c in df.columns],
+                   *[F.lit(v).cast(types[c]).alias(c) for c, v in partition])
+    return df, Scope(tuple(partition)).sql_predicate(types)
+
+
+def partition_column_types(spark: SparkSession, target: str | None, partition: Sequence[tuple[str, str]],
+                           types: Mapping[str, str]) -> dict[str, str]:
+    """The SQL type of each partition column: the existing table's (``target``; its metadata only),
+    else ``types``, else ``string``."""
+    if target is not None:
+        table = spark.read.format("delta").load(location(target)) if is_path(target) else spark.table(target)
+        types = {**types, **{f.name: f.dataType.simpleString() for f in table.schema.fields}}
+    return {c: types.get(c, "string") for c, _ in partition}
+
+
+def _expr(predicate: str):
+    from pyspark.sql import functions as F
+
+    return F.expr(predicate)
+
+
+def _create_empty(df: DataFrame, ident: str, properties: Mapping[str, str] | None, partition_by: Sequence[str],
+                  comment: str | None) -> None:
+    """Create the table empty (version 0: columns, partitioning, properties), so that every partition is
+    then written by its own replaceWhere commit with its run's provenance; a table another run created
+    meanwhile is used as it is."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    writer = df.sparkSession.createDataFrame([], df.schema).writeTo(ident).using("delta")
+    for key, value in (properties or {}).items():
+        writer = writer.tableProperty(key, str(value))
+    if comment is not None:
+        writer = writer.tableProperty("comment", comment)
+    try:
+        writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by]).create()
+    except AnalysisException as err:
+        if "already exists" not in str(err).lower() and "ALREADY_EXISTS" not in str(err):
+            raise
+
+
+def table_exists(spark: SparkSession, target: str) -> bool:
+    """Whether a Delta table exists at ``target`` (a path or a catalog name)."""
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, location(target)) if is_path(target)
+                else spark.catalog.tableExists(target))
 
 
 def latest_version(spark: SparkSession, target: str) -> int:

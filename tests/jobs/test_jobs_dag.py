@@ -15,6 +15,7 @@ pytest.importorskip("airflow", reason="the airflow extra is not installed")
 
 VENV_AIRFLOW = VENV_BIN / "airflow"
 AIRFLOW_RUN_ID = "scheduled__2024-01-02T00:00:00+00:00"
+SUBMITTED = ("budget_check", "measure", "synthesize", "evaluate", "sample")  # the spark-submit tasks
 
 # Runs in a child process (Airflow reads AIRFLOW_HOME once, at import): loads the dags folder in a
 # DagBag and prints what the test checks, with each task's arguments rendered from the param defaults.
@@ -28,17 +29,19 @@ _INSPECT = textwrap.dedent(f"""
         env = jinja2.Environment(undefined=jinja2.StrictUndefined)
         env.filters.update(dag.user_defined_filters or {{}})
         params = {{k: dag.params[k] for k in dag.params}}
+        submitted = [t for t in dag.tasks if hasattr(t, "application")]
         out.update(
             task_ids=dag.task_ids, params=params, schedule=str(dag.schedule),
-            task_types=sorted({{type(t).__name__ for t in dag.tasks}}),
-            non_retryable=list(sys.modules[type(dag.tasks[0]).__module__].NON_RETRYABLE_EXIT_CODES),
+            task_types=sorted({{type(t).__name__ for t in submitted}}),
+            non_retryable=list(sys.modules[type(submitted[0]).__module__].NON_RETRYABLE_EXIT_CODES),
             upstream={{t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}},
             retries={{t.task_id: t.retries for t in dag.tasks}},
-            applications={{t.task_id: t.application for t in dag.tasks}},
-            conn_ids={{t.task_id: t._conn_id for t in dag.tasks}},
-            jars={{t.task_id: [t.jars, t.packages] for t in dag.tasks}},
-            args={{t.task_id: [env.from_string(a).render(params=params, run_id={AIRFLOW_RUN_ID!r})
-                               for a in t.application_args] for t in dag.tasks}},
+            applications={{t.task_id: t.application for t in submitted}},
+            conn_ids={{t.task_id: t._conn_id for t in submitted}},
+            jars={{t.task_id: [t.jars, t.packages] for t in submitted}},
+            outlets={{t.task_id: [a.uri for a in t.outlets] for t in dag.tasks}},
+            args={{t.task_id: [env.from_string(a).render(params=params, run_id={AIRFLOW_RUN_ID!r}, ds="2024-01-02")
+                               for a in t.application_args] for t in submitted}},
         )
     print("RESULT" + json.dumps(out))
 """)
@@ -60,17 +63,21 @@ def test_dag_imports_without_errors(dag_info):
 
 
 def test_dag_has_the_steps_params_and_retries(dag_info):
-    assert dag_info["task_ids"] == ["measure", "synthesize", "evaluate"]
-    assert dag_info["upstream"] == {"measure": [], "synthesize": ["measure"], "evaluate": ["synthesize"]}
-    assert all(r > 0 for r in dag_info["retries"].values())
+    assert dag_info["task_ids"] == ["mode", *SUBMITTED]
+    assert dag_info["upstream"] == {"mode": [], "budget_check": ["mode"], "measure": ["budget_check"],
+                                    "synthesize": ["measure"], "evaluate": ["synthesize"], "sample": ["mode"]}
+    assert all(dag_info["retries"][t] > 0 for t in SUBMITTED)
+    output_uri = f"file://{dag_info['params']['output']}"
+    assert dag_info["outlets"]["synthesize"] == [output_uri] and dag_info["outlets"]["sample"] == [output_uri]
     assert dag_info["schedule"] == "@daily"
     assert {"input", "schema", "output", "epsilon", "delta", "dataset_id", "runs_dir", "run_id"} <= set(
         dag_info["params"])
     assert dag_info["params"]["input"] == str(SAMPLE_INPUT)
     assert dag_info["params"]["schema"] == str(SAMPLE_SCHEMA)
     for step, app in dag_info["applications"].items():
-        assert app == str(JOBS_DIR / f"{step}.py")
-        assert (JOBS_DIR / f"{step}.py").exists()
+        job = {"budget_check": "budget"}.get(step, step)
+        assert app == str(JOBS_DIR / f"{job}.py")
+        assert (JOBS_DIR / f"{job}.py").exists()
     assert set(dag_info["conn_ids"].values()) == {"spark_local"}  # from PRIVSYN_SPARK_CONN_ID
     for jars, packages in dag_info["jars"].values():  # the local jars (Delta and the counter)
         assert jars and jars.endswith("/privsyn-spark-counter.jar") and "delta-spark_" in jars and not packages
@@ -84,7 +91,8 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
     assert dag_info["task_types"] == ["PrivsynSparkSubmitOperator"]
     assert tuple(dag_info["non_retryable"]) == NON_RETRYABLE_EXIT_CODES
     filled = {"--ledger=": "--ledger=/shared/ledger", "--dataset-id=": "--dataset-id=adult"}
-    for step, args in dag_info["args"].items():
+    for step in ("measure", "synthesize", "evaluate"):
+        args = dag_info["args"][step]
         assert "--ledger=" in args and "--dataset-id=" in args and args[args.index("--runs-dir") + 1] == ""
         with pytest.raises(UsageError, match="ledger"):  # no default ledger: the task exits 2, not retried
             validate_run_args(build_parser().parse_args([step, *args]))
@@ -142,7 +150,7 @@ def test_budget_refusals_and_bad_input_are_not_retried(tmp_path):
 
 
 def test_jobs_scripts_call_the_cli_with_their_step():
-    for step in ("run", "measure", "synthesize", "evaluate"):
+    for step in ("run", "measure", "synthesize", "evaluate", "budget", "sample"):
         done = subprocess.run([sys.executable, str(JOBS_DIR / f"{step}.py"), "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, done.stderr

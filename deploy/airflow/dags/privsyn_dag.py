@@ -1,9 +1,25 @@
-"""privsyn-spark as an Airflow DAG: measure -> synthesize -> evaluate, each a spark-submit of jobs/.
+"""privsyn-spark as an Airflow DAG: a warehouse job over a daily-partitioned table.
 
-Every task gets the same arguments, filled from the DAG params (trigger with a config to override
-them). The run id defaults to the Airflow run id, so a retried task (or a cleared and re-run DAG
-run) is the same run: the budget ledger charges it once and hands every attempt the measurements
-its first attempt drew, wherever they ran; synthesis with the same seed rewrites the same table.
+``mode=fit`` (default): budget_check -> measure -> synthesize -> evaluate, each a spark-submit of
+jobs/; ``mode=resample``: sample only (no input read, nothing charged) from the dataset's latest
+fitted run. Every task gets its arguments from the DAG params (trigger with a config to override them).
+
+Partitions (docs/scheduling.md): with ``partition_column`` set (e.g. ``day``), a DAG run is scoped
+to the partition ``partition_column = partition_value``, where ``partition_value`` is a template
+rendered for each DAG run (default ``{{ ds }}``, the logical date). Only that partition's files are
+read, and the synthetic rows replace that partition of the output (replaceWhere). The run id is
+``<dataset_id>.<column>_<value>``: a retried task, a cleared DAG run or a backfill of a day already
+run is the same run, so the ledger charges it once and every attempt reuses the measurements its
+first attempt drew; synthesis with the same seed rewrites the same partition. Without a partition
+column the run id is the Airflow run id (as before: each DAG run measures the whole input).
+``catchup`` (``PRIVSYN_DAG_CATCHUP=1``) or ``airflow backfill create --dag-id privsyn_spark --from-date
+.. --to-date ..`` runs one DAG run per missed day, one at a time (``max_active_runs=1``): one
+partition, one reservation, one replaceWhere commit each.
+
+The first task, budget_check, reads only the ledger and prints the forecast (how many more runs at
+this epsilon fit, of the dataset or of the partition); on the day the budget runs out it fails there
+(exit 3, not retried) before the measure task's Spark job reads anything. The synthesize and sample
+tasks have the output table as an Airflow Asset outlet, so downstream DAGs can be scheduled on it.
 
 Required by default (a task fails with exit code 2, not retried, while they are missing):
 
@@ -42,15 +58,21 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import zlib
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import jinja2
+
 try:  # Airflow 3.x
-    from airflow.sdk import DAG, Param
+    from airflow.providers.standard.operators.python import BranchPythonOperator
+    from airflow.sdk import DAG, Asset, Param
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2.x
+    from airflow.datasets import Dataset as Asset
     from airflow.exceptions import AirflowException, AirflowFailException
     from airflow.models import DAG, Param
+    from airflow.operators.python import BranchPythonOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 DAG_ID = "privsyn_spark"
@@ -111,7 +133,26 @@ def safe_id(value: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "run"
 
 
-RUN_ID = "{{ (params.run_id or run_id) | safe_id }}"
+@jinja2.pass_context
+def expand(context, value: object) -> str:
+    """A param holding a template (``{{ ds }}``) rendered with the task's context (params are not)."""
+    return context.environment.from_string(str(value)).render(context.get_all())
+
+
+def stable_seed(value: object) -> int:
+    """A seed from a string (CRC-32): the resample of one partition gets the same rows on a rerun."""
+    return zlib.crc32(str(value).encode())
+
+
+PARTITION_VALUE = "(params.partition_value | expand)"
+PARTITION = f"(params.partition_column ~ '=' ~ {PARTITION_VALUE} if params.partition_column else '')"
+RUN_ID = ("{{ (params.run_id or (params.dataset_id ~ '.' ~ " + PARTITION
+          + " if params.partition_column else run_id)) | safe_id }}")
+LEDGER_ARGS = [  # empty values mean "not set": the CLI then refuses the run (exit 2), there is no default
+    "--dataset-id={{ params.dataset_id }}",
+    "--ledger={{ params.ledger }}",
+]
+SCOPE_ARGS = ["--partition={{ " + PARTITION + " }}"]  # empty: an unscoped run
 STEP_ARGS = [
     "--input", "{{ params.input }}",
     "--schema", "{{ params.schema }}",
@@ -122,13 +163,34 @@ STEP_ARGS = [
     "--runs-dir", "{{ params.runs_dir }}",
     "--seed", "{{ params.seed }}",
     "--synthesizer", "{{ params.synthesizer }}",
-    # empty values mean "not set": the CLI then refuses the run (exit 2), there is no default
-    "--dataset-id={{ params.dataset_id }}",
-    "--ledger={{ params.ledger }}",
+    *LEDGER_ARGS,
+    *SCOPE_ARGS,
+    "--where={{ params.where }}",
     # empty: the schema's privacy_unit (else one row)
     "--privacy-id={{ params.privacy_id }}",
     "--max-rows-per-id={{ params.max_rows_per_id or '' }}",
 ]
+BUDGET_CHECK_ARGS = [
+    "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
+    "--dataset={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
+]
+SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own per partition value
+    "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}",
+    "--runs-dir", "{{ params.runs_dir }}", "--synthesizer", "{{ params.synthesizer }}",
+    "--seed", "{{ (params.seed ~ '/' ~ " + PARTITION_VALUE + ") | stable_seed }}",
+    *LEDGER_ARGS, *SCOPE_ARGS,
+]
+
+
+def choose_mode(params: dict) -> str:
+    """The branch of the DAG run: fit (budget_check first) or resample (sample only)."""
+    return "sample" if params.get("mode") == "resample" else "budget_check"
+
+
+def output_asset(output: str) -> Asset:
+    """The Airflow Asset of the output table (a path: ``file://``; a URI or a catalog name as it is)."""
+    uri = output if "://" in output else (Path(output).absolute().as_uri() if "/" in output else f"table://{output}")
+    return Asset(name="privsyn_synthetic", uri=uri)
 
 PARAMS = {
     "input": Param(os.environ.get("PRIVSYN_DAG_INPUT", str(REPO / "privsyn_spark" / "sample" / "adult.csv.gz")),
@@ -156,6 +218,16 @@ PARAMS = {
                         description="id column(s) of a person, the privacy unit (empty: the schema's, else one row)"),
     "max_rows_per_id": Param(0, type="integer", minimum=0,
                              description="rows kept per person, the bound K (0: the schema's, else 1)"),
+    "mode": Param("fit", enum=["fit", "resample"],
+                  description="fit: measure + synthesize + evaluate (charged); resample: sample only from the "
+                              "dataset's latest fitted run (no input read, nothing charged)"),
+    "partition_column": Param(os.environ.get("PRIVSYN_DAG_PARTITION_COLUMN", ""), type="string",
+                              description="partition column of the input scoping each DAG run (empty: the "
+                                          "whole input); the output gets the same partition"),
+    "partition_value": Param("{{ ds }}", type="string",
+                             description="template of the partition value, rendered per DAG run (default the "
+                                         "logical date, {{ ds }})"),
+    "where": Param("", type="string", description="extra Spark SQL predicate on the input rows (empty: none)"),
 }
 
 _jars, _packages = _delta_jars()
@@ -163,29 +235,28 @@ _env = {"PYSPARK_PYTHON": os.environ["PRIVSYN_PYSPARK_PYTHON"]} if os.environ.ge
 
 with DAG(
     dag_id=DAG_ID,
-    description="Differentially private synthetic data: measure -> synthesize -> evaluate on Spark",
+    description="Differentially private synthetic data: measure -> synthesize -> evaluate on Spark, per partition",
     schedule="@daily",
     start_date=datetime(2024, 1, 1),
-    catchup=False,
+    catchup=os.environ.get("PRIVSYN_DAG_CATCHUP", "") in ("1", "true", "True"),
     max_active_runs=1,
     params=PARAMS,
-    user_defined_filters={"safe_id": safe_id},
+    user_defined_filters={"safe_id": safe_id, "expand": expand, "stable_seed": stable_seed},
     default_args={"retries": 2, "retry_delay": timedelta(minutes=2), "retry_exponential_backoff": True},
     tags=["privsyn-spark", "privacy"],
     doc_md=__doc__,
 ) as dag:
-    tasks = [
-        PrivsynSparkSubmitOperator(
-            task_id=step,
-            application=str(JOBS_DIR / f"{step}.py"),
-            application_args=list(STEP_ARGS),
-            conn_id=CONN_ID,
-            name=f"privsyn-{step}",
-            jars=_jars,
-            packages=_packages,
-            py_files=os.environ.get("PRIVSYN_PY_FILES") or None,
-            env_vars=_env,
-        )
-        for step in ("measure", "synthesize", "evaluate")
-    ]
-    tasks[0] >> tasks[1] >> tasks[2]
+    asset = output_asset(PARAMS["output"].value)
+
+    def submit(task_id: str, job: str, args: list[str], outlets: list | None = None) -> PrivsynSparkSubmitOperator:
+        return PrivsynSparkSubmitOperator(
+            task_id=task_id, application=str(JOBS_DIR / f"{job}.py"), application_args=list(args), conn_id=CONN_ID,
+            name=f"privsyn-{task_id}", jars=_jars, packages=_packages,
+            py_files=os.environ.get("PRIVSYN_PY_FILES") or None, env_vars=_env, outlets=outlets or [])
+
+    mode = BranchPythonOperator(task_id="mode", python_callable=choose_mode, retries=0)
+    check = submit("budget_check", "budget", BUDGET_CHECK_ARGS)
+    steps = [submit(step, step, STEP_ARGS, [asset] if step == "synthesize" else None)
+             for step in ("measure", "synthesize", "evaluate")]
+    mode >> [check, submit("sample", "sample", SAMPLE_ARGS, [asset])]
+    check >> steps[0] >> steps[1] >> steps[2]

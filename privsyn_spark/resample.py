@@ -1,0 +1,140 @@
+"""`privsyn-spark sample`: a new synthetic table from a run's persisted measurements or a saved model,
+reading no input at all and charging nothing (post-processing of a released artifact).
+
+``--from-run RUN_ID`` takes the run's committed measurements (with a ledger: the artifact the ledger
+recorded, checked against its hash; without: the runs dir's), and its estimated targets when the run
+folder holds them; ``--from-run latest`` (with a ledger) the dataset's most recently committed run of
+this schema. ``--model PATH`` loads a :meth:`~privsyn_spark.SynthModel.save`'d model. The output is
+written like a run's (``--partition``: into that partition, replaceWhere) and its commit's
+provenance says ``privsyn.mode=resample`` and which run's measurements it re-sampled.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from privsyn_spark.config import OutputConfig, Settings
+from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.input_scope import Scope
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from privsyn_spark.budget.ledger_state import DatasetState, RunReservation
+    from privsyn_spark.synth_model import SynthModel
+
+log = logging.getLogger(__name__)
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """What one `sample` asks for (the CLI and the DAG's resample mode fill it)."""
+
+    output: str
+    from_run: str | None = None          # a run id, or "latest" (with a ledger)
+    model: str | None = None             # a saved model's folder
+    schema: str | None = None            # the run's schema file (required with from_run)
+    runs_dir: str = "runs"
+    ledger: str | None = None
+    dataset_id: str | None = None
+    rows: int | None = None              # default: the run's noisy row count
+    seed: int = 0
+    synthesizer: str = "gum"
+    scope: Scope = field(default_factory=Scope)
+    settings: Settings = field(default_factory=Settings)
+
+    def check(self) -> None:
+        """One-line :class:`UsageError` for every bad combination (no Spark needed)."""
+        if (self.from_run is None) == (self.model is None):
+            raise UsageError("sample: give --from-run RUN_ID (or latest) or --model PATH, exactly one")
+        if self.from_run is not None and not self.schema:
+            raise UsageError("sample --from-run needs --schema: the schema the run was measured with")
+        if self.from_run == LATEST and not self.ledger:
+            raise UsageError("sample --from-run latest needs --ledger and --dataset-id (the ledger knows the runs)")
+        if self.ledger and not self.dataset_id:
+            raise UsageError("--ledger needs --dataset-id")
+        if self.model is not None and self.ledger:
+            raise UsageError("sample --model reads a saved model; --ledger is for --from-run")
+        if self.rows is not None and self.rows < 1:
+            raise UsageError(f"--rows must be >= 1, got {self.rows}")
+        if self.scope.where:
+            raise UsageError("sample reads no input: --where has nothing to filter")
+        if self.from_run not in (None, LATEST):
+            from privsyn_spark.runtime.output_check import check_run_id
+
+            check_run_id(self.from_run)
+
+
+def latest_run(state: DatasetState, schema_hash: str) -> RunReservation:
+    """The dataset's most recently committed run measured with the schema ``schema_hash``."""
+    runs = [r for r in state.reservations if r.status == "committed"
+            and r.fingerprint.get("schema_hash") == schema_hash]
+    if not runs:
+        raise UsageError(f"dataset {state.dataset_id!r} has no committed run of this schema to re-sample; "
+                         f"fit one first")
+    return max(runs, key=lambda r: r.seq)
+
+
+def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
+    """The fitted model to sample (module docstring); reads artifacts only, never the input."""
+    from privsyn_spark.budget.release_guard import find_committed, local_artifact
+    from privsyn_spark.run_artifacts import RunArtifacts
+    from privsyn_spark.run_record import STATE_FILE, RunRecord
+    from privsyn_spark.schema.schema import Schema
+    from privsyn_spark.synth_model import SynthModel
+
+    if config.model is not None:
+        model = SynthModel.load(config.model, spark)
+        if config.synthesizer != model.synthesizer:
+            model.synthesizer = config.synthesizer
+        return model
+    assert config.from_run is not None and config.schema is not None
+    schema = Schema.load(config.schema)
+    run_id = config.from_run
+    if config.ledger:
+        from privsyn_spark.budget.ledger import dataset_state
+
+        assert config.dataset_id is not None
+        state = dataset_state(spark, config.ledger, config.dataset_id)
+        held = latest_run(state, schema.schema_hash()) if run_id == LATEST else state.active(run_id)
+        if held is None or held.artifact_sha256 is None:
+            raise UsageError(f"run {run_id!r} has no committed measurements in ledger {config.ledger} "
+                             f"(dataset {config.dataset_id!r})")
+        run_id = held.run_id
+        found = find_committed(spark, RunArtifacts(config.runs_dir, run_id, spark), held)
+        if found is None:
+            raise UsageError(f"run {run_id!r}: its measurements ({held.artifact}) are missing or do not match "
+                             f"the ledger's hash")
+        measurements = found[0]
+    else:
+        local = local_artifact(config.runs_dir, run_id, spark)
+        if local is None:
+            raise UsageError(f"run {run_id!r} has no measurements under {config.runs_dir}")
+        measurements = local
+    if measurements.schema_hash != schema.schema_hash():
+        raise UsageError(f"--schema is not the schema run {run_id!r} was measured with")
+    folder = RunArtifacts(config.runs_dir, run_id, spark)
+    return SynthModel(measurements, schema, synthesizer=config.synthesizer, settings=config.settings,
+                      record=RunRecord.from_state(folder.read_json(STATE_FILE)), run_folder=folder)
+
+
+def run_sample(spark: SparkSession, config: SampleConfig) -> int:
+    """Sample ``config.rows`` records from the fitted model and write them; returns the Delta version.
+    Nothing is read of the input and nothing is charged: the model is the released artifact."""
+    from privsyn_spark.api import PrivSyn, write_delta
+
+    config.check()
+    model = load_model(spark, config)
+    output = OutputConfig(partition=config.scope.partition)
+    PrivSyn(model.schema, no_ledger=True).check_output(config.output, output, spark)
+    provenance = {"privsyn.mode": "resample", "privsyn.resampled_from": model.run_id}
+    with model.checkpoints(spark) as checkpoints:
+        synthetic = model.sample(config.rows, config.seed, spark, checkpoint_dir=checkpoints)
+        version = write_delta(synthetic, config.output, {**model.provenance(config.seed), **provenance}, output)
+    log.info("re-sampled run %s into %s (Delta version %d): no input read, nothing charged", model.run_id,
+             config.output, version)
+    return version
