@@ -46,6 +46,8 @@ class EstimationConfig:
 
     estimator: str = "auto"   # "auto" (Private-PGM when the tree fits), "pgm" or "consistency"
     consistency_iters: int = 100  # iterations of the consistency fallback
+    shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
+                                  # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
 
     def __post_init__(self) -> None:
         from privsyn_spark.estimate.targets import ESTIMATORS
