@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         label = list(domain).index(json.loads((folder / "meta.json").read_text())["label"])
         real = pd.read_csv(folder / "train.csv")[list(domain)].to_numpy()
         test = pd.read_csv(folder / "test.csv")[list(domain)].to_numpy()
-        for eps, seed, method in itertools.product(args.epsilons, args.seeds, args.methods):
+        for seed, eps, method in itertools.product(args.seeds, args.epsilons, args.methods):  # every epsilon first
             if (name, method, eps, seed, args.label) in done or (method == "aim" and name == "wide"):
                 continue
             out = folder / f"synth-{method}-{eps:g}-{seed}{'-' + args.label if args.label else ''}.csv"
