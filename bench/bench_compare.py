@@ -232,10 +232,13 @@ def report(rows: list[dict]) -> str:
     """Markdown: per table and epsilon, mean ± sd over seeds of every metric, one row per method."""
     lines = ["| table | epsilon | method | seeds | " + " | ".join(METRICS) + " |",
              "|---|---|---|---|" + "---|" * len(METRICS)]
-    keys = sorted({(r["table"], r["epsilon"], r["method"]) for r in rows},
+    def name(r: dict) -> str:
+        return f"{r['method']} ({r['label']})" if r.get("label") else r["method"]
+
+    keys = sorted({(r["table"], r["epsilon"], name(r)) for r in rows},
                   key=lambda k: (TABLES.index(k[0]) if k[0] in TABLES else 9, k[1], k[2]))
     for table, eps, method in keys:
-        group = [r for r in rows if (r["table"], r["epsilon"], r["method"]) == (table, eps, method)]
+        group = [r for r in rows if (r["table"], r["epsilon"], name(r)) == (table, eps, method)]
         cells = []
         for metric in METRICS:
             values = [r[metric] for r in group if r.get(metric) is not None]
@@ -254,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bench_compare")
-    parser.add_argument("--results", type=Path, default=None, help="JSON lines (default: WORK/results.jsonl)")
+    parser.add_argument("--results", type=Path, nargs="+", default=None,
+                        help="JSON lines (default: WORK/results.jsonl); runs append to the first, --report-only reads all")
     parser.add_argument("--label", default="", help="tag stored with each row (e.g. before/after a change)")
     parser.add_argument("--config", type=Path, default=None, help="ours: a --config YAML (Settings)")
     parser.add_argument("--wide-rows", type=int, default=100_000)
@@ -266,9 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anchor-timeout", type=float, default=3600.0)
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
-    results = args.results or args.work / "results.jsonl"
+    files = args.results or [args.work / "results.jsonl"]
+    results = files[0]
     if args.report_only:
-        print(report(_load(results)))
+        print(report([r for f in files for r in _load(f)]))
         return 0
 
     import pandas as pd
