@@ -21,7 +21,7 @@ from privsyn_spark.schema.schema import Schema
 ADULT = "privsyn_spark/sample/adult.csv.gz"
 SCHEMA = "privsyn_spark/sample/adult.schema.yaml"
 SEEDS = (0, 1, 2)
-BOUND = 0.0080
+BOUND = 0.0040
 
 
 def _codes(df, schema: Schema) -> np.ndarray:
@@ -55,6 +55,7 @@ def test_one_way_tvd_on_the_bundled_sample_stays_below_the_bound(spark, tmp_path
         model = PrivSyn(schema, epsilon=1.0, no_ledger=True, runs_dir=str(tmp_path / f"runs{seed}")).fit(df)
         synth, _ = _codes(model.sample(rows=len(real), seed=seed), schema)
         scores.append(mean_one_way_tvd(real, synth, sizes))
+        print(f"seed {seed}: 1-way TVD {scores[-1]:.5f}")
         fit = model.record.estimation["one_way_fit"]  # the report's view of the same thing, from noisy data only
         assert 0.0 <= fit["mean_tvd"] < 0.05 and fit["mean_noise_tvd"] > 0.0
     df.unpersist()
