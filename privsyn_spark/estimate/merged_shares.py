@@ -7,7 +7,7 @@ noisy counts of a group of k >= 2 values are shrunk toward the group mean first,
 James-Stein estimator (James & Stein 1961; Efron & Morris 1973):
 y_i' = m + max(0, 1 - (k - 3)^+ sigma^2 / sum_j (y_j - m)^2) (y_i - m) with m the group mean (for
 k <= 3 the factor uses 1 instead of k - 3, a stronger pull). It dominates the raw counts in squared error for
-k >= 3, and leaves groups whose counts differ far more than the noise almost unchanged.
+k >= 4, and leaves groups whose counts differ far more than the noise almost unchanged.
 """
 
 from __future__ import annotations

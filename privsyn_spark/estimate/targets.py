@@ -125,7 +125,8 @@ def estimate_targets(measurements, schema, *, model_cells: float | None, estimat
     Consistent targets (:func:`consistent_targets` within :func:`estimation_budget` of the
     selection's ``model_cells``) without the values the schema's policies rule out (dropped to 0:
     :mod:`privsyn_spark.estimate.zeroed_values`); ``description`` is the report's ``estimation``
-    section; ``model`` the fitted graphical model (None: the consistency fallback).
+    section (with ``one_way_fit``: :mod:`privsyn_spark.estimate.one_way_fit`); ``model`` the fitted
+    graphical model (None: the consistency fallback).
     """
     from privsyn_spark.estimate.one_way_fit import one_way_fit
     from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged

@@ -134,8 +134,8 @@ def resolve_budget(epsilon: float | None, delta: float | None,
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step.
 
-    Default 0.25 / 0.05 / 0.70 (issue 26: 1-way TVD on par with MST and AIM, which give the 1-way
-    marginals a third and 1/16 d of rho, while the 2-way lead stays; docs/fidelity.md has the bench).
+    Default 0.25 / 0.05 / 0.70 (issue 26: with PrivSyn's 10 % the 1-way marginals were noisier than
+    MST's, which spends a third of rho on them; the 2-way lead stays; docs/fidelity.md has the bench).
     PrivSyn Algorithm 3's split is :data:`PRIVSYN_SPLIT` (``budget_split: {one_way: 0.1, indif: 0.1,
     selected: 0.8}``).
     """
