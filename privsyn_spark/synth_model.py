@@ -93,6 +93,7 @@ class SynthModel:
         schema's column types, from the estimated targets and model (never fitted again). The same
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
         ``checkpoint_dir``: GUM's reliable checkpoints (see :meth:`checkpoints`)."""
+        from privsyn_spark.estimate.merged_shares import expansion_weights
         from privsyn_spark.estimate.zeroed_values import absent_values
         from privsyn_spark.evaluate.report import to_jsonable
         from privsyn_spark.privacy.table_size import default_rows
@@ -114,8 +115,8 @@ class SynthModel:
             self.record.synthesis = {"synthesizer": self.synthesizer, "rows": rows, "seed": int(seed),
                                      **to_jsonable(info)}
             self.last_seed = int(seed)
-            return decode_dataframe(codes, self.schema, self.measurements.value_maps,
-                                    self.measurements.one_way_original, int(seed),
+            weights = expansion_weights(self.measurements, self.settings.estimation.shrink_merged)
+            return decode_dataframe(codes, self.schema, self.measurements.value_maps, weights, int(seed),
                                     absent_values(self.schema, self.measurements))
 
     def _sampling_model(self):

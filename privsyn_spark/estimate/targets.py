@@ -31,6 +31,8 @@ class EstimationConfig:
 
     estimator: str = "auto"       # one of ESTIMATORS
     consistency_iters: int = 100  # iterations of the consistency fallback
+    shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
+                                  # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
@@ -123,8 +125,10 @@ def estimate_targets(measurements, schema, *, model_cells: float | None, estimat
     Consistent targets (:func:`consistent_targets` within :func:`estimation_budget` of the
     selection's ``model_cells``) without the values the schema's policies rule out (dropped to 0:
     :mod:`privsyn_spark.estimate.zeroed_values`); ``description`` is the report's ``estimation``
-    section; ``model`` the fitted graphical model (None: the consistency fallback).
+    section (with ``one_way_fit``: :mod:`privsyn_spark.estimate.one_way_fit`); ``model`` the fitted
+    graphical model (None: the consistency fallback).
     """
+    from privsyn_spark.estimate.one_way_fit import one_way_fit
     from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
     from privsyn_spark.evaluate.report import to_jsonable
 
@@ -135,5 +139,8 @@ def estimate_targets(measurements, schema, *, model_cells: float | None, estimat
     tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                 unavailable_merged(absent, measurements.value_maps, measurements.domain))
     model = info.pop("model", None)
-    log.info("targets from %s: %d tables", method, len(tables))
-    return tables, {"method": method, "info": to_jsonable(info)}, model
+    fit = one_way_fit(tables, measurements.marginals, measurements.domain, info["total"])
+    log.info("targets from %s: %d tables; 1-way fit: mean TVD %.4g to the noisy 1-ways (noise explains %.4g)%s",
+             method, len(tables), fit.get("mean_tvd", 0.0), fit.get("mean_noise_tvd", 0.0),
+             f", off: {', '.join(fit['off'])}" if fit.get("off") else "")
+    return tables, {"method": method, "info": to_jsonable(info), "one_way_fit": to_jsonable(fit)}, model

@@ -183,6 +183,11 @@ def warnings(report: Mapping) -> list[str]:
         reason = _at(report, "estimation", "info", "fallback_reason")[0]
         out.append("Fallback: targets came from PrivSyn's consistency step, not Private-PGM"
                    + (f" ({html.escape(str(reason))})" if reason else "") + ".")
+    for column in _at(report, "estimation", "one_way_fit", "off")[0] or []:
+        fit = ("estimation", "one_way_fit", "attributes", column)
+        out.append(f"Column <b>{html.escape(str(column))}</b>: the estimate's 1-way marginal is TVD "
+                   f"{_n(report, *fit, 'tvd')} from the noisy one, more than noise explains "
+                   f"({_n(report, *fit, 'noise_tvd')}).")
     for i, item in enumerate(_at(report, "metrics", "values_not_in_input")[0] or []):
         out.append(f"Column <b>{html.escape(str(item['column']))}</b>: value {html.escape(str(item['value']))} is in "
                    f"the output ({_n(report, 'metrics', 'values_not_in_input', i, 'synthetic_rows')} rows) but "

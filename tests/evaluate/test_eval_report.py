@@ -71,7 +71,10 @@ def operator_report() -> dict:
     report["budget"]["spent_rho"] = 0.0123
     report["budget"]["dataset_ledger"] = {"ledger": "/l", "dataset_id": "adult", "spent_rho": 0.02,
                                           "budget_rho": 0.05, "left_rho": 0.03}
-    report["estimation"] = {"method": "consistency", "info": {"fallback_reason": "junction tree too large"}}
+    report["estimation"] = {"method": "consistency", "info": {"fallback_reason": "junction tree too large"},
+                            "one_way_fit": {"mean_tvd": 0.02, "mean_noise_tvd": 0.004, "worst": ["sex"],
+                                            "off": ["sex"], "attributes": {"sex": {"tvd": 0.04, "noise_tvd": 0.003,
+                                                                                   "ratio": 13.3}}}}
     report["metrics"]["independent_baseline"] = {"tvd_2way_mean": 0.2334, "method": "product"}
     report["metrics"]["values_not_in_input"] = [{"column": "sex", "value": "(null)", "synthetic_rows": 14}]
     edges = list(np.linspace(0, 100, 41))
@@ -99,6 +102,7 @@ def test_report_opens_with_a_verdict_and_warnings(tmp_path):
     assert "3 input values outside the declared domain, handled by clip" in text
     assert "high value-level error, KS distance 0.25" in text
     assert "0.03 rho of 0.05 is left" in text
+    assert "sex: the estimate's 1-way marginal is TVD 0.04 from the noisy one" in text
     assert "better than the baseline, 0.50x its error" in text
     assert "1.25 s" in text  # timings carry their unit
     keys = {n["key"] for n in parser.numbers}

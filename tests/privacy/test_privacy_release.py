@@ -46,7 +46,9 @@ def test_total_registered_rho_equals_budget(dependent_table):
     names = [e["name"] for e in m.ledger]
     assert names[:10] == [f"one_way:a{i}" for i in range(10)] and names[10] == "indif"
     split = {k: sum(e["rho"] for e in m.ledger if e["name"].startswith(k)) for k in ("one_way", "indif", "marginal")}
-    assert split == pytest.approx({"one_way": 0.1 * m.rho, "indif": 0.1 * m.rho, "marginal": 0.8 * m.rho})
+    default = BudgetSplit()
+    assert split == pytest.approx({"one_way": default.one_way * m.rho, "indif": default.indif * m.rho,
+                                   "marginal": default.selected * m.rho})
     assert {e["noise_source"] for e in m.ledger} == {"SeededSamplerForTestsOnly"}
     assert abs(m.noisy_total - 50_000) < 200  # post-processed estimate, not the true count
 

@@ -1,0 +1,318 @@
+"""privsyn-spark against MST and AIM on the same integer-coded tables (issue 26).
+
+Tables (each split once, seeded, into a training part, 80 %, and a held-out test part):
+* ``adult``: the bundled Adult sample encoded by the bundled schema (``measure.encode``: bins, null and
+  other codes), label ``income``;
+* ``generated``: a 30-column Bayesian network (``sample.generator.bayes_net_structure``, sizes 2-16, at most
+  2 parents; 50,000 rows), label: the last column that has parents;
+* ``wide``: a 97-column Bayesian network (sizes 2-60; ``--wide-rows`` rows), label as above. AIM is not
+  run on it (it does not finish in useful time).
+
+Every method gets the same training codes, epsilon and delta (``--delta``, default 1e-9) and makes as many
+rows as the training part: ``ours`` is the production pipeline through the API (``PrivSyn(...).fit``,
+secure noise, selection, Private-PGM, GUM on local Spark, decoding) with a categorical schema of the codes;
+``mst`` and ``aim`` are ``mechanisms/mst.py`` and ``mechanisms/aim.py`` of github:ryan112358/private-pgm on that
+snapshot's own ``src/mbi`` (jax 0.7.1), run as subprocesses of the anchors' venv (``bench/setup_anchors.sh``;
+``bench/anchor_run.py``). AIM runs bounded (``--aim-rounds``, ``--aim-max-model-size``, ``--aim-max-iters``;
+its script's defaults take ~12 min per run on Adult).
+
+Metrics, all on codes with numpy, against the training part: mean TVD over all 1-way and all 2-way
+marginals and over 200 fixed random triples; range queries (1,000 fixed queries, each an interval on 2-3
+attributes; mean absolute error of the answered fraction); ML accuracy of a fixed classifier (one-hot
+logistic regression, numpy, 300 full-batch Adam steps) trained on the synthetic table and tested on the held-out
+real part; seconds (``ours``: fit + sample + collect, Spark session already up; anchors: the mechanism's own
+wall time). ``2-way indep.`` is the 2-way TVD of the product of the method's own 1-way marginals: an anchor
+whose 2-way TVD is not clearly below it has lost the joint distribution (the broken mbi 1.1.0 symptom).
+
+Results are appended to ``--results`` (JSON lines; a finished (table, method, epsilon, seed) is skipped,
+so runs resume), then a markdown table of mean ± sd over seeds is printed. Asserts nothing.
+
+    bench/setup_anchors.sh /work/wt/pgm-ref                                   # once: the anchors' venv
+    .venv/bin/python bench/bench_compare.py --tables adult --methods ours mst --epsilons 1 --seeds 0
+    .venv/bin/python bench/bench_compare.py --report-only --results /tmp/bench_compare/results.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SAMPLE = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample"
+TABLES = ("adult", "generated", "wide")
+METHODS = ("ours", "mst", "aim")
+METRICS = ("1-way", "2-way", "3-way", "range", "ml", "seconds", "2-way indep.")
+TRIPLES = 200
+QUERIES = 1000
+
+
+# ---- tables ---------------------------------------------------------------------------------------------
+
+def _adult_codes(spark):
+    from privsyn_spark.evaluate.codes import unpacked_codes
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.runtime.input_table import read_table
+    from privsyn_spark.schema.schema import Schema
+
+    schema = Schema.load(SAMPLE / "adult.schema.yaml")
+    encoded = encode(read_table(spark, str(SAMPLE / "adult.csv.gz"), "csv"), schema)
+    frame = unpacked_codes(encoded).toPandas()  # bench only: the public sample, to score on the driver
+    return frame, dict(zip(encoded.domain.attrs, encoded.domain.sizes)), "income"
+
+
+def _network_codes(spark, columns: int, max_size: int, rows: int, seed: int):
+    from privsyn_spark.sample.generator import bayes_net_structure, bayes_net_table
+
+    sizes, parents = bayes_net_structure(columns, max_size=max_size, seed=seed)
+    frame = bayes_net_table(spark, rows, sizes, parents, seed=seed).toPandas()
+    label = f"x{max(j for j, p in enumerate(parents) if p)}"
+    return frame, {f"x{j}": s for j, s in enumerate(sizes)}, label
+
+
+def prepare(session, name: str, work: Path, wide_rows: int) -> Path:
+    """The table's folder: train.csv, test.csv (codes), domain.json, meta.json (label). Made once
+    (``session()`` gives the SparkSession that encodes or generates it)."""
+    folder = work / name
+    if (folder / "meta.json").exists():
+        return folder
+    spark = session()
+    folder.mkdir(parents=True, exist_ok=True)
+    if name == "adult":
+        frame, domain, label = _adult_codes(spark)
+    elif name == "generated":
+        frame, domain, label = _network_codes(spark, 30, 16, 50_000, seed=26)
+    else:
+        frame, domain, label = _network_codes(spark, 97, 60, wide_rows, seed=97)
+    frame = frame[list(domain)].astype(np.int64)
+    test = np.random.default_rng(0).random(len(frame)) < 0.2
+    frame[~test].to_csv(folder / "train.csv", index=False)
+    frame[test].to_csv(folder / "test.csv", index=False)
+    (folder / "domain.json").write_text(json.dumps(domain))
+    (folder / "meta.json").write_text(json.dumps({"label": label, "rows": int((~test).sum())}))
+    return folder
+
+
+# ---- methods --------------------------------------------------------------------------------------------
+
+def run_ours(spark, folder: Path, epsilon: float, delta: float, seed: int, out: Path, settings) -> float:
+    """The production pipeline through the API on the codes; returns seconds (fit + sample + collect)."""
+    import pandas as pd
+
+    from privsyn_spark.api import PrivSyn
+    from privsyn_spark.sample.generator import generated_schema
+    from privsyn_spark.schema.schema import Schema
+
+    domain = json.loads((folder / "domain.json").read_text())
+    doc = generated_schema(list(domain.values()))
+    for column, name in zip(doc["columns"], domain):
+        column["name"] = name
+    train = pd.read_csv(folder / "train.csv")
+    df = spark.createDataFrame(train).repartition(2).cache()
+    df.count()
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as runs:
+        start = time.perf_counter()
+        model = PrivSyn(Schema.from_dict(doc), epsilon, delta, no_ledger=True, runs_dir=runs,
+                        settings=settings).fit(df)
+        synth = model.sample(rows=len(train), seed=seed).toPandas()
+        seconds = time.perf_counter() - start
+    df.unpersist()
+    synth[list(domain)].astype(np.int64).to_csv(out, index=False)
+    return seconds
+
+
+def run_anchor(method: str, folder: Path, epsilon: float, delta: float, seed: int, out: Path, args) -> float:
+    """MST or AIM in the anchors' venv (a subprocess); returns the mechanism's seconds."""
+    snapshot = Path(args.pgm_snapshot)
+    env = dict(os.environ, PYTHONPATH=f"{snapshot / 'src'}:{snapshot / 'mechanisms'}", JAX_PLATFORMS="cpu")
+    cmd = [str(Path(args.pgm_venv) / "bin" / "python"), str(Path(__file__).with_name("anchor_run.py")),
+           "--mechanism", method, "--data", str(folder / "train.csv"), "--domain", str(folder / "domain.json"),
+           "--epsilon", str(epsilon), "--delta", str(delta), "--seed", str(seed), "--out", str(out)]
+    if method == "aim":
+        d = len(json.loads((folder / "domain.json").read_text()))
+        cmd += ["--aim-rounds", str(args.aim_rounds_per_column * d), "--aim-max-model-size",
+                str(args.aim_max_model_size), "--aim-max-iters", str(args.aim_max_iters)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.anchor_timeout,
+                          cwd=snapshot / "mechanisms")
+    if done.returncode != 0:
+        raise RuntimeError(f"{method} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+
+
+# ---- metrics --------------------------------------------------------------------------------------------
+
+def _table(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
+    flat = np.ravel_multi_index(tuple(codes.T), sizes)
+    return np.bincount(flat, minlength=int(np.prod(sizes))).astype(float) / max(len(codes), 1)
+
+
+def _tvd(p: np.ndarray, q: np.ndarray) -> float:
+    return 0.5 * float(np.abs(p - q).sum())
+
+
+def _ml_accuracy(train: np.ndarray, test: np.ndarray, sizes: list[int], label: int, steps: int = 300) -> float:
+    """One-hot logistic regression (softmax over the label's codes), full-batch Adam; accuracy on ``test``."""
+    features = [j for j in range(len(sizes)) if j != label]
+    offsets = np.cumsum([0] + [sizes[j] for j in features])
+
+    def one_hot(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(x), offsets[-1] + 1))
+        for k, j in enumerate(features):
+            out[np.arange(len(x)), offsets[k] + x[:, j]] = 1.0
+        out[:, -1] = 1.0
+        return out
+
+    rng = np.random.default_rng(0)
+    if len(train) > 40_000:
+        train = train[rng.choice(len(train), 40_000, replace=False)]
+    xs, ys, k = one_hot(train), train[:, label], sizes[label]
+    w = np.zeros((xs.shape[1], k))
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    target = np.eye(k)[ys]
+    for t in range(1, steps + 1):
+        z = xs @ w
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        g = xs.T @ (p - target) / len(xs) + 1e-4 * w
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        w -= 0.05 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return float(np.mean(np.argmax(one_hot(test) @ w, axis=1) == test[:, label]))
+
+
+def score(real: np.ndarray, test: np.ndarray, synth: np.ndarray, sizes: list[int], label: int) -> dict:
+    """Every metric of one synthetic table (codes) against the real training and test codes."""
+    d = len(sizes)
+    rng = np.random.default_rng(1)
+    one = [(_table(real[:, [j]], [sizes[j]]), _table(synth[:, [j]], [sizes[j]])) for j in range(d)]
+    pairs = list(itertools.combinations(range(d), 2))
+    tv2, indep = [], []
+    for a, b in pairs:
+        r = _table(real[:, [a, b]], [sizes[a], sizes[b]])
+        tv2.append(_tvd(r, _table(synth[:, [a, b]], [sizes[a], sizes[b]])))
+        indep.append(_tvd(r, np.outer(one[a][1], one[b][1]).ravel()))
+    triples = [tuple(sorted(rng.choice(d, 3, replace=False))) for _ in range(TRIPLES)]
+    tv3 = [_tvd(_table(real[:, list(t)], [sizes[j] for j in t]), _table(synth[:, list(t)], [sizes[j] for j in t]))
+           for t in triples]
+    errors = []
+    for _ in range(QUERIES):
+        attrs = rng.choice(d, int(rng.integers(2, 4)), replace=False)
+        inside_real = np.ones(len(real), dtype=bool)
+        inside_synth = np.ones(len(synth), dtype=bool)
+        for j in attrs:
+            lo, hi = np.sort(rng.integers(0, sizes[j], 2))
+            inside_real &= (real[:, j] >= lo) & (real[:, j] <= hi)
+            inside_synth &= (synth[:, j] >= lo) & (synth[:, j] <= hi)
+        errors.append(abs(inside_real.mean() - inside_synth.mean()))
+    return {"1-way": float(np.mean([_tvd(r, s) for r, s in one])), "2-way": float(np.mean(tv2)),
+            "3-way": float(np.mean(tv3)), "range": float(np.mean(errors)),
+            "ml": _ml_accuracy(synth, test, sizes, label), "2-way indep.": float(np.mean(indep))}
+
+
+# ---- driver ---------------------------------------------------------------------------------------------
+
+def _load(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def report(rows: list[dict]) -> str:
+    """Markdown: per table and epsilon, mean ± sd over seeds of every metric, one row per method."""
+    lines = ["| table | epsilon | method | seeds | " + " | ".join(METRICS) + " |",
+             "|---|---|---|---|" + "---|" * len(METRICS)]
+    def name(r: dict) -> str:
+        return f"{r['method']} ({r['label']})" if r.get("label") else r["method"]
+
+    keys = sorted({(r["table"], r["epsilon"], name(r)) for r in rows},
+                  key=lambda k: (TABLES.index(k[0]) if k[0] in TABLES else 9, k[1], k[2]))
+    for table, eps, method in keys:
+        group = [r for r in rows if (r["table"], r["epsilon"], name(r)) == (table, eps, method)]
+        cells = []
+        for metric in METRICS:
+            values = [r[metric] for r in group if r.get(metric) is not None]
+            digits = 1 if metric == "seconds" else 3 if metric == "ml" else 4
+            sd = f" ± {np.std(values, ddof=1):.{digits}f}" if len(values) > 1 else ""
+            cells.append(f"{np.mean(values):.{digits}f}{sd}" if values else "-")
+        lines.append(f"| {table} | {eps:g} | {method} | {len(group)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 4.0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--delta", type=float, default=1e-9)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bench_compare")
+    parser.add_argument("--results", type=Path, nargs="+", default=None,
+                        help="JSON lines (default: WORK/results.jsonl); runs append to the first, --report-only reads all")
+    parser.add_argument("--label", default="", help="tag stored with each row (e.g. before/after a change)")
+    parser.add_argument("--config", type=Path, default=None, help="ours: a --config YAML (Settings)")
+    parser.add_argument("--wide-rows", type=int, default=100_000)
+    parser.add_argument("--pgm-snapshot", default="/work/wt/pgm-ref")
+    parser.add_argument("--pgm-venv", default="/work/wt/pgm-venv")
+    parser.add_argument("--aim-rounds-per-column", type=int, default=2)
+    parser.add_argument("--aim-max-model-size", type=float, default=10.0)
+    parser.add_argument("--aim-max-iters", type=int, default=250)
+    parser.add_argument("--anchor-timeout", type=float, default=3600.0)
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    files = args.results or [args.work / "results.jsonl"]
+    results = files[0]
+    if args.report_only:
+        print(report([r for f in files for r in _load(f)]))
+        return 0
+
+    import pandas as pd
+
+    from privsyn_spark.config import Settings
+    from privsyn_spark.runtime.session import build_spark_session
+
+    settings = Settings.load(args.config) if args.config else Settings()
+    sessions: list = []
+
+    def spark():  # started only when a table is made or ours runs (anchor-only runs need none)
+        if not sessions:
+            sessions.append(build_spark_session("local[2]", "bench-compare"))
+        return sessions[0]
+
+    done = {(r["table"], r["method"], r["epsilon"], r["seed"], r.get("label", "")) for r in _load(results)}
+    for name in args.tables:
+        folder = prepare(spark, name, args.work, args.wide_rows)
+        domain = json.loads((folder / "domain.json").read_text())
+        label = list(domain).index(json.loads((folder / "meta.json").read_text())["label"])
+        real = pd.read_csv(folder / "train.csv")[list(domain)].to_numpy()
+        test = pd.read_csv(folder / "test.csv")[list(domain)].to_numpy()
+        for seed, eps, method in itertools.product(args.seeds, args.epsilons, args.methods):  # every epsilon first
+            if (name, method, eps, seed, args.label) in done or (method == "aim" and name == "wide"):
+                continue
+            out = folder / f"synth-{method}-{eps:g}-{seed}{'-' + args.label if args.label else ''}.csv"
+            if method == "ours":
+                seconds = run_ours(spark(), folder, eps, args.delta, seed, out, settings)
+            else:
+                seconds = run_anchor(method, folder, eps, args.delta, seed, out, args)
+            synth = pd.read_csv(out)[list(domain)].to_numpy()
+            row = {"table": name, "method": method, "epsilon": eps, "seed": seed, "label": args.label,
+                   "seconds": seconds, **score(real, test, synth, list(domain.values()), label)}
+            with results.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+    print(report([r for r in _load(results) if r.get("label", "") == args.label]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

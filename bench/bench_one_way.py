@@ -1,0 +1,107 @@
+"""Offline design experiment for 1-way fidelity: the driver-side estimate from noisy measurements on Adult.
+
+No Spark, no GUM: Adult is encoded in pandas (``bench_pgm.encode_adult``), counted with numpy, measured by
+the privacy core (``measure_privately``, seeded TEST-ONLY noise) under each candidate budget split, and the
+consistent targets are fitted (``consistent_targets``, Private-PGM). Prints, per split and epsilon, the mean
+over seeds of the TVD between the fitted model and the real table: 1-way on the original domain (merged
+values expanded by the noisy 1-way counts, as decoding does), 2-way over all pairs and 3-way over 100 fixed
+random triples (both on the merged domain, from the model). Asserts nothing.
+
+    .venv/bin/python bench/bench_one_way.py --epsilons 0.5 1 4 --seeds 3 --splits 0.1,0.1,0.8 0.3,0.1,0.6
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_pgm import DEFAULT_DATA, encode_adult, make_count_marginals  # noqa: E402
+
+from privsyn_spark.estimate.merged_shares import shrink_groups  # noqa: E402
+from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
+from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
+from privsyn_spark.privacy.accounting import BudgetSplit  # noqa: E402
+from privsyn_spark.privacy.measure_privately import measure_privately  # noqa: E402
+from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly  # noqa: E402
+from privsyn_spark.select.selection_config import SelectionConfig  # noqa: E402
+
+
+def _tvd(p: np.ndarray, q: np.ndarray) -> float:
+    p = np.maximum(p, 0.0).ravel()
+    q = np.maximum(q, 0.0).ravel()
+    return 0.5 * float(np.abs(p / max(p.sum(), 1e-300) - q / max(q.sum(), 1e-300)).sum())
+
+
+def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triples) -> dict[str, float]:
+    """Measure, fit, and score the model against the real counts."""
+    count = make_count_marginals(codes, domain)
+    one_way = count([(a,) for a in domain.attrs], None)
+    two_way = count(list(itertools.combinations(domain.attrs, 2)), None)
+    m = measure_privately(one_way, indif_scores(two_way), count, domain, run_id="one-way", schema_hash="adult",
+                          epsilon=epsilon, delta=1e-9, split=split, sampler=SeededSamplerForTestsOnly(seed),
+                          selection=SelectionConfig())
+    mdomain = m.domain
+    t0 = time.perf_counter()
+    _, method, info = consistent_targets(m.marginals, mdomain, m.noisy_total, estimator_choice="pgm")
+    seconds = time.perf_counter() - t0
+    model = info["model"]
+    sigma1 = m.marginals[0].sigma
+    tv1: dict[str, list[float]] = {"1-way": [], "1-way uniform": [], "1-way shrunk": []}
+    for a in domain.attrs:
+        merged = model.marginal((a,))
+        vmap = m.value_maps[a]
+        raw = m.one_way_original[a].astype(float)
+        sizes = np.bincount(vmap, minlength=mdomain[a])
+        for key, weights in (("1-way", raw), ("1-way uniform", np.ones_like(raw)),
+                             ("1-way shrunk", shrink_groups(raw, vmap, sigma1))):
+            weights = np.maximum(weights, 0.0)
+            group = np.bincount(vmap, weights=weights, minlength=mdomain[a])
+            share = np.where(group[vmap] > 0, weights / np.where(group[vmap] > 0, group[vmap], 1.0),
+                             1.0 / sizes[vmap])
+            tv1[key].append(_tvd(one_way[(a,)], merged[vmap] * share))
+    pairs = list(itertools.combinations(mdomain.attrs, 2))
+    exact2 = count(pairs, m.value_maps)
+    tv2 = [_tvd(exact2[p], model.marginal(p)) for p in pairs]
+    exact3 = count(triples, m.value_maps)
+    tv3 = [_tvd(exact3[t], model.marginal(t)) for t in triples]
+    return {**{k: float(np.mean(v)) for k, v in tv1.items()}, "2-way": float(np.mean(tv2)), "3-way": float(np.mean(tv3)),
+            "marginals": len(m.marginals), "seconds": seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 4.0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--splits", nargs="+", default=["0.1,0.1,0.8", "0.2,0.1,0.7", "0.3,0.1,0.6"],
+                        help="one_way,indif,selected fractions")
+    args = parser.parse_args(argv)
+    codes, domain = encode_adult(DEFAULT_DATA)
+    rng = np.random.default_rng(0)
+    all_triples = list(itertools.combinations(domain.attrs, 3))
+    triples = [all_triples[i] for i in rng.choice(len(all_triples), 100, replace=False)]
+    print("| split (1-way, InDif, selected) | epsilon | 1-way TVD | 1-way, uniform expansion | 1-way, shrunk expansion "
+          "| 2-way TVD | 3-way TVD | marginals | fit s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for text in args.splits:
+        split = BudgetSplit(*(float(x) for x in text.split(",")))
+        for eps in args.epsilons:
+            runs = [one_run(codes, domain, eps, split, seed, triples) for seed in range(args.seeds)]
+            cell = {k: np.mean([r[k] for r in runs]) for k in runs[0]}
+            sd = {k: np.std([r[k] for r in runs]) for k in runs[0]}
+            print(f"| {text} | {eps:g} | {cell['1-way']:.4f} ± {sd['1-way']:.4f} | {cell['1-way uniform']:.4f} | "
+                  f"{cell['1-way shrunk']:.4f} | {cell['2-way']:.4f} ± "
+                  f"{sd['2-way']:.4f} | {cell['3-way']:.4f} | {cell['marginals']:.0f} | {cell['seconds']:.1f} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
