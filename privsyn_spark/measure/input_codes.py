@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.measure.encode import EncodedTable, encode
+from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.schema.schema import Schema
 
@@ -51,7 +51,7 @@ class InputCodes:
 
             raw = (self.source if not isinstance(self.source, str)
                    else read_table(self.spark, self.source, self.fmt, infer_types=False))
-            packed = pack_codes(encode(raw, self.schema))
+            packed = pack_codes(with_rule_codes(encode(raw, self.schema)))  # + the rules' compounds
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
@@ -59,7 +59,7 @@ class InputCodes:
         return self._packed
 
     def encoded(self) -> EncodedTable:
-        """The encoded columns (``code * 4 + status``), unpacked from the scratch table."""
+        """The schema's encoded columns (``code * 4 + status``), unpacked from the scratch table."""
         return self.packed().unpacked()
 
     def close(self) -> None:

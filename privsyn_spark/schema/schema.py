@@ -12,23 +12,33 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES, parse_document
+from privsyn_spark.schema.rules import Rule
+from privsyn_spark.schema.synthesis_view import SynthesisView, synthesis_view
 
 
 @dataclass(frozen=True)
 class Schema:
-    """Kept columns in table order, dropped column names, and tokens read as null."""
+    """Kept columns in table order, dropped column names, tokens read as null, and declared rules."""
 
     columns: tuple[Column, ...]
     drop: tuple[str, ...] = ()
     null_tokens: tuple[str, ...] = ()
     max_column_codes: int = DEFAULT_MAX_COLUMN_CODES
     extra: Mapping[str, Any] = field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
+
+    @cached_property
+    def view(self) -> SynthesisView:
+        """The domain the synthesizers see under the rules (:mod:`privsyn_spark.schema.synthesis_view`;
+        the kept columns themselves when there are none)."""
+        return synthesis_view(self.columns, self.rules, self.max_column_codes)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -50,6 +60,8 @@ class Schema:
         doc: dict[str, Any] = {"columns": cols, "max_column_codes": self.max_column_codes}
         if self.null_tokens:
             doc["null_tokens"] = list(self.null_tokens)
+        if self.rules:  # only then: a schema without rules keeps its hash
+            doc["rules"] = [r.to_dict() for r in self.rules]
         return doc
 
     def schema_hash(self) -> str:
@@ -122,4 +134,7 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
 
 def parse_schema(doc: Mapping[str, Any]) -> Schema:
     """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema."""
-    return Schema(*parse_document(doc))
+    columns, drop, tokens, max_codes, rules = parse_document(doc)
+    schema = Schema(columns, drop, tokens, max_codes, rules=rules)
+    schema.view  # noqa: B018  (the rules' groups are checked here, before anything reads the table)
+    return schema
