@@ -76,6 +76,7 @@ class Rule:
             return mask
         if self.kind == "inequality":
             low, high = cols
+            assert isinstance(low, NumericalColumn) and isinstance(high, NumericalColumn)  # checked when parsed
             lo_min, _ = bin_value_bounds(low)
             _, hi_max = bin_value_bounds(high)
             mask = np.ones(shape, dtype=bool)
@@ -205,19 +206,19 @@ def _parse_rule(i: int, spec: Any, columns: Mapping[str, Column]) -> Rule:
                 _check_value(where, c, v)
         return Rule(kind, tuple(names), dict(spec))
     keys = ("if", "then") if kind == "implies" else ("cells",)
-    names: list[str] = []
+    named: list[str] = []
     for key in keys:
         conds = spec[key]
         if not isinstance(conds, Mapping) or not conds:
             raise SchemaError(f"{where}: {key} must map columns to a value or a list of values")
         for name, values in conds.items():
             c = _categorical(where, column(name))
-            if name in names:
+            if name in named:
                 raise SchemaError(f"{where}: column {name!r} is in both 'if' and 'then'")
-            names.append(name)
+            named.append(name)
             for v in values if isinstance(values, list) else [values]:
                 _check_value(where, c, v)
-    return Rule(kind, tuple(names), dict(spec))
+    return Rule(kind, tuple(named), dict(spec))
 
 
 def _categorical(where: str, column: Column) -> CategoricalColumn:
@@ -287,7 +288,7 @@ def _derivation(rule: Rule, columns: Mapping[str, Column]) -> Derivation:
         value = mapping[keys[i]]
         codes.append(_target_code(where, target, value))
         values.append(_target_value(target, value))
-    codes += [target.null_code] * extra
+    codes += [int(target.null_code or 0)] * extra  # checked above: there is a null code when extra
     values += [None] * extra
     return Derivation(target.name, source.name, np.asarray(codes, dtype=np.int64), tuple(values))
 

@@ -152,7 +152,8 @@ def _compound(members: list[str], rules: list[Rule], columns: dict[str, Column],
     code[allowed] = np.arange(count)
     nearest = code.copy()
     for keep in range(len(members) - 1, -1, -1):  # broken cells: the allowed cell keeping the most leading members
-        prefix = np.ravel_multi_index(grid[:keep], sizes[:keep]) if keep else np.zeros(cells, dtype=np.int64)
+        prefix = np.asarray(np.ravel_multi_index(tuple(grid[:keep]), sizes[:keep]) if keep
+                            else np.zeros(cells, dtype=np.int64))
         first = np.full(prod(sizes[:keep]), count, dtype=np.int64)
         np.minimum.at(first, prefix[allowed], code[allowed])  # the lowest allowed code of each prefix
         todo = (nearest < 0) & (first[prefix] < count)

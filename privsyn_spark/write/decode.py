@@ -112,10 +112,11 @@ class Decoder:
         for j, column in enumerate(self.schema.columns):
             if isinstance(column, NumericalColumn) and column.name not in derived:
                 drawn[column.name] = _numerical_draw(column, codes[column.name], uniforms(j, _VALUE))
-        for k, (low, high) in enumerate(view.inequalities):
+        for k, names in enumerate(view.inequalities):
             extra = len(self.schema.columns) + 2 * k  # draws of their own: the streams after the columns'
-            _keep_inequality(self.schema.column(low), self.schema.column(high), codes, drawn,
-                             uniforms(extra, _VALUE), uniforms(extra + 1, _VALUE))
+            low, high = (self.schema.column(c) for c in names)
+            assert isinstance(low, NumericalColumn) and isinstance(high, NumericalColumn)
+            _keep_inequality(low, high, codes, drawn, uniforms(extra, _VALUE), uniforms(extra + 1, _VALUE))
         arrays = []
         for column in self.schema.columns:
             if column.name in derived:

@@ -99,8 +99,9 @@ def files(tmp_path_factory):
 
 
 def test_gum_over_shards_keeps_every_rule_and_the_report_counts_violations(spark, files):
-    args = build_parser().parse_args(["run", "--input", str(files / "table.csv"), "--schema", str(files / "schema.yaml"),
-                                      "--output", str(files / "out"), "--run-id", "g", "--runs-dir",
+    args = build_parser().parse_args(["run", "--input", str(files / "table.csv"),
+                                      "--schema", str(files / "schema.yaml"), "--output", str(files / "out"),
+                                      "--run-id", "g", "--runs-dir",
                                       str(files / "runs"), "--epsilon", "2", "--no-ledger", "--shard-rows", "2000",
                                       "--gum-rounds", "3", "--seed", "1"])
     report = pipeline.run(spark, config_from_args(args))

@@ -2,7 +2,6 @@
 
 import itertools
 
-import numpy as np
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA
@@ -26,8 +25,10 @@ def schema(*rules, columns=COLUMNS):
 
 
 @pytest.mark.parametrize("rule, message", [
-    ({"type": "implies", "if": {"nope": "x"}, "then": {"c": "p"}}, r"rules\[0\] \(implies\): 'nope' is not a kept column"),
-    ({"type": "implies", "if": {"a": "w"}, "then": {"c": "p"}}, r"rules\[0\]: 'w' is not a declared value of column 'a'"),
+    ({"type": "implies", "if": {"nope": "x"}, "then": {"c": "p"}},
+     r"rules\[0\] \(implies\): 'nope' is not a kept column"),
+    ({"type": "implies", "if": {"a": "w"}, "then": {"c": "p"}},
+     r"rules\[0\]: 'w' is not a declared value of column 'a'"),
     ({"type": "implies", "if": {"a": "x"}, "then": {"a": "y"}}, r"column 'a' is in both 'if' and 'then'"),
     ({"type": "implies", "if": {"b": 1}, "then": {"c": "p"}}, r"column 'b' is numerical; this rule names categorical"),
     ({"type": "forbid", "cells": {"a": "x"}, "extra": 1}, r"rules\[0\] \(forbid\): unknown key\(s\) \['extra'\]"),
@@ -120,7 +121,8 @@ def test_masks_of_each_rule_type_brute_force():
 
 def test_a_rule_on_a_derived_column_is_read_on_its_source():
     level = {"name": "level", "type": "categorical", "values": ["low", "high"]}
-    derive = {"type": "derived_from", "column": "level", "source": "a", "mapping": {"x": "low", "y": "low", "z": "high"}}
+    derive = {"type": "derived_from", "column": "level", "source": "a",
+              "mapping": {"x": "low", "y": "low", "z": "high"}}
     s = schema(derive, {"type": "implies", "if": {"level": "high"}, "then": {"c": "p"}}, columns=[*COLUMNS, level])
     (compound,) = s.view.compounds
     assert compound.members == ("a", "c") and "level" not in s.view.names
