@@ -300,6 +300,8 @@ def _target_code(where: str, target: Column, value: Any) -> int:
             raise SchemaError(f"{where}: {value!r} is not a declared value of {target.name!r}")
         return code
     assert isinstance(target, NumericalColumn)
+    if target.dtype in ("date", "timestamp"):
+        raise SchemaError(f"{where}: a derived column is categorical or a number column, not {target.dtype}")
     edges = target.edge_array()
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not edges[0] <= value <= edges[-1] \
             or (target.integer and float(value) != round(value)):
