@@ -142,3 +142,17 @@ def test_a_group_too_large_is_refused():
         parse_schema({"columns": big[:2], "rules": rules[:1]})
     wide = parse_schema({"columns": big[:2], "rules": rules[:1], "max_column_codes": 20000})
     assert wide.view.domain().sizes == (101 * 101 - 1,)
+
+
+def test_the_cli_refuses_a_bad_rule_with_exit_2_before_spark(tmp_path, capsys):
+    from privsyn_spark import cli
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("columns:\n  - {name: a, type: categorical, values: [x, y]}\n"
+                   "  - {name: b, type: categorical, values: [p, q]}\n"
+                   "rules:\n  - {type: derived_from, column: b, source: a, mapping: {x: p}}\n")
+    assert cli.main(["run", "--input", str(tmp_path / "none.csv"), "--output", str(tmp_path / "o"),
+                     "--schema", str(bad), "--no-ledger", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "privsyn-spark: error: rules (b derived from a): the mapping does not cover the source's values ['y']"
+    assert not (tmp_path / "o").exists()
