@@ -69,7 +69,7 @@ def plan_release(schema: Schema, epsilon: float, delta: float, settings: Setting
     from privsyn_spark.privacy.unit import count_sensitivity
     from privsyn_spark.select.noisy_indif import indif_noise_scale
 
-    domain = schema.domain()
+    domain = schema.view.domain()  # the synthesis domain: derived columns and rules' groups resolved
     rho = resolve_budget(epsilon, delta, None)[0]
     split, d = settings.split, len(domain)
     one_way, indif, selected = split.one_way * rho, split.indif * rho, split.selected * rho

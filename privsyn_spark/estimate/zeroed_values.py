@@ -29,10 +29,12 @@ def absent_values(schema, measurements: Measurements, theta_sigmas: float = THET
     is below theta = ``theta_sigmas`` x the 1-way sigma (post-processing of the measurements)."""
     sigma = {m.attrs[0]: m.sigma for m in measurements.marginals if len(m.attrs) == 1}
     out = {}
-    for column in schema.columns:
+    for column in schema.view.columns:  # a rules' compound: its cells holding a member's null/``other``
         noisy = np.asarray(measurements.one_way_original[column.name], dtype=np.float64)
         mask = np.zeros(noisy.size, dtype=bool)
-        for code in (column.null_code, column.other_code):
+        added = getattr(column, "added", None)
+        codes = np.flatnonzero(added) if added is not None else (column.null_code, column.other_code)
+        for code in codes:
             if code is not None and noisy[code] < theta_sigmas * sigma[column.name]:
                 mask[code] = True
         out[column.name] = mask

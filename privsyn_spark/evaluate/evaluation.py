@@ -88,6 +88,12 @@ def evaluate(spark: SparkSession, real_df, synthetic_df, schema: Schema, label: 
         metrics = _evaluate(spark, real, synthetic, schema, label, seed, n_queries, test_fraction, max_cells, worst,
                             smoke_tolerance)
         raw = real_values if real_values is not None else (None if isinstance(real_df, EncodedTable) else real_df)
+        if schema.rules:
+            from privsyn_spark.evaluate.rule_checks import rule_violations
+
+            start = time.perf_counter()
+            metrics["rules"] = rule_violations(schema, real, synthetic, synthetic_df, raw)
+            metrics["seconds"]["rules"] = time.perf_counter() - start
         if raw is not None:
             from pyspark import StorageLevel
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from privsyn_spark.evaluate.evaluation import NOTICE
 from privsyn_spark.evaluate.report_plots import budget_plot, heatmap_plot, histogram_plots, rounds_plot, value_plots
+from privsyn_spark.evaluate.rule_checks import rules_table
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
@@ -203,6 +204,8 @@ def warnings(report: Mapping) -> list[str]:
     bounding_warning = _at(report, "privacy_unit", "bounding", "warning")[0]
     if bounding_warning:
         out.append("Contribution bounding (NOT private): " + html.escape(str(bounding_warning)) + ".")
+    if _at(report, "metrics", "rules", "synthetic_violations")[0]:
+        out.append("Synthetic rows break a declared rule (see Metrics, Declared rules).")
     if _at(report, "metrics", "privacy_smoke", "flag")[0]:
         out.append("Privacy smoke check flagged an excess of synthetic rows equal to real rows.")
     return out
@@ -312,7 +315,7 @@ def render_html(report: Mapping) -> str:
         if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
             parts.append(rounds_plot(body["rounds"]))
         if section == "metrics":
-            parts.append(_GUIDE)
+            parts.append(_GUIDE + rules_table(body))
             if isinstance(body, Mapping) and body.get("values"):
                 parts.append("<h3>Value-level fidelity of numeric columns</h3>" + _values_table(report)
                              + ("".join(value_plots(body["values"])) if plots else ""))

@@ -31,13 +31,9 @@ def _values(df, schema: Schema, column: NumericalColumn):
     """The column as doubles (dates/timestamps as epoch seconds), null tokens as nulls; nulls dropped."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.measure.encode import _raw, epoch_seconds
+    from privsyn_spark.measure.encode import numeric_value, raw_value
 
-    raw = _raw(schema, column)
-    if column.dtype in ("date", "timestamp"):
-        number = epoch_seconds(raw, dict(df.dtypes)[column.name], column.dtype)
-    else:
-        number = raw.try_cast("double")
+    number = numeric_value(raw_value(schema, column), column, dict(df.dtypes)[column.name])
     return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))
 
 

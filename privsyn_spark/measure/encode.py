@@ -39,6 +39,8 @@ class EncodedTable:
     df: DataFrame
     schema: Schema
     domain: Domain
+    extra: tuple[Column, ...] = ()
+    """Columns of the synthesis domain beyond the schema's (the rules' compound attributes), also in ``df``."""
 
     @property
     def columns(self) -> list[str]:
@@ -58,7 +60,7 @@ def spark_type(dtype: str) -> str:
             "boolean": "boolean", "date": "date", "timestamp": "timestamp"}[dtype]
 
 
-def _raw(schema: Schema, column: Column):
+def raw_value(schema: Schema, column: Column):
     """The column with the schema's null tokens turned into nulls."""
     from pyspark.sql import functions as F
 
@@ -176,12 +178,17 @@ def epoch_seconds(raw, source_type: str, dtype: str):
     return seconds.cast("double")
 
 
+def numeric_value(raw, column: NumericalColumn, source_type: str):
+    """The value of a numerical column as a double (dates and timestamps: seconds since the epoch)."""
+    return (epoch_seconds(raw, source_type, column.dtype) if column.dtype in ("date", "timestamp")
+            else raw.try_cast("double"))
+
+
 def _numerical(raw, column: NumericalColumn, source_type: str):
     """``code * 4 + status`` of a numerical column: the bin index, clipped to the edge bins."""
     from pyspark.sql import functions as F
 
-    x = (epoch_seconds(raw, source_type, column.dtype) if column.dtype in ("date", "timestamp")
-         else raw.try_cast("double"))
+    x = numeric_value(raw, column, source_type)
     edges = column.edge_array()
     bins = len(edges) - 1
     widths = np.diff(edges)
@@ -216,7 +223,7 @@ def encode(df, schema: Schema, keep: tuple[str, ...] = ()) -> EncodedTable:
     types = dict(df.dtypes)
     columns = []
     for i, column in enumerate(schema.columns):
-        raw = _raw(schema, column)
+        raw = raw_value(schema, column)
         if isinstance(column, CategoricalColumn) and len(column.values) > LOOKUP_JOIN_ABOVE and not _contiguous(column):
             key, code = f"__privsyn_key{i}", f"__privsyn_code{i}"
             lookup = _lookup_table(df.sparkSession, column, key + "_value", code)
@@ -231,3 +238,22 @@ def encode(df, schema: Schema, keep: tuple[str, ...] = ()) -> EncodedTable:
         kind = "smallint" if (column.size << STATUS_BITS) < 2 ** 15 else "int"
         columns.append(value.cast(kind).alias(column.name))
     return EncodedTable(df.select(*columns, *[F.col(f"`{c}`") for c in keep]), schema, schema.domain())
+
+
+def with_rule_codes(encoded: EncodedTable) -> EncodedTable:
+    """``encoded`` plus a column per compound attribute of the schema's rules, over the synthesis domain
+    (:mod:`privsyn_spark.schema.synthesis_view`): the form measurement counts. Unchanged without rules."""
+    from pyspark.sql import functions as F
+
+    view = encoded.schema.view
+    if not encoded.schema.rules:
+        return encoded
+    df = encoded.df
+    for compound in view.compounds:
+        cell = F.lit(0)
+        for member, size in zip(compound.members, compound.member_sizes):
+            cell = cell * F.lit(size) + F.shiftright(F.col(f"`{member}`"), STATUS_BITS)
+        lut = F.split(F.lit(",".join(str(int(v)) for v in compound.lut)), ",").cast("array<int>")
+        kind = "smallint" if (compound.size << STATUS_BITS) < 2 ** 15 else "int"
+        df = df.withColumn(compound.name, F.element_at(lut, cell.cast("int") + 1).cast(kind))
+    return EncodedTable(df, encoded.schema, view.domain(), view.compounds)

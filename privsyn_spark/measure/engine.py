@@ -150,7 +150,7 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
     """
     report: dict[str, dict[str, object]] = {}
     failures = []
-    for column in encoded.schema.columns:
+    for column in (*encoded.schema.columns, *encoded.extra):  # extra: the rules' compounds
         outside = counts.out_of_domain.get(column.name, 0)
         nulls = counts.null_failures.get(column.name, 0)
         policy = str(getattr(column, "unseen", None) or getattr(column, "out_of_range", None))
@@ -159,7 +159,8 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
             how_many = f"{outside} values" if log_exact_counts else "values (tally in the run report)"
             log.warning("column %r: %s outside the declared domain (%s)", column.name, how_many,
                         {"other": "mapped to the 'other' code", "clip": "clipped to the edge bin",
-                         "fail": "failing the job"}[policy])
+                         "fail": "failing the job",
+                         "rule": "rows breaking a declared rule, mapped to an allowed combination"}[policy])
             if policy == "fail":
                 failures.append(f"column {column.name!r}: {how_many if log_exact_counts else 'values'} "
                                 f"outside the declared domain (unseen/out_of_range: fail)")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
-from privsyn_spark.measure.encode import EncodedTable, encode
+from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
@@ -102,7 +102,7 @@ class InputCodes:
         return self._packed
 
     def encoded(self) -> EncodedTable:
-        """The encoded columns (``code * 4 + status``), unpacked from the scratch table."""
+        """The schema's encoded columns (``code * 4 + status``), unpacked from the scratch table."""
         return self.packed().unpacked()
 
     def close(self) -> None:
@@ -124,7 +124,8 @@ def bounded_codes(raw, schema: Schema, seed: int | None = None) -> tuple[PackedC
     the map side with the id carried along, so the one shuffle of bounding moves only the id and a
     few bigint words a row; the id is dropped right after. ``seed``: tests only."""
     unit = schema.privacy_unit
-    packed = pack_codes(encode(raw, schema, unit.id_columns), unit.id_columns)
+    encoded = with_rule_codes(encode(raw, schema, unit.id_columns))  # + the rules' compounds
+    packed = pack_codes(encoded, unit.id_columns)
     bounded = bound_contributions(packed.df, unit, seed)
     return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 

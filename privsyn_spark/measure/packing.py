@@ -19,6 +19,7 @@ import numpy as np
 from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
+from privsyn_spark.schema.columns import Column
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,6 +97,8 @@ class PackedCodes:
     domain: Domain
     fields: dict[str, tuple[int, int, int]]
     """Per encoded column: (word, bit offset, width); the status is the low ``STATUS_BITS`` bits."""
+    extra: tuple[Column, ...] = ()
+    """Packed columns beyond the schema's (:attr:`EncodedTable.extra`); ``domain`` is then the synthesis domain."""
 
     @property
     def words(self) -> int:
@@ -119,8 +122,9 @@ class PackedCodes:
 
         columns = [F.shiftright(F.col(f"w{word}"), offset).bitwiseAND((1 << bits) - 1).cast(
                    "smallint" if bits < 16 else "int").alias(name)
-                   for name, (word, offset, bits) in self.fields.items()]
-        return EncodedTable(self.df.select(*columns), self.schema, self.domain)
+                   for name, (word, offset, bits) in self.fields.items() if name in self.schema.names]
+        domain = self.schema.domain() if self.schema.rules else self.domain  # the schema's columns only
+        return EncodedTable(self.df.select(*columns), self.schema, domain)
 
 
 def pack_codes(encoded: EncodedTable, keep: tuple[str, ...] = ()) -> PackedCodes:
@@ -129,7 +133,7 @@ def pack_codes(encoded: EncodedTable, keep: tuple[str, ...] = ()) -> PackedCodes
 
     used: list[int] = []
     fields: dict[str, tuple[int, int, int]] = {}
-    for column in encoded.schema.columns:
+    for column in (*encoded.schema.columns, *encoded.extra):
         bits = int((column.size << STATUS_BITS) - 1).bit_length()
         word = next((i for i, u in enumerate(used) if u + bits <= 63), None)
         if word is None:
@@ -142,4 +146,4 @@ def pack_codes(encoded: EncodedTable, keep: tuple[str, ...] = ()) -> PackedCodes
         term = F.shiftleft(F.col(f"`{name}`").cast("long"), offset)
         words[word] = term if words[word] is None else words[word].bitwiseOR(term)
     packed = encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)], *[F.col(f"`{c}`") for c in keep])
-    return PackedCodes(packed, encoded.schema, encoded.domain, fields)
+    return PackedCodes(packed, encoded.schema, encoded.domain, fields, encoded.extra)

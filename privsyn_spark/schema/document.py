@@ -14,6 +14,8 @@ A YAML or JSON document::
 Per column: ``nulls`` is ``value`` (own code, default), ``fail`` or ``none`` (declared non-null: no
 null code, a null is out of domain); numerical ``spikes`` lists values that get a bin of their own;
 categorical ``unseen`` is ``other`` (default) or ``fail``; numerical ``out_of_range`` is ``clip`` (default) or ``fail``.
+An optional top-level ``rules`` list declares rules every synthetic row keeps
+(:mod:`privsyn_spark.schema.rules`, docs/rules.md).
 
 Every field is checked against its column's dtype before anything reads the table: categorical
 ``values`` all of the dtype (``string`` reads numbers as text; without a dtype the values may not mix
@@ -42,10 +44,11 @@ from privsyn_spark.schema.columns import (
     uniform_edges,
     with_spike_bins,
 )
+from privsyn_spark.schema.rules import Rule, parse_rules
 
 DEFAULT_MAX_COLUMN_CODES = 5000
 
-TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit")
+TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit", "rules")
 COLUMN_KEYS = {
     "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
     "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "spikes", "out_of_range", "nulls"),
@@ -69,9 +72,10 @@ def _whole_number(where: str, key: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[str, ...], tuple[str, ...], int]:
+def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[str, ...], tuple[str, ...], int,
+                                                   tuple[Rule, ...]]:
     """Validate a schema document: ``(kept columns in table order, dropped names, null tokens,
-    max_column_codes)``; errors name the column and the problem."""
+    max_column_codes, rules)``; errors name the column (or the rule) and the problem."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("columns"), list) or not doc["columns"]:
         raise SchemaError("schema: expected a mapping with a non-empty 'columns' list")
     _unknown_keys("schema", doc, TOP_KEYS)
@@ -109,7 +113,7 @@ def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[st
     tokens = doc.get("null_tokens") or []
     if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
         raise SchemaError(f"schema: null_tokens must be a list of strings, got {tokens!r}")
-    return tuple(kept), tuple(dropped), tuple(tokens), max_codes
+    return tuple(kept), tuple(dropped), tuple(tokens), max_codes, parse_rules(doc.get("rules"), kept)
 
 
 def _policy(name: str, spec: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:

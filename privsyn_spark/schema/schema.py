@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES, parse_document
+from privsyn_spark.schema.rules import Rule
+from privsyn_spark.schema.synthesis_view import SynthesisView, synthesis_view
 
 
 @dataclass(frozen=True)
 class Schema:
-    """Kept columns in table order, dropped column names, tokens read as null, and the declared privacy
-    unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``; default: one row)."""
+    """Kept columns in table order, dropped column names, tokens read as null, declared rules, and the
+    declared privacy unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``; default: one row)."""
 
     columns: tuple[Column, ...]
     drop: tuple[str, ...] = ()
@@ -38,6 +41,13 @@ class Schema:
         if synthesized:
             raise SchemaError(f"privacy_unit: id column(s) {synthesized} are declared as synthesized columns; "
                               f"an id is never synthesized (declare it type: drop or leave it out)")
+    rules: tuple[Rule, ...] = ()
+
+    @cached_property
+    def view(self) -> SynthesisView:
+        """The domain the synthesizers see under the rules (:mod:`privsyn_spark.schema.synthesis_view`;
+        the kept columns themselves when there are none)."""
+        return synthesis_view(self.columns, self.rules, self.max_column_codes)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -61,6 +71,8 @@ class Schema:
             doc["null_tokens"] = list(self.null_tokens)
         if not self.privacy_unit.is_row:
             doc["privacy_unit"] = self.privacy_unit.to_document()
+        if self.rules:  # only then: a schema without rules keeps its hash
+            doc["rules"] = [r.to_dict() for r in self.rules]
         return doc
 
     def schema_hash(self) -> str:
@@ -133,9 +145,11 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
 
 def parse_schema(doc: Mapping[str, Any]) -> Schema:
     """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema."""
-    columns, drop, tokens, max_codes = parse_document(doc)
+    columns, drop, tokens, max_codes, rules = parse_document(doc)
     try:
         unit = PrivacyUnit.from_document(doc.get("privacy_unit"))
     except PrivacyUnitError as err:
         raise SchemaError(f"schema: {err}") from None
-    return Schema(columns, drop, tokens, max_codes, privacy_unit=unit)
+    schema = Schema(columns, drop, tokens, max_codes, privacy_unit=unit, rules=rules)
+    schema.view  # noqa: B018  (the rules' groups are checked here, before anything reads the table)
+    return schema

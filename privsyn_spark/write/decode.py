@@ -23,6 +23,7 @@ from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.randomness import Stage, uniforms_at
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.schema.synthesis_view import CompoundColumn
 
 OTHER_LABEL = "__other__"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
@@ -50,7 +51,14 @@ _EXPAND, _VALUE = 0, 1  # the two uses of a column's draws
 
 
 class Decoder:
-    """Turns (n, d) merged-domain code arrays into typed Arrow batches of the original schema."""
+    """Turns (n, d) merged-domain code arrays into typed Arrow batches of the original schema.
+
+    The code columns are the synthesis domain's (:attr:`Schema.view`): with declared rules, a
+    compound attribute decodes to its members' codes and a derived column is generated from its
+    source (:mod:`privsyn_spark.schema.synthesis_view`); for an inequality ``low <= high``, a pair
+    whose values drawn inside their bins break it is drawn again jointly inside the same bins
+    (:func:`_keep_inequality`), so every row keeps every rule.
+    """
 
     def __init__(self, schema: Schema, value_maps: Mapping[str, np.ndarray],
                  one_way_original: Mapping[str, np.ndarray], absent: Mapping[str, np.ndarray] | None = None):
@@ -58,7 +66,7 @@ class Decoder:
         absent = absent or {}
         self._expand = {c.name: _expansion(np.asarray(value_maps[c.name]), np.asarray(one_way_original[c.name]),
                                            absent.get(c.name))
-                        for c in schema.columns if c.name in value_maps}
+                        for c in schema.view.columns if c.name in value_maps}
 
     def original_codes(self, merged: np.ndarray, attr: str, u: np.ndarray | None) -> np.ndarray:
         """Expand merged codes of ``attr`` to original codes (identity where nothing was merged);
@@ -79,19 +87,46 @@ class Decoder:
             out[drawn] = members[np.clip(position, starts[m], starts[m + 1] - 1)]
         return out
 
-    def decode(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> pa.RecordBatch:
-        """Decode one batch of records (rows: records, columns: the schema's kept columns)."""
-        arrays = []
-        for j, column in enumerate(self.schema.columns):
-            codes = np.asarray(merged_codes[:, j], dtype=np.int64)
+    def column_codes(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> dict[str, np.ndarray]:
+        """Original codes of every kept column of the schema (compounds split, derived columns generated)."""
+        codes: dict[str, np.ndarray] = {}
+        for j, column in enumerate(self.schema.view.columns):
+            c = np.asarray(merged_codes[:, j], dtype=np.int64)
             if column.name in self._expand:
                 merges = self._expand[column.name][3].any()  # else the column's draws are not needed
-                codes = self.original_codes(codes, column.name, uniforms(j, _EXPAND) if merges else None)
-            if isinstance(column, CategoricalColumn):
-                arrays.append(_categorical_values(column, codes))
+                c = self.original_codes(c, column.name, uniforms(j, _EXPAND) if merges else None)
+            if isinstance(column, CompoundColumn):
+                codes.update(zip(column.members, column.cells[c].T))
+            else:
+                codes[column.name] = c
+        for d in self.schema.view.derivations:  # sources first
+            codes[d.column] = d.codes[codes[d.source]]
+        return codes
+
+    def decode(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> pa.RecordBatch:
+        """Decode one batch of records (rows: records, columns: the synthesis domain's attributes)."""
+        view = self.schema.view
+        codes = self.column_codes(merged_codes, uniforms)
+        derived = {d.column: d for d in view.derivations}
+        drawn = {}
+        for j, column in enumerate(self.schema.columns):
+            if isinstance(column, NumericalColumn) and column.name not in derived:
+                drawn[column.name] = _numerical_draw(column, codes[column.name], uniforms(j, _VALUE))
+        for k, names in enumerate(view.inequalities):
+            extra = len(self.schema.columns) + 2 * k  # draws of their own: the streams after the columns'
+            low, high = (self.schema.column(c) for c in names)
+            assert isinstance(low, NumericalColumn) and isinstance(high, NumericalColumn)
+            _keep_inequality(low, high, codes, drawn, uniforms(extra, _VALUE), uniforms(extra + 1, _VALUE))
+        arrays = []
+        for column in self.schema.columns:
+            if column.name in derived:
+                d = derived[column.name]
+                arrays.append(pa.array(list(d.values), type=_ARROW[column.dtype]).take(pa.array(codes[d.source])))
+            elif isinstance(column, CategoricalColumn):
+                arrays.append(_categorical_values(column, codes[column.name]))
             else:
                 assert isinstance(column, NumericalColumn)
-                arrays.append(_numerical_values(column, codes, uniforms(j, _VALUE)))
+                arrays.append(_numerical_array(column, *drawn[column.name]))
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
 
@@ -123,7 +158,8 @@ def _categorical_values(column: CategoricalColumn, codes: np.ndarray) -> pa.Arra
     return table.take(pa.array(codes))
 
 
-def _numerical_values(column: NumericalColumn, codes: np.ndarray, u: np.ndarray) -> pa.Array:
+def _numerical_draw(column: NumericalColumn, codes: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, null)``: a value per record drawn uniformly inside its bin (a spike bin: its value)."""
     edges = column.edge_array()
     bins = len(edges) - 1
     null = codes >= bins
@@ -137,6 +173,37 @@ def _numerical_values(column: NumericalColumn, codes: np.ndarray, u: np.ndarray)
         values = np.minimum(values, edges[-1])
         for code, value in column.spike_codes().items():  # a spike bin is its one value
             values[b == code] = value
+    return values, null
+
+
+def _uniform_between(a: np.ndarray, b: np.ndarray, u: np.ndarray, integer: bool) -> np.ndarray:
+    if integer:
+        return np.minimum(a + np.floor(u * (b - a + 1)), b)
+    return np.minimum(a + u * (b - a), b)
+
+
+def _keep_inequality(low: NumericalColumn, high: NumericalColumn, codes: Mapping[str, np.ndarray],
+                     drawn: dict[str, tuple[np.ndarray, np.ndarray]], u_high: np.ndarray, u_low: np.ndarray) -> None:
+    """Rule ``low <= high``, in place: records whose independent in-bin draws break it get the pair drawn
+    again inside the same two bins, ``high`` uniform on ``[max(low_min, high_min), high_max]`` then ``low``
+    uniform on ``[low_min, min(low_max, high)]``. The bin pair allows such values: pairs that cannot hold
+    them are not in the synthesis domain (:meth:`privsyn_spark.schema.rules.Rule.allowed`). Nulls keep
+    every rule."""
+    (vl, nl), (vh, nh) = drawn[low.name], drawn[high.name]
+    broken = np.flatnonzero(~nl & ~nh & (vl > vh))
+    if not broken.size:
+        return
+    from privsyn_spark.schema.rules import bin_value_bounds
+
+    lo_l, hi_l = (x[codes[low.name][broken]] for x in bin_value_bounds(low))
+    lo_h, hi_h = (x[codes[high.name][broken]] for x in bin_value_bounds(high))
+    new_high = _uniform_between(np.maximum(lo_h, lo_l), hi_h, u_high[broken], high.integer)
+    new_low = _uniform_between(lo_l, np.minimum(hi_l, new_high), u_low[broken], low.integer)
+    vh[broken] = new_high.astype(vh.dtype)
+    vl[broken] = new_low.astype(vl.dtype)
+
+
+def _numerical_array(column: NumericalColumn, values: np.ndarray, null: np.ndarray) -> pa.Array:
     mask = null if null.any() else None
     if column.dtype == "date":
         return pa.array((values // 86400).astype(np.int32), type=pa.date32(), mask=mask)
@@ -158,7 +225,7 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
     codes never to decode to (see the module docstring).
     """
     decoder = Decoder(schema, value_maps, one_way_original, absent)
-    names = list(schema.names)
+    names = list(schema.view.names)  # the synthesis domain's attributes (the schema's columns without rules)
 
     def decode_batches(batches):
         from pyspark import TaskContext
