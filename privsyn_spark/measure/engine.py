@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import combinations
+from math import comb
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -67,10 +69,31 @@ def one_and_two_way(domain: Domain) -> list[tuple[str, ...]]:
 
 
 def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
-    """Canonicalise, drop duplicates, and split into computed tables and ones summed from them."""
+    """Canonicalise, drop duplicates, and split into computed tables and ones summed from them.
+
+    A wanted table is computed unless another wanted table holds it; each one is summed from the first
+    computed table holding it. Found through the subsets of each table of the sizes wanted (a few per
+    table for 1- to 3-way requests), not by comparing every table with every other: linear in the requests.
+    """
     wanted = list(dict.fromkeys(domain.canonical(m) for m in marginals))
-    computed = [m for m in wanted if not any(set(m) < set(o) for o in wanted)]
-    derived = {m: next(o for o in computed if set(m) <= set(o)) for m in wanted}
+    lengths = sorted({len(m) for m in wanted})
+    wanted_set = set(wanted)
+
+    def wanted_subsets(o: tuple[str, ...], proper: bool):
+        for k in lengths:
+            if k > len(o) or (proper and k == len(o)):
+                break
+            if comb(len(o), k) > len(wanted):  # a wide table: scanning the requests is cheaper
+                yield from (m for m in wanted if len(m) == k and set(m) <= set(o))
+            else:
+                yield from (s for s in combinations(o, k) if s in wanted_set)  # canonical: o is
+
+    held = {s for o in wanted for s in wanted_subsets(o, proper=True)}
+    computed = [m for m in wanted if m not in held]
+    derived: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for o in computed:
+        for s in wanted_subsets(o, proper=False):
+            derived.setdefault(s, o)
     return wanted, computed, derived
 
 
