@@ -5,6 +5,8 @@ Cases (each in its own process, so peak memory is per case; the Spark session st
   b  10,000,000 x 50 (same kind of network)
   c  10,000,000 and 100,000,000 x 15 (per-row cost at both lengths)
   d  the bundled Adult sample (CSV, curated schema)
+  w  5,000 x 150 and 5,000 x 300 (width: the driver's planning and selection; few rows, so the InDif
+     noise drives the selection, the case that used to hang; sizes 2-20 to stay under the cell cap)
 
 For each: seconds per step (from the run report's timings), the estimate step's driver CPU seconds and
 the load average (the machine may be shared: CPU seconds are the figure to compare then), the bare
@@ -40,6 +42,9 @@ CASES = {
     "c8": [(100_000_000, 15)],
     "d": [("adult", 15)],
     "s": [(20_000, 20)],  # a smoke test of the bench itself
+    "w": [(5_000, 150), (5_000, 300)],  # width (issue 24): driver planning and selection on few rows
+    "w150": [(5_000, 150)],
+    "w300": [(5_000, 300)],
 }
 TVD_SAMPLE_PAIRS = 300
 ADULT_ROWS = 48_842  # the public sample's documented size (UCI), for the per-row figure only
@@ -57,7 +62,8 @@ def _generate(spark, rows: int, columns: int, folder: Path) -> tuple[Path, Path,
     """Parquet table + schema file of a generated network (reused when already written)."""
     from privsyn_spark.sample.generator import bayes_net_structure, bayes_net_table, dependent_pairs, generated_schema
 
-    sizes, parents = bayes_net_structure(columns, seed=columns)
+    # the width cases (more than 100 columns) with sizes 2-20, so all 2-way tables stay under the cell cap
+    sizes, parents = bayes_net_structure(columns, max_size=60 if columns <= 100 else 20, seed=columns)
     table, schema = folder / f"table_{rows}x{columns}", folder / f"schema_{rows}x{columns}.yaml"
     if not (table / "_SUCCESS").exists():
         partitions = max(2, rows // 2_000_000)

@@ -80,7 +80,11 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
     if local_input and not Path(args.input).expanduser().exists():
         raise UsageError(f"--input {args.input}: no such file or folder")
-    load_schema(config.schema)
+    schema = load_schema(config.schema)
+    unknown = [c for c in config.partition_by if c not in schema.names]
+    if unknown and args.command in ("run", "synthesize"):
+        raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
+                         f"(kept: {', '.join(schema.names)})")
     if config.output and args.command in ("run", "synthesize"):
         check_output_path(config.output, config.write_mode)
     return config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import uuid
+from pathlib import Path
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
@@ -49,6 +50,9 @@ def validate_run_args(args: argparse.Namespace) -> None:
         raise UsageError("--recharge needs --ledger")
     if not (args.runs_dir or "").strip():
         raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
+    if "://" not in args.runs_dir and Path(args.runs_dir).expanduser().exists() \
+            and not Path(args.runs_dir).expanduser().is_dir():
+        raise UsageError(f"--runs-dir {args.runs_dir} is a regular file, not a folder")
     load_schema(args.schema)
     if args.run_id and "://" not in args.runs_dir:
         from privsyn_spark.pipeline import synthesizer

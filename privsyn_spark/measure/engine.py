@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
-from itertools import combinations
-from math import comb
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
+from math import comb
 from typing import TYPE_CHECKING
 
 import numpy as np
