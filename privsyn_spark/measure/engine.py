@@ -97,6 +97,25 @@ def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
     return wanted, computed, derived
 
 
+def check_cell_cap(domain: Domain, computed: Sequence[tuple[str, ...]], max_cells: int = DEFAULT_MAX_CELLS) -> int:
+    """The cells of the ``computed`` tables; raises :class:`CellCapExceeded` above ``max_cells``.
+
+    Depends on the public domain only, so a run checks its first pass (all 1- and 2-way tables, see
+    :func:`first_pass_tables`) from the schema before reading anything.
+    """
+    cells = sum(domain.cells(m) for m in computed)
+    if cells > max_cells:
+        raise CellCapExceeded(f"the {len(computed)} requested count tables hold {cells:,} cells, above the "
+                              f"cap of {max_cells:,}; declare fewer values or bins, or raise the cap (--max-cells, "
+                              f"RunConfig.max_cells)")
+    return cells
+
+
+def first_pass_tables(domain: Domain) -> list[tuple[str, ...]]:
+    """The tables the first counting pass computes: every pair (the 1-way tables are summed from them)."""
+    return _plan(domain, one_and_two_way(domain))[1]
+
+
 def _choose_backend(spark: SparkSession, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -133,11 +152,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
             raise ValueError(f"recode[{attr!r}] must map each of its {domain[attr]} codes to a code >= 0")
         domain = domain.with_size(attr, int(lut.max()) + 1)
     wanted, computed, derived = _plan(domain, marginals)
-    cells = sum(domain.cells(m) for m in computed)
-    if cells > max_cells:
-        raise CellCapExceeded(f"the {len(computed)} requested count tables hold {cells:,} cells, above the "
-                              f"cap of {max_cells:,}; declare fewer values or bins, or raise the cap (--max-cells, "
-                              f"RunConfig.max_cells)")
+    cells = check_cell_cap(domain, computed, max_cells)
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
     packed = encoded if isinstance(encoded, PackedCodes) else pack_codes(encoded)

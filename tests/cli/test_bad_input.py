@@ -282,3 +282,19 @@ def test_refused_after_reading_the_table_but_before_the_budget(spark, capsys, tm
     assert code == EXIT_USAGE
     assert message in one_error_line(err)
     assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [["age", "city", "score", "city"], ["age", "city", "score", "CITY"]])
+def test_duplicate_parquet_columns_are_bad_input_before_the_budget(spark, capsys, tmp_path, names):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    case = Case(tmp_path)
+    frame = people()
+    pq.write_table(pa.table([pa.array(frame[c].tolist()) for c in ["age", "city", "score", "city"]], names=names),
+                   case.input)
+    code, err = _cli(spark, capsys, case)
+    assert code == EXIT_BAD_INPUT
+    assert "the table has two columns of the same name" in one_error_line(err)
+    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
