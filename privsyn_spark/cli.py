@@ -87,7 +87,7 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
         from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
 
-        check_cell_cap(schema.domain, first_pass_tables(schema.domain), config.max_cells)
+        check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "

@@ -153,6 +153,8 @@ BEFORE_SPARK = [
      "is not a text file"),
     ("config-yaml-syntax", None, lambda case: ["--config", _write(case.dir / "conf.yaml", "selection: {gamma: 5\n")],
      "--config " + "{dir}/conf.yaml: YAML syntax error"),
+    ("cell-cap-from-the-schema", None, ["--max-cells", "50"],
+     "above the cap of 50; declare fewer values or bins, or raise the cap"),
     ("runs-dir-a-file", None, lambda case: ["--runs-dir", str(case.dir / "file.txt")],
      "--runs-dir {dir}/file.txt is a regular file, not a folder"),
 ]
