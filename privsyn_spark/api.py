@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.release_guard import Release
-from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings, ShardingConfig
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
+from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
@@ -63,34 +65,35 @@ class PrivSyn:
     ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True`` says
     explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
-    the run's artifacts (shared storage on a cluster). ``settings``: the rarely changed knobs;
-    ``sharding`` (default ``settings.sharding``) replaces their synthesis layout. ``recharge``: a run id whose reserved
-    measurements are lost pays for fresh ones; ``log_exact_counts``: operators only.
+    the run's artifacts (shared storage on a cluster). ``settings``: every other knob (one home:
+    :class:`Settings`), kept as given. ``recharge``: a run id whose reserved measurements are lost pays
+    for fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark
+    starts (the CLI builds its runs through this constructor).
+    ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
+    most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
+    (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md).
 
-    >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)
+    >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    privsyn_spark.errors.UsageError: PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True
+    privsyn_spark.errors.UsageError: a run needs a budget ledger: --ledger L --dataset-id ID (ledger=..., ...
     """
 
-    def __init__(self, schema: Schema | str | Path, epsilon: float = 1.0, delta: float = DEFAULT_DELTA, *,
+    def __init__(self, schema: Schema | str | Path, epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
                  run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
-                 sharding: ShardingConfig | None = None, settings: Settings = Settings(),
-                 max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False, log_exact_counts: bool = False) -> None:
-        from privsyn_spark.budget.ledger_state import check_epsilon_delta
+                 settings: Settings = Settings(), max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False,
+                 log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
+                 max_rows_per_id: int | None = None) -> None:
+        from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
         from privsyn_spark.runtime.output_check import check_run_id
 
-        self.schema = schema if isinstance(schema, Schema) else Schema.load(schema)
         check_epsilon_delta(epsilon, delta)
-        if ledger and no_ledger:
-            raise UsageError("give ledger=... or no_ledger=True, not both")
-        if not ledger and not no_ledger:
-            raise UsageError("PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True")
-        if ledger and not dataset_id:
-            raise UsageError("a ledger needs a dataset_id: the dataset's key in the ledger")
-        if recharge and not ledger:
-            raise UsageError("recharge needs a ledger")
+        check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
+        if not (runs_dir or "").strip():
+            raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
+        self.schema = with_privacy_unit(schema if isinstance(schema, Schema) else Schema.load(schema),
+                                        privacy_id, max_rows_per_id)
         if synthesizer not in SYNTHESIZERS:
             raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
         if max_cells < 1:
@@ -101,8 +104,15 @@ class PrivSyn:
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, runs_dir
         self.synthesizer = synthesizer
-        self.settings = settings if sharding is None else dataclasses.replace(settings, sharding=sharding)
+        if not isinstance(settings, Settings):
+            raise UsageError(f"settings must be a Settings, got {type(settings).__name__}")
+        self.settings = settings
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """The privacy unit of this synthesizer's releases (and its bound K)."""
+        return self.schema.privacy_unit
 
     def plan(self, df=None) -> Plan:
         """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
@@ -111,6 +121,7 @@ class PrivSyn:
         """
         if df is not None:
             self.schema.check_table_columns(df.columns)
+            check_id_columns(self.unit, list(df.columns), self.schema.names)
         return plan_release(self.schema, self.epsilon, self.delta, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
@@ -122,7 +133,8 @@ class PrivSyn:
 
     def release(self, run_id: str) -> Release:
         """The ledger's view of run ``run_id``: where its artifact goes and what it is charged."""
-        return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge)
+        return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
+                       self.unit)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
@@ -154,6 +166,7 @@ class PrivSyn:
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
         spark, source = codes.spark, codes.source if isinstance(codes.source, str) else self._frame_name()
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
+        codes.check_columns()  # a missing id column: refused before any budget is reserved
 
         def draw(sampler, provenance: dict):
             drawn.append(True)
@@ -163,7 +176,9 @@ class PrivSyn:
                 measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
                                          epsilon=self.epsilon, delta=self.delta, sampler=sampler, record=record,
                                          split=self.settings.split, selection=self.settings.selection,
-                                         max_cells=self.max_cells, log_exact_counts=self.log_exact_counts)
+                                         max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
+                                         unit=self.unit)
+            record.bounding = codes.bounding() or {}
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
@@ -230,6 +245,31 @@ class PrivSyn:
         return f"DataFrame:{self.dataset_id or '-'}"
 
 
+def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
+                      max_rows_per_id: int | None) -> Schema:
+    """``schema`` with the unit asked for: ``privacy_id``/``max_rows_per_id`` when given (K defaults to the
+    schema's when it declares the same id, else 1), else the schema's own ``privacy_unit:``."""
+    declared = schema.privacy_unit
+    if privacy_id is None and max_rows_per_id is None:
+        return schema
+    try:
+        if privacy_id is None:
+            if declared.is_row:
+                raise PrivacyUnitError("max_rows_per_id needs a privacy id (privacy_id=... or the schema's "
+                                       "privacy_unit: section)")
+            unit = PrivacyUnit(declared.id_columns, max_rows_per_id)  # type: ignore[arg-type]
+        else:
+            unit = PrivacyUnit.of(privacy_id, max_rows_per_id)
+            if max_rows_per_id is None and unit.id_columns == declared.id_columns:
+                unit = declared
+    except PrivacyUnitError as err:
+        raise UsageError(str(err)) from None
+    if not declared.is_row and unit.id_columns != declared.id_columns:
+        raise UsageError(f"privacy id {list(unit.id_columns)} is not the schema's privacy_unit id "
+                         f"{list(declared.id_columns)}")
+    return dataclasses.replace(schema, privacy_unit=unit)
+
+
 def write_delta(df, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
                 output: OutputConfig = OutputConfig()) -> int:
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
@@ -276,10 +316,7 @@ def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, se
     schema = schema if isinstance(schema, Schema) else Schema.load(schema)
     synthetic = _spark_frame(synthetic)
     if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table
-        from privsyn_spark.runtime.input_table import read_table
-
-        raw = read_table(real.spark, real.source, real.fmt, infer_types=False) if isinstance(real.source, str) \
-            else real.source
+        raw = real.rows()  # bounded to K rows per id like the counts (the source itself for a row unit)
         return Report(evaluate_tables(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
                                       real_values=raw))
     real = _spark_frame(real)

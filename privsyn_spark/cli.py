@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
-    """Everything checkable without Spark, before its session starts: options, input path, schema, output."""
+    """Everything checkable without Spark, before its session starts: options (the run's
+    :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
     from privsyn_spark.runtime.locations import is_path
     from privsyn_spark.runtime.output_check import check_output_path
     from privsyn_spark.schema.schema import load_schema
@@ -79,11 +80,11 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
         raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
     if args.command not in STEPS:
         return None
-    config = config_from_args(args)
+    config = validate_run_args(args)
     local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
     if local_input and not Path(args.input).expanduser().exists():
         raise UsageError(f"--input {args.input}: no such file or folder")
-    schema = load_schema(config.schema)
+    schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
     if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
         from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
 
@@ -110,13 +111,22 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
         save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
         return
+    from privsyn_spark.cli_options import privacy_ids
+    from privsyn_spark.measure.bounding import check_id_columns
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
     bounds = draft_bounds(args)
+    ids = privacy_ids(args.privacy_id) or ()
+    table = read_table(spark, args.input, args.input_format)
+    if ids:  # a missing id column: refused before the draft's budget is reserved
+        check_id_columns(PrivacyUnit(ids), list(table.columns), ())
     if args.ledger:
         infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out)
-    draft = infer.draft_schema_privately(read_table(spark, args.input, args.input_format), args.epsilon, args.delta,
+                                   args.epsilon, args.delta, args.out, ids, args.max_rows_per_id)
+    draft = infer.draft_schema_privately(table, args.epsilon, args.delta,
                                          null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share)
+                                         spike_share=args.spike_share, privacy_id=ids,
+                                         max_rows_per_id=args.max_rows_per_id)
     draft.write(args.out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              args.out, args.epsilon, args.delta)
@@ -128,15 +138,13 @@ def _main(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
         return _plan(args)
-    if args.command in STEPS:
-        validate_run_args(args)  # before Spark starts
-    elif args.command == "infer-schema":
+    if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget" and args.action == "set":
         from privsyn_spark.budget.ledger_state import check_budget
 
-        check_budget(args.epsilon, args.delta)
-    config = _check_before_spark(args)
+        check_budget(args.epsilon, args.delta, _budget_unit(args))
+    config = _check_before_spark(args)  # before Spark starts
     if config is None:
         return _run_step(args, None)
     from privsyn_spark.runtime.stale_scratch import release, sweep_and_claim, terminated
@@ -178,13 +186,22 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None) -> int:
     return 0
 
 
+def _budget_unit(args: argparse.Namespace) -> str:
+    """The privacy unit `budget set --privacy-id` names (``row`` without it)."""
+    from privsyn_spark.cli_options import privacy_ids
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
+    return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
+
+
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show`."""
     from privsyn_spark.budget import ledger
     from privsyn_spark.budget.ledger_state import describe
 
     if args.action == "set":
-        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
+        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
+                          privacy_unit=_budget_unit(args))
         states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
     else:
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset

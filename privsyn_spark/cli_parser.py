@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from privsyn_spark.config import DEFAULT_DELTA
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.version import __version__
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
+
+
+def _optional_int(text: str) -> int | None:
+    """An int option where an empty value (a DAG param left empty) means "not given"."""
+    return int(text) if text.strip() else None
 
 
 def _spark_args(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +50,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                      help="folder of run artifacts: a path or any Hadoop URI (file://, hdfs://, s3a://, abfss://); "
                           "shared storage on a cluster (default: ./runs)")
     privacy = parser.add_argument_group("privacy")
-    privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    privacy.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                         help=f"privacy budget epsilon (default: {DEFAULT_EPSILON:g})")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
     privacy.add_argument("--model-cells", type=float, default=None,
@@ -59,6 +65,12 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                          help="run without a budget ledger: nothing limits or records what this dataset spends")
     privacy.add_argument("--recharge", action="store_true",
                          help="a run id whose reserved measurements are lost pays for fresh ones (charged again)")
+    privacy.add_argument("--privacy-id", metavar="COL[,COL...]",
+                         help="id column(s) of a person: the person, not the row, is the privacy unit (default: "
+                              "the schema's privacy_unit, else one row); the id is never synthesized")
+    privacy.add_argument("--max-rows-per-id", type=_optional_int, metavar="K",
+                         help="rows kept per person, chosen at random (the bound every sensitivity follows from; "
+                              "default: the schema's, else 1)")
     privacy.add_argument("--log-exact-counts", action="store_true",
                          help="operators only: put exact tallies of the private table in the log and errors")
     privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
@@ -98,7 +110,8 @@ def _plan_parser(sub) -> None:
     plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
                           description="Print what a run would release from the schema and the budget alone.")
     plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
-    plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    plan.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                         help=f"privacy budget epsilon (default: {DEFAULT_EPSILON:g})")
     plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                       help=f"privacy budget delta (default: {DEFAULT_DELTA})")
     plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
@@ -142,6 +155,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                             "is assumed and the header says so")
     infer.add_argument("--spike-share", type=float, help="share above which one value gets its own bin "
                                                         "(default 0.05)")
+    infer.add_argument("--privacy-id", metavar="COL[,COL...]",
+                       help="id column(s) of a person: the draft proposes max_rows_per_id from a DP quantile of "
+                            "rows per id and drafts the columns on the table bounded to it")
+    infer.add_argument("--max-rows-per-id", type=_optional_int, metavar="K",
+                       help="with --privacy-id: use this bound instead of proposing one")
     infer.add_argument("--non-private", action="store_true",
                        help="read the values and bounds from the data: NOT private")
     infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there")
@@ -159,6 +177,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
     setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
     setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
+    setter.add_argument("--privacy-id", metavar="COL[,COL...]",
+                        help="the budget is for a person of these id column(s) (default: one row); runs "
+                             "with another privacy unit on this dataset are refused")
     setter.add_argument("--replace", action="store_true",
                         help="change an existing budget (recorded in the ledger; spent stays spent)")
     _spark_args(setter)

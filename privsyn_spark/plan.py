@@ -39,6 +39,8 @@ class Plan:
     model_cells: float | None
     ledger: str | None
     dataset_id: str | None
+    privacy_unit: str = "row"
+    max_rows_per_id: int = 1
 
     def __str__(self) -> str:
         lines = [f"budget: epsilon={self.epsilon:g} delta={self.delta:g} -> rho={self.rho:.6g} (zCDP)",
@@ -46,6 +48,9 @@ class Plan:
                  f"ledger: {self.ledger or 'none (nothing limits or records what this dataset spends)'}"
                  + (f", dataset {self.dataset_id}" if self.dataset_id else ""),
                  f"{'release':<32} {'rho':>12} {'sigma':>10} {'cells':>10}"]
+        if self.privacy_unit != "row":
+            lines.insert(1, f"privacy unit: a person of id {self.privacy_unit}, at most {self.max_rows_per_id} rows "
+                            f"each (every sensitivity and sigma x{self.max_rows_per_id})")
         lines += [f"{name:<32} {rho:>12.6g} {sigma:>10.4g} {cells:>10,}" for name, rho, sigma, cells in self.releases]
         fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
         lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
@@ -61,6 +66,7 @@ def plan_release(schema: Schema, epsilon: float, delta: float, settings: Setting
     selected marginals' share once selection has chosen them); reads no data."""
     from privsyn_spark.privacy.accounting import resolve_budget
     from privsyn_spark.privacy.noise import gaussian_sigma
+    from privsyn_spark.privacy.unit import count_sensitivity
     from privsyn_spark.select.noisy_indif import indif_noise_scale
 
     domain = schema.domain()
@@ -71,13 +77,15 @@ def plan_release(schema: Schema, epsilon: float, delta: float, settings: Setting
         one_way, indif, selected = rho, 0.0, 0.0
     elif selected == 0.0:
         one_way, indif = one_way + indif, 0.0
-    releases = [(f"one_way:{a}", one_way / d, gaussian_sigma(1.0, one_way / d), domain[a]) for a in domain.attrs]
+    unit = schema.privacy_unit  # a person of K rows: every sigma K times the row-level one (privacy/unit.py)
+    releases = [(f"one_way:{a}", one_way / d, gaussian_sigma(count_sensitivity(unit), one_way / d), domain[a])
+                for a in domain.attrs]
     pairs = d * (d - 1) // 2
     if indif > 0:
         releases.append(("indif (all pairs; InDif scale)", indif,
-                         indif_noise_scale(pairs, indif, settings.selection.indif_scale), pairs))
+                         indif_noise_scale(pairs, indif, settings.selection.indif_scale, unit.bound), pairs))
     # the engine computes the pairs and sums the 1-way tables from them (measure/engine.py's _plan)
     first = (sum(domain[a] * domain[b] for i, a in enumerate(domain.attrs) for b in domain.attrs[i + 1:])
              if d > 1 else domain.cells(domain.attrs))
     return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
-                first, max_cells, settings.selection.model_cells, ledger, dataset_id)
+                first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound)

@@ -17,7 +17,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
-_STATE_KEYS = ("timings", "domain_handling", "estimation", "synthesis", "output_version", "dataset_ledger")
+_STATE_KEYS = ("timings", "domain_handling", "estimation", "synthesis", "output_version", "dataset_ledger",
+               "bounding")
 
 
 @dataclass
@@ -31,6 +32,7 @@ class RunRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
     output_version: int | None = None
     dataset_ledger: dict[str, Any] | None = None  # the dataset's ledger after this run's reservation
+    bounding: dict[str, Any] = field(default_factory=dict)  # rows/ids bounding dropped (exact, operators only)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:

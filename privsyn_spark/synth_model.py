@@ -153,7 +153,8 @@ class SynthModel:
         m = self.measurements
         return {"privsyn.run_id": self.run_id, "privsyn.epsilon": str(m.epsilon), "privsyn.delta": str(m.delta),
                 "privsyn.rho": repr(m.rho), "privsyn.schema_hash": m.schema_hash, "privsyn.version": __version__,
-                "privsyn.synthesizer": self.synthesizer, "privsyn.seed": str(0 if seed is None else seed)}
+                "privsyn.synthesizer": self.synthesizer, "privsyn.seed": str(0 if seed is None else seed),
+                **_unit_properties(m.privacy_unit)}
 
     def save_state(self) -> None:
         """Keep what the steps found in the run folder's ``state.json`` (for a later step's report)."""
@@ -209,6 +210,13 @@ def _active():
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
+
+
+def _unit_properties(unit: dict) -> dict[str, str]:
+    """A person unit as table properties: its bound K, never the id column (none for a row unit)."""
+    if unit.get("privacy_unit", "row") == "row":
+        return {}
+    return {"privsyn.privacy_unit": "person", "privsyn.max_rows_per_id": str(unit["max_rows_per_id"])}
 
 
 def _session():

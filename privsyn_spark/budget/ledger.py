@@ -26,6 +26,7 @@ from privsyn_spark.budget.ledger_state import (
     RunReservation,
     check_budget,
     fingerprint_mismatch,
+    unit_mismatch,
 )
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
     LedgerContention,
@@ -36,6 +37,7 @@ from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
+from privsyn_spark.privacy.unit import ROW, PrivacyUnit
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -55,6 +57,10 @@ class BudgetExhausted(BudgetRefused):
 
 class NoBudget(BudgetRefused):
     """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
+
+
+class UnitMismatch(UsageError):
+    """A release for another privacy unit than the one the dataset's budget is set for."""
 
 
 class RunMismatch(UsageError):
@@ -85,20 +91,26 @@ class Reservation:
 
 
 def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float, delta: float,
-               replace: bool = False) -> Budget:
-    """Store the dataset's total budget (epsilon at delta). Setting the same budget again is a no-op;
-    a different one is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay)."""
+               replace: bool = False, privacy_unit: str = ROW) -> Budget:
+    """Store the dataset's total budget (epsilon at delta, for the privacy unit ``privacy_unit``: ``row``
+    or the id column(s) joined by commas). Setting the same budget again is a no-op; a different one
+    is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay)."""
     if not dataset_id:
         raise UsageError("a dataset id is required")
-    budget = check_budget(epsilon, delta)
+    budget = check_budget(epsilon, delta, privacy_unit)
 
     def decide(state: DatasetState):
         if state.budget == budget:
             return None
         if state.budget is not None and not replace:
             raise UsageError(f"dataset {dataset_id!r} already has a budget (epsilon={state.budget.epsilon:g} at "
-                             f"delta={state.budget.delta:g}); changing it needs --replace")
-        return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta}
+                             f"delta={state.budget.delta:g}, privacy unit {state.budget.privacy_unit}); changing it "
+                             f"needs --replace")
+        if state.budget is not None and state.reservations and state.budget.privacy_unit != budget.privacy_unit:
+            raise UsageError(f"dataset {dataset_id!r} has releases charged for privacy unit "
+                             f"{state.budget.privacy_unit}; its unit cannot change (use another dataset id)")
+        return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta,
+                "privacy_unit": budget.privacy_unit}
 
     row, _ = append_row(spark, ledger, dataset_id, decide)
     if row is not None:
@@ -109,14 +121,15 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
 
 def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
-            recharge_of: int | None = None) -> Reservation:
+            recharge_of: int | None = None, unit: PrivacyUnit = PrivacyUnit()) -> Reservation:
     """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
 
     A run id with a reservation gets it back uncharged (``charged=False``: the caller must reuse its
     artifact and draw nothing); asking it with another fingerprint raises :class:`RunMismatch`.
     ``recharge_of=seq`` charges a fresh reservation in place of the run's reservation ``seq`` (its
     artifact was lost; the lost release stays charged). Raises :class:`NoBudget` without a budget,
-    :class:`BudgetExhausted` when spent + ``rho`` would exceed it.
+    :class:`BudgetExhausted` when spent + ``rho`` would exceed it, :class:`UnitMismatch` (exit 2) when
+    ``unit`` is not the unit the dataset's budget is set for; all before anything is charged.
     """
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
@@ -128,6 +141,9 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
         if state.budget is None:
             raise NoBudget(f"dataset {dataset_id!r} has no budget in ledger {ledger}: set it once with "
                            f"`privsyn-spark budget set --ledger {ledger} --dataset {dataset_id} --epsilon E --delta D`")
+        why = unit_mismatch(state.budget, unit.name)
+        if why:
+            raise UnitMismatch(f"dataset {dataset_id!r}: {why}")
         held = state.active(run_id)
         if held is not None:
             diff = fingerprint_mismatch(held.fingerprint, fingerprint)
@@ -140,7 +156,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
             raise BudgetExhausted(dataset_id, state.spent_rho, rho, state.budget.rho, run_id)
         return {"kind": RESERVE, "run_id": run_id, "rho": float(rho), "epsilon": float(epsilon),
                 "delta": float(delta), "attempt": attempt, "artifact": artifact,
-                "fingerprint": json.dumps(fingerprint, sort_keys=True)}
+                "fingerprint": json.dumps(fingerprint, sort_keys=True), **unit.record()}
 
     row, state = append_row(spark, ledger, dataset_id, decide)
     if row is None:
@@ -149,7 +165,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
                  dataset_id, held.status)
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
     held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
-                          artifact, None, False, row["recorded_at"])
+                          artifact, None, False, row["recorded_at"], unit.name, unit.bound)
     assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)

@@ -41,8 +41,13 @@ log = logging.getLogger(__name__)
 
 LEDGER_COLUMNS = ("dataset_id STRING, seq BIGINT, kind STRING, run_id STRING, rho DOUBLE, epsilon DOUBLE, "
                   "delta DOUBLE, attempt STRING, artifact STRING, artifact_sha256 STRING, fingerprint STRING, "
-                  "recorded_at TIMESTAMP")
-"""The ledger table's schema (a DDL string)."""
+                  "recorded_at TIMESTAMP, privacy_unit STRING, max_rows_per_id BIGINT")
+"""The ledger table's schema (a DDL string). Columns after ``recorded_at`` came later: a ledger
+without them is still read (a missing column is its default: NULL, one row) and gets them added on
+its next write (:func:`ensure_ledger`)."""
+
+_FIRST_COLUMNS = 12
+"""Columns every ledger has had since the first version."""
 
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
@@ -122,10 +127,27 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0)
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
     columns = set(_delta_table(spark, ledger).toDF().columns)
-    missing = [c.split()[0] for c in LEDGER_COLUMNS.split(", ") if c.split()[0] not in columns]
+    specs = LEDGER_COLUMNS.split(", ")
+    missing = [c.split()[0] for c in specs[:_FIRST_COLUMNS] if c.split()[0] not in columns]
     if missing:
         raise UsageError(f"{ledger} is not a budget ledger of this version (no columns {missing}); "
                          f"use a new ledger location")
+    later = [c for c in specs[_FIRST_COLUMNS:] if c.split()[0] not in columns]
+    if later:
+        _add_columns(spark, ledger, later)
+
+
+def _add_columns(spark: SparkSession, ledger: str, specs: list[str]) -> None:
+    """Add the later columns ``specs`` to an older ledger (its rows read them as NULL, the default);
+    a concurrent writer adding them first is fine."""
+    target = f"delta.`{_location(ledger)}`" if is_path(ledger) else ledger
+    try:
+        spark.sql(f"ALTER TABLE {target} ADD COLUMNS ({', '.join(specs)})")
+        log.info("ledger %s: added the columns %s", ledger, [c.split()[0] for c in specs])
+    except Exception as exc:  # noqa: BLE001 - another writer added them first: check they are there
+        have = set(_delta_table(spark, ledger).toDF().columns)
+        if any(c.split()[0] not in have for c in specs):
+            raise UsageError(f"{ledger}: could not add the ledger columns {specs}: {type(exc).__name__}") from exc
 
 
 def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None):

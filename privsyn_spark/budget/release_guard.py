@@ -32,6 +32,7 @@ from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismat
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
+from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
 
@@ -76,6 +77,7 @@ class Release:
     ledger: str | None = None
     dataset_id: str | None = None
     recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
+    unit: PrivacyUnit = PrivacyUnit()  # the privacy unit charged: it must be the dataset budget's
 
     @property
     def rho(self) -> float:
@@ -173,7 +175,7 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
     ledger, dataset_id = release.ledger_key()
     reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                             epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
-                            artifact=artifacts.measurements, attempt=attempt)
+                            artifact=artifacts.measurements, attempt=attempt, unit=release.unit)
     for _ in range(3):
         if reservation.charged:
             return _holder(spark, release, artifacts, reservation, draw, sampler, provenance)
@@ -191,7 +193,7 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
         reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                                 epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                                 artifact=artifacts.measurements, attempt=attempt,
-                                recharge_of=reservation.seq)
+                                recharge_of=reservation.seq, unit=release.unit)
     raise L.LedgerContention(f"run {release.run_id!r}: its reservation kept changing under concurrent attempts")
 
 

@@ -26,7 +26,8 @@ from privsyn_spark.evaluate.report_plots import budget_plot, heatmap_plot, histo
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
-SECTIONS = ("run", "budget", "selection", "estimation", "synthesis", "domain_handling", "timings", "metrics")
+SECTIONS = ("run", "budget", "selection", "estimation", "synthesis", "domain_handling", "privacy_unit", "timings",
+            "metrics")
 PLOTTED = {"/metrics/distributions", "/metrics/tvd_2way_matrix"}  # shown as plots, not tables
 PLOTS_MISSING = ("Plots are not shown: they need matplotlib, which is not installed "
                  "(pip install 'privsyn-spark[report]').")
@@ -194,6 +195,9 @@ def warnings(report: Mapping) -> list[str]:
         if values.get("high_error"):
             out.append(f"Column <b>{html.escape(column)}</b>: high value-level error, KS distance "
                        f"{_n(report, 'metrics', 'values', column, 'ks')}.")
+    bounding_warning = _at(report, "privacy_unit", "bounding", "warning")[0]
+    if bounding_warning:
+        out.append("Contribution bounding (NOT private): " + html.escape(str(bounding_warning)) + ".")
     if _at(report, "metrics", "privacy_smoke", "flag")[0]:
         out.append("Privacy smoke check flagged an excess of synthetic rows equal to real rows.")
     return out

@@ -1,7 +1,8 @@
 """The run report: what a run released (budget, selection, sizes) and what its steps found.
 
 Rendered by :mod:`privsyn_spark.evaluate.report` into ``report.json`` / ``report.html``. The
-``domain_handling`` tallies and the metrics are exact statistics of the private table: the report is
+``domain_handling`` tallies, the ``privacy_unit`` section's bounding tallies and the metrics are exact
+statistics of the private table: the report is
 for operators, marked NOT private.
 """
 
@@ -38,6 +39,7 @@ def build_report(run: Mapping[str, Any], measurements: Measurements, record: Run
         "estimation": record.estimation,
         "synthesis": record.synthesis,
         "domain_handling": record.domain_handling,
+        "privacy_unit": {**measurements.privacy_unit, "bounding": record.bounding},
         "timings": record.timings,
         "metrics": record.metrics,
     })

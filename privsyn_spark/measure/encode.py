@@ -200,8 +200,9 @@ def _numerical(raw, column: NumericalColumn, source_type: str):
             .otherwise(clipped + STATUS_OUT_OF_DOMAIN))
 
 
-def encode(df, schema: Schema) -> EncodedTable:
-    """Encode ``df`` against ``schema`` (lazy: nothing runs yet).
+def encode(df, schema: Schema, keep: tuple[str, ...] = ()) -> EncodedTable:
+    """Encode ``df`` against ``schema`` (lazy: nothing runs yet); the columns ``keep`` (the privacy id,
+    for contribution bounding) are carried along as they are.
 
     Values that cannot be parsed as the declared type count as outside the domain, like
     unseen categories and out-of-range numbers. In numerical columns, +-inf and huge values are
@@ -229,4 +230,4 @@ def encode(df, schema: Schema) -> EncodedTable:
             value = _numerical(raw, column, types[column.name])
         kind = "smallint" if (column.size << STATUS_BITS) < 2 ** 15 else "int"
         columns.append(value.cast(kind).alias(column.name))
-    return EncodedTable(df.select(*columns), schema, schema.domain())
+    return EncodedTable(df.select(*columns, *[F.col(f"`{c}`") for c in keep]), schema, schema.domain())

@@ -13,6 +13,11 @@ files on the run's storage survive executor loss and hold only the packed words 
 row, compressed), which every pass reads without parsing or encoding anything. The scratch holds codes of private
 rows: it is deleted when the run's steps are done (``close``, also on error); a run killed before
 that leaves it under the run folder, and the next run with that id overwrites it.
+
+With a person as the privacy unit (the schema's ``privacy_unit``), the rows are bounded to K per id
+(:mod:`~privsyn_spark.measure.bounding`) in the same job, on the packed words (:func:`bounded_codes`):
+the scratch holds only bounded rows, so every count and the evaluation's real side see the bounded
+table, and the id columns never reach the scratch.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.schema.schema import Schema
@@ -43,15 +49,38 @@ class InputCodes:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
+        self._raw = None
+        self._bounded: Bounded | None = None
+
+    def raw(self):
+        """The source as a lazy DataFrame (nothing is read but its columns)."""
+        if self._raw is None:
+            from privsyn_spark.runtime.input_table import read_table
+
+            self._raw = (self.source if not isinstance(self.source, str)
+                         else read_table(self.spark, self.source, self.fmt, infer_types=False))
+        return self._raw
+
+    def check_columns(self) -> None:
+        """``UsageError`` if the schema's privacy id columns are missing from the source (no data read)."""
+        if not self.schema.privacy_unit.is_row:
+            check_id_columns(self.schema.privacy_unit, list(self.raw().columns), self.schema.names)
+
+    def rows(self):
+        """The source bounded to K rows per id (the source itself for a row unit), for the evaluation's
+        value metrics: a bounding of its own, distributed like the one the counts were made on."""
+        unit = self.schema.privacy_unit
+        return self.raw() if unit.is_row else bound_contributions(self.raw(), unit).df
+
+    def bounding(self) -> dict | None:
+        """What bounding the rows per id did (exact, NOT private: the operator report), once written."""
+        return None if self._bounded is None else self._bounded.stats()
 
     def packed(self) -> PackedCodes:
         """The packed codes read from the scratch table (written on the first call: the one scan of the source)."""
         if self._packed is None:
-            from privsyn_spark.runtime.input_table import read_table
-
-            raw = (self.source if not isinstance(self.source, str)
-                   else read_table(self.spark, self.source, self.fmt, infer_types=False))
-            packed = pack_codes(encode(raw, self.schema))
+            self.check_columns()
+            packed, self._bounded = bounded_codes(self.raw(), self.schema)
             packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
@@ -73,6 +102,16 @@ class InputCodes:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def bounded_codes(raw, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
+    """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
+    the map side with the id carried along, so the one shuffle of bounding moves only the id and a
+    few bigint words a row; the id is dropped right after. ``seed``: tests only."""
+    unit = schema.privacy_unit
+    packed = pack_codes(encode(raw, schema, unit.id_columns), unit.id_columns)
+    bounded = bound_contributions(packed.df, unit, seed)
+    return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 
 
 def _delete(spark: SparkSession, path: str) -> None:

@@ -18,6 +18,7 @@ from privsyn_spark.privacy.accounting import BudgetSplit
 from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.select.selection_config import SelectionConfig
 
 if TYPE_CHECKING:
@@ -29,11 +30,12 @@ if TYPE_CHECKING:
 def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon: float, delta: float,
                   sampler: NoiseSampler, record: RunRecord, split: BudgetSplit = BudgetSplit(),
                   selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
-                  log_exact_counts: bool = False) -> Measurements:
+                  log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
     """The private measurements of the table ``packed`` (the run's persisted codes); the domain
     policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
-    timings. Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a
-    column's policy is ``fail``."""
+    timings; ``packed`` holds the rows bounded to ``unit``'s K per id (the sensitivities follow).
+    Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a column's
+    policy is ``fail``."""
     with record.step("count 1+2-way"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
@@ -52,6 +54,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
 
     start = time.perf_counter()
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
-                                     epsilon=epsilon, delta=delta, sampler=sampler, split=split, selection=selection)
+                                     epsilon=epsilon, delta=delta, sampler=sampler, split=split, selection=selection,
+                                     unit=unit)
     record.timings["noise+select"] = time.perf_counter() - start - counting[0]
     return measurements

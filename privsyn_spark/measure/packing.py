@@ -123,8 +123,8 @@ class PackedCodes:
         return EncodedTable(self.df.select(*columns), self.schema, self.domain)
 
 
-def pack_codes(encoded: EncodedTable) -> PackedCodes:
-    """Pack ``encoded`` first fit into 63-bit words (lazily, in Spark SQL)."""
+def pack_codes(encoded: EncodedTable, keep: tuple[str, ...] = ()) -> PackedCodes:
+    """Pack ``encoded`` first fit into 63-bit words (lazily, in Spark SQL); ``keep``: columns carried along."""
     from pyspark.sql import functions as F
 
     used: list[int] = []
@@ -141,5 +141,5 @@ def pack_codes(encoded: EncodedTable) -> PackedCodes:
     for name, (word, offset, _) in fields.items():
         term = F.shiftleft(F.col(f"`{name}`").cast("long"), offset)
         words[word] = term if words[word] is None else words[word].bitwiseOR(term)
-    packed = encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)])
+    packed = encoded.df.select(*[w.alias(f"w{i}") for i, w in enumerate(words)], *[F.col(f"`{c}`") for c in keep])
     return PackedCodes(packed, encoded.schema, encoded.domain, fields)

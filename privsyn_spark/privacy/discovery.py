@@ -2,8 +2,10 @@
 
 The Spark side (``privsyn_spark.schema.discovery``) computes exact counts; everything here noises
 them through one :class:`~privsyn_spark.privacy.accounting.Accountant` and post-processes the
-noisy counts into public declarations. Neighbouring tables differ by one record, which adds 1 to
-one cell of each column's histogram (L2 sensitivity 1 per release).
+noisy counts into public declarations. Neighbouring tables differ by one unit (``privacy/unit.py``):
+a row adds 1 to one cell of each column's histogram (L2 sensitivity 1 per release); a person of
+at most K rows (the table bounded first) adds up to K values, L2 sensitivity K, and every sigma
+and threshold scales with it.
 
 - **Partition selection** (categories): the count of every value seen, plus discrete Gaussian
   noise, kept when above ``tau = 1 + sigma * sqrt(2 ln(1/delta_c))`` (as Tumult's ``get_groups``
@@ -30,6 +32,7 @@ import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma, rho_from_eps_delta
 from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
+from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity, partition_threshold
 
 #: Cells per octave of the geometric grid.
 CELLS_PER_OCTAVE = 8
@@ -71,9 +74,10 @@ class DiscoveryBudget:
                    delta_selection)
 
 
-def selection_threshold(sigma: float, delta: float) -> float:
-    """tau with P(1 + Z >= tau) <= delta for Z ~ N_Z(0, sigma^2): 1 + sigma sqrt(2 ln 1/delta) (subgaussian tail)."""
-    return 1.0 + sigma * math.sqrt(2.0 * math.log(1.0 / delta))
+def selection_threshold(sigma: float, delta: float, unit: PrivacyUnit = PrivacyUnit()) -> float:
+    """tau with P(1 + Z >= tau) <= delta for Z ~ N_Z(0, sigma^2): 1 + sigma sqrt(2 ln 1/delta) (subgaussian
+    tail); for a person of K rows K + sigma sqrt(2 ln K/delta) (``privacy.unit.partition_threshold``)."""
+    return partition_threshold(sigma, delta, unit)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,8 @@ class SelectedValues:
 
 
 def select_partitions(counts: Mapping[object, int], null_count: int, rho: float, delta: float, *,
-                      accountant: Accountant, sampler: NoiseSampler, name: str) -> SelectedValues:
+                      accountant: Accountant, sampler: NoiseSampler, name: str,
+                      unit: PrivacyUnit = PrivacyUnit()) -> SelectedValues:
     """DP partition selection over the values seen (keys are private: only noisy-selected ones are kept).
 
     The null count is a public partition (always released, no delta needed) noised in the same
@@ -96,11 +101,12 @@ def select_partitions(counts: Mapping[object, int], null_count: int, rho: float,
     """
     keys = sorted(counts, key=repr)
     exact = np.asarray([int(counts[k]) for k in keys] + [int(null_count)], dtype=np.int64)
-    sigma = gaussian_sigma(1.0, rho)
-    tau = selection_threshold(sigma, delta)
-    accountant.register(name, rho, sensitivity=1.0, sigma=sigma, mechanism="partition_selection",
+    sensitivity = count_sensitivity(unit)
+    sigma = gaussian_sigma(sensitivity, rho)
+    tau = selection_threshold(sigma, delta, unit)
+    accountant.register(name, rho, sensitivity=sensitivity, sigma=sigma, mechanism="partition_selection",
                         delta=float(delta), threshold=tau, cells=int(exact.size),
-                        noise_source=type(sampler).__name__)
+                        noise_source=type(sampler).__name__, sigma_requested=sigma, **unit.record())
     noisy = (exact + np.asarray(sampler.discrete_gaussian(sigma, exact.size), dtype=np.int64)).astype(np.float64)
     kept = sorted(((k, float(c)) for k, c in zip(keys, noisy[:-1]) if c >= tau), key=lambda kc: -kc[1])
     return SelectedValues([k for k, _ in kept], dict(kept), float(noisy[-1]), sigma, tau)
@@ -210,7 +216,7 @@ class NumericRelease:
 def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGrid, rho: float,
                     value_counts: Callable[[Sequence[tuple[int, int]]], np.ndarray], *,
                     accountant: Accountant, sampler: NoiseSampler, name: str,
-                    spike_share: float = DEFAULT_SPIKE_SHARE) -> NumericRelease:
+                    spike_share: float = DEFAULT_SPIKE_SHARE, unit: PrivacyUnit = PrivacyUnit()) -> NumericRelease:
     """Three or four releases on one numeric column (module docstring); ``value_counts(ranges)`` gives the
     exact count of every whole number in each inclusive ``(lo, hi)`` range, concatenated."""
     cell_counts = np.asarray(cell_counts, dtype=np.int64)
@@ -228,7 +234,8 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
         if parent is None:
             exact = np.append(exact, null_count)
         noisy, sigma = gaussian_mechanism(exact, rho_level, accountant=accountant, sampler=sampler,
-                                          name=f"{name}:{level}")
+                                          name=f"{name}:{level}", sensitivity=count_sensitivity(unit),
+                                          **unit.record())
         sigmas.append(sigma)
         if parent is None:
             null_noisy, noisy = float(noisy[-1]), noisy[:-1]
@@ -258,7 +265,8 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
             ranges = [(int(grid.starts[i]), int(grid.starts[i] + grid.width[i] - 1)) for i in wide]
             exact = np.asarray(value_counts(ranges), dtype=np.int64)
             noisy_v, s_value = gaussian_mechanism(exact, rho_value, accountant=accountant, sampler=sampler,
-                                                  name=f"{name}:values")
+                                                  name=f"{name}:values", sensitivity=count_sensitivity(unit),
+                                                  **unit.record())
             sigmas.append(s_value)
             values = np.concatenate([np.arange(lo, hi + 1) for lo, hi in ranges])
             floor_v = max(spike_share * total, EMPTY_SIGMAS * s_value)

@@ -10,6 +10,10 @@ Steps, all through one ``Accountant``:
 5. one marginal-engine pass for exactly the final marginals (with the value maps as recode), then
    discrete Gaussian noise with the Eq. 1 allocation of ``split.selected`` rho over them.
 
+Every release's sensitivity follows from the privacy ``unit`` (``privacy/unit.py``): a count table's
+is K, InDif's K times Lemma 4's; the rare-value threshold (3 sigma) and the noisy total follow from
+the sigmas. Every ledger entry records the unit and K.
+
 Budget edge cases (the total registered rho always equals the run's rho):
 - d == 1: there are no pairs, so no InDif and no selection; the whole rho goes to the 1-way marginal.
 - ``split.selected == 0``: InDif would be useless, so its share also goes to the 1-way marginals.
@@ -33,6 +37,7 @@ from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_bu
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.rare_values import merge_rare_values
+from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import allocate_rho, dense_marg
 from privsyn_spark.select.noisy_indif import release_noisy_indif
@@ -59,12 +64,14 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       split: BudgetSplit = BudgetSplit(),
                       selection: SelectionConfig = SelectionConfig(),
                       sampler: NoiseSampler | None = None,
-                      artifact_dir: str | Path | None = None) -> Measurements:
+                      artifact_dir: str | Path | None = None,
+                      unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
     ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif_scores``); ``exact_counter``:
-    the injected marginal engine. ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
+    the injected marginal engine (all of them on the table bounded to ``unit``'s K rows per id).
+    ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
     ``artifact_dir`` holds this run's artifact it is returned unchanged (nothing is spent); otherwise
     the new artifact is saved there.
     """
@@ -78,6 +85,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     total_rho, epsilon, delta = resolve_budget(epsilon, delta, rho)
     sampler = SecureDiscreteGaussian() if sampler is None else sampler
     accountant = Accountant(total_rho)
+    sensitivity, unit_record = count_sensitivity(unit), unit.record()  # every count table: L2 <= K
     d = len(domain)
     attrs = domain.attrs
     pairs = list(combinations(attrs, 2))  # canonical: domain order
@@ -100,7 +108,8 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     sigma_one_way = 0.0
     for a in attrs:
         one_way_noisy[a], sigma_one_way = gaussian_mechanism(exact_one_way[a], rho_attr, accountant=accountant,
-                                                             sampler=sampler, name=f"one_way:{a}")
+                                                             sampler=sampler, name=f"one_way:{a}",
+                                                             sensitivity=sensitivity, **unit_record)
 
     # 2. Rare-value merging (Algorithm 3, line 2): post-processing of the noisy 1-way counts.
     merged = merge_rare_values(one_way_noisy, domain, sigma_one_way, selection.theta_sigmas)
@@ -113,7 +122,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     final: list[tuple[str, ...]] = []
     if pairs and rho_indif > 0:
         noisy_indif = release_noisy_indif(exact_indif, pairs, rho_indif, accountant=accountant, sampler=sampler,
-                                          scale=selection.indif_scale)
+                                          scale=selection.indif_scale, bound=unit.bound, **unit_record)
         cells: dict[tuple[str, ...], int] = {p: mdomain.cells(p) for p in pairs}
         selected = dense_marg(noisy_indif, cells, rho_selected, selection.min_improvement,
                               selection.max_pairs, domain=mdomain, model_cells=selection.model_cells).pairs
@@ -139,7 +148,8 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
             if table.shape != mdomain.shape(m):
                 raise ValueError(f"the exact counter returned shape {table.shape} for {m}, expected {mdomain.shape(m)}")
             noisy, sigma = gaussian_mechanism(table, float(rho_m), accountant=accountant, sampler=sampler,
-                                              name="marginal:" + ",".join(m))
+                                              name="marginal:" + ",".join(m), sensitivity=sensitivity,
+                                              **unit_record)
             marginals.append(NoisyMarginal(m, noisy, sigma, float(rho_m)))
             if len(marginals) % 200 == 0:
                 logger.info("noised %d of %d marginals", len(marginals) - d, len(final))
@@ -152,7 +162,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
         value_maps=merged.value_maps, one_way_original=one_way_noisy,
         noisy_total=noisy_total(one_way_noisy, sigma_one_way, marginals[d:]),
         marginals=marginals, ledger=accountant.ledger, rho=total_rho, epsilon=epsilon, delta=delta,
-        selected_pairs=list(selected))
+        selected_pairs=list(selected), privacy_unit=unit_record)
     if artifact_dir is not None:
         result.save(artifact_dir)
     return result

@@ -1,4 +1,4 @@
-"""The measurements artifact: the only thing later pipeline steps may read (see docs/ARCHITECTURE.md).
+"""The measurements artifact: the only thing later pipeline steps may read (see docs/architecture.md).
 
 One file, ``measurements.npz``: the noisy arrays plus the description as a JSON entry. It is built
 as bytes (:meth:`Measurements.to_bytes`) so the caller can write it atomically to any storage and
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.unit import PrivacyUnit
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Measurements:
     delta: float | None = None
     selected_pairs: list[tuple[str, ...]] = field(default_factory=list)  # DenseMarg picks, before combining
     provenance: dict = field(default_factory=dict)  # what the run measured (input, attempt), set by the caller
+    privacy_unit: dict = field(default_factory=lambda: PrivacyUnit().record())  # the unit and K it was measured for
 
     @property
     def spent_rho(self) -> float:
@@ -98,6 +100,7 @@ class Measurements:
             "selected_pairs": [list(p) for p in self.selected_pairs],
             "ledger": self.ledger,
             "provenance": self.provenance,
+            "privacy_unit": self.privacy_unit,
         }
         text = json.dumps(meta, default=_json_default).encode("utf-8")
         arrays[_META] = np.frombuffer(text, dtype=np.uint8)
@@ -128,7 +131,8 @@ class Measurements:
                    noisy_total=float(meta["noisy_total"]), marginals=marginals, ledger=meta["ledger"],
                    rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
                    selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])],
-                   provenance=meta.get("provenance", {}))
+                   provenance=meta.get("provenance", {}),
+                   privacy_unit=meta.get("privacy_unit", PrivacyUnit().record()))
 
     def save(self, folder: str | Path) -> Path:
         """Write ``folder/measurements.npz`` atomically (a temporary file, then a rename)."""

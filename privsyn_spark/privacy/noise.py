@@ -174,21 +174,24 @@ class SeededSamplerForTestsOnly:
 
 
 def gaussian_mechanism(counts: np.ndarray, rho: float, *, accountant: Accountant, sampler: NoiseSampler,
-                       name: str) -> tuple[np.ndarray, float]:
-    """Release an integer count table with discrete Gaussian noise; L2 sensitivity 1.
+                       name: str, sensitivity: float = 1.0, **details: object) -> tuple[np.ndarray, float]:
+    """Release an integer count table with discrete Gaussian noise of L2 ``sensitivity`` (1: one row).
 
-    A record adds 1 to exactly one cell, so sigma = sqrt(1 / (2 rho)) gives rho-zCDP (PrivSyn
-    Theorem 6; CKS20 for the discrete Gaussian). Registers with ``accountant`` before sampling.
+    A record adds 1 to exactly one cell, so sigma = Delta sqrt(1 / (2 rho)) gives rho-zCDP (PrivSyn
+    Theorem 6; CKS20 for the discrete Gaussian); a person of K rows has Delta = K
+    (``privacy/unit.count_sensitivity``). Registers with ``accountant`` before sampling (``details``
+    go into the ledger entry).
     The sampler may draw at a slightly larger scale (``sampled_sigma``); the ledger records both.
     Returns (noisy counts as float64 holding integers, same shape; the sigma drawn).
     """
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError(f"gaussian_mechanism({name!r}): counts must be integers, got dtype {counts.dtype}")
-    sigma = gaussian_sigma(1.0, rho)
+    sigma = gaussian_sigma(sensitivity, rho)
     used = sampled_sigma(sampler, sigma)  # >= sigma: charged rho as before, the sigma drawn recorded
-    accountant.register(name, rho, sensitivity=1.0, sigma=used, mechanism="discrete_gaussian",
-                        cells=int(counts.size), noise_source=sampler_name(sampler), sigma_requested=sigma)
+    accountant.register(name, rho, sensitivity=sensitivity, sigma=used, mechanism="discrete_gaussian",
+                        cells=int(counts.size), noise_source=sampler_name(sampler), sigma_requested=sigma,
+                        **details)
     noise = np.asarray(sampler.discrete_gaussian(sigma, counts.size))
     if noise.dtype != np.int64 or noise.shape != (counts.size,):
         raise TypeError(f"sampler {type(sampler).__name__} returned {noise.dtype}{noise.shape}, "

@@ -85,3 +85,59 @@ def bayes_net_table(spark: SparkSession, rows: int, sizes: Sequence[int], parent
 def dependent_pairs(parents: Sequence[tuple[int, ...]]) -> list[tuple[str, str]]:
     """The (parent, child) attribute pairs of the network, as column-name pairs."""
     return [(f"x{p}", f"x{j}") for j, ps in enumerate(parents) for p in ps]
+
+
+#: Sizes of the people table's columns: person attributes (constant per id), then per-row ones.
+PERSON_SIZES = {"age_band": 8, "region": 10, "segment": 5}
+ROW_SIZES = {"channel": 6, "category": 12, "amount_band": 10, "weekday": 7}
+
+
+def people_table(spark: SparkSession, people: int, mean_rows: float = 20.0, alpha: float = 1.5,
+                 max_rows: int = 10_000, seed: int = 0, partitions: int | None = None):
+    """A table of many rows per person: ``person_id`` (bigint), person attributes ``age_band``,
+    ``region``, ``segment`` (constant per id) and per-row attributes ``channel``, ``category``,
+    ``amount_band``, ``weekday`` that depend on them and on how active the person is.
+
+    Rows per person are heavy-tailed: ``min(max_rows, floor(x_m U^(-1/alpha)))`` (Pareto with shape
+    ``alpha``; ``x_m`` chosen so that the mean is about ``mean_rows``). Heavy users behave differently
+    (their ``channel`` depends on their activity), so truncating them biases the table: what
+    contribution bounding costs. Made on the executors (``spark.range`` + ``explode``).
+    """
+    from pyspark.sql import functions as F
+
+    x_m = mean_rows * (alpha - 1.0) / alpha
+    base = spark.range(0, people, numPartitions=partitions) if partitions else spark.range(0, people)
+    u = F.greatest(F.rand(seed * 1000 + 1), F.lit(1e-12))
+    n = F.least(F.lit(max_rows), F.greatest(F.lit(1), F.floor(F.lit(x_m) * F.pow(u, -1.0 / alpha)))).cast("int")
+    person = base.select(
+        F.col("id").alias("person_id"), n.alias("_n"),
+        F.floor(F.rand(seed * 1000 + 2) * PERSON_SIZES["age_band"]).cast("int").alias("age_band"),
+        F.floor(F.rand(seed * 1000 + 3) * PERSON_SIZES["region"]).cast("int").alias("region"))
+    person = person.withColumn("segment", ((F.col("age_band") + F.floor(F.rand(seed * 1000 + 4) * 2))
+                                           % PERSON_SIZES["segment"]).cast("int"))
+    rows = person.withColumn("_i", F.explode(F.sequence(F.lit(1), F.col("_n"))))
+    activity = F.least(F.floor(F.log2(F.col("_n"))), F.lit(5)).cast("int")  # 0 (1 row) .. 5 (32+ rows)
+    noise = [F.rand(seed * 1000 + 10 + j) for j in range(6)]
+    channel = F.when(noise[0] < 0.7, (activity + F.col("segment")) % ROW_SIZES["channel"]) \
+        .otherwise(F.floor(noise[1] * ROW_SIZES["channel"]))
+    rows = rows.withColumn("channel", channel.cast("int"))
+    category = F.when(noise[2] < 0.6, (F.col("channel") * 2 + F.col("region")) % ROW_SIZES["category"]) \
+        .otherwise(F.floor(noise[3] * ROW_SIZES["category"]))
+    rows = rows.withColumn("category", category.cast("int"))
+    amount = F.when(noise[4] < 0.6, (F.col("age_band") + F.floor(F.col("category") / 3)) % ROW_SIZES["amount_band"]) \
+        .otherwise(F.floor(noise[5] * ROW_SIZES["amount_band"]))
+    rows = rows.withColumn("amount_band", amount.cast("int"))
+    rows = rows.withColumn("weekday", F.floor(F.rand(seed * 1000 + 20) * ROW_SIZES["weekday"]).cast("int"))
+    return rows.select("person_id", *PERSON_SIZES, *ROW_SIZES)
+
+
+def people_schema(max_rows_per_id: int | None = None) -> dict:
+    """The schema document of :func:`people_table` (``person_id`` dropped; with ``max_rows_per_id`` its
+    ``privacy_unit`` section)."""
+    sizes = {**PERSON_SIZES, **ROW_SIZES}
+    doc: dict = {"columns": [{"name": "person_id", "type": "drop"}]
+                 + [{"name": c, "type": "categorical", "values": list(range(s)), "dtype": "int"}
+                    for c, s in sizes.items()]}
+    if max_rows_per_id is not None:
+        doc["privacy_unit"] = {"id": "person_id", "max_rows_per_id": int(max_rows_per_id)}
+    return doc

@@ -96,3 +96,22 @@ def whole_number_counts(df, name: str, null_tokens: Sequence[str], temporal: boo
             .groupBy("x").count().collect())
     found = {int(r["x"]): int(r["count"]) for r in rows}
     return np.asarray([found.get(v, 0) for lo, hi in ranges for v in range(lo, hi + 1)], dtype=np.int64)
+
+
+def rows_per_id_cells(df, id_columns: Sequence[str], starts: np.ndarray) -> np.ndarray:
+    """Exact number of ids per cell of a grid of rows per id (``starts``: the cells' first whole numbers);
+    a row with a null id is an id of one row. Two aggregations; only (rows, ids) tallies reach the driver."""
+    from pyspark.sql import functions as F
+
+    ids = [F.col(f"`{c}`") for c in id_columns]
+    null_id = F.lit(False)
+    for c in ids:
+        null_id = null_id | c.isNull()
+    salt = F.when(null_id, F.monotonically_increasing_id())  # a null id: a group of its own
+    per_id = df.select(*[c.alias(f"k{i}") for i, c in enumerate(ids)], salt.alias("salt")) \
+        .groupBy(*[f"k{i}" for i in range(len(ids))], "salt").count()
+    tallies = per_id.groupBy("count").count().collect()
+    n = np.asarray([int(r[0]) for r in tallies], dtype=np.int64)
+    how_many = np.asarray([int(r[1]) for r in tallies], dtype=np.int64)
+    cells = np.clip(np.searchsorted(starts, n, side="right") - 1, 0, len(starts) - 1)
+    return np.bincount(cells, weights=how_many, minlength=len(starts)).astype(np.int64)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import Accountant
+from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES
 from privsyn_spark.schema.schema import Schema, parse_schema
 
@@ -157,12 +158,16 @@ def _number_dtype(spark_type: str) -> str | None:
 def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tuple[str, ...] = (),
                            bins: int = 16, bounds: Mapping[str, tuple[float, float]] | None = None,
                            max_categories: int = 200, spike_share: float | None = None,
-                           sampler=None) -> PrivateDraft:
+                           sampler=None, privacy_id: Sequence[str] = (),
+                           max_rows_per_id: int | None = None) -> PrivateDraft:
     """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
 
     The budget's rho is split evenly over the columns; ``bounds`` declares public outer bounds of
     numeric columns (values are clamped to them; without, ``ASSUMED_BOUNDS`` of the dtype, said in
-    the header). ``sampler`` defaults to the secure discrete Gaussian.
+    the header). ``sampler`` defaults to the secure discrete Gaussian. With ``privacy_id`` (a person
+    is the unit) the draft first proposes K (``max_rows_per_id`` when not given) from a DP quantile
+    of rows per id (``BOUND_SHARE`` of the rho, ``privacy.bound_choice``), then drafts the columns on
+    the table bounded to K rows per id, every sensitivity K; the draft's ``privacy_unit`` says so.
     """
     from privsyn_spark.privacy import discovery as dp
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
@@ -177,21 +182,27 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
     budget = dp.DiscoveryBudget.from_eps_delta(epsilon, delta)
     sampler = sampler or SecureDiscreteGaussian()
     accountant = Accountant(budget.rho)
-    types = dict(df.dtypes)
+    notes: list[str] = []
+    ids = list(privacy_id)
+    rho_columns = budget.rho
+    unit = PrivacyUnit()
+    if ids:
+        df, unit, rho_columns = _bounded_for_draft(df, ids, max_rows_per_id, budget.rho, accountant, sampler, notes)
+    columns = [n for n in df.columns if n not in ids]
+    types = {n: t for n, t in df.dtypes if n not in ids}
     numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
-    categorical = [n for n in df.columns if n not in numeric]
-    rho_column = budget.rho / max(1, len(df.columns))
+    categorical = [n for n in columns if n not in numeric]
+    rho_column = rho_columns / max(1, len(columns))
     delta_column = budget.delta_selection / max(1, len(categorical))
     share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
-    notes: list[str] = []
-    specs: dict[str, dict[str, Any]] = {}
+    specs: dict[str, dict[str, Any]] = {n: {"name": n, "type": "drop"} for n in ids}
     tokens = list(null_tokens)
 
     for name in categorical:
         boolean = types[name] == "boolean"
         exact, nulls = counts.category_counts(df, name, tokens, boolean)
         picked = dp.select_partitions(exact, nulls, rho_column, delta_column, accountant=accountant,
-                                      sampler=sampler, name=f"infer:{name}")
+                                      sampler=sampler, name=f"infer:{name}", unit=unit)
         del exact  # exact tallies stay here
         null_noisy = picked.null_noisy
         values = list(picked.values)
@@ -227,7 +238,7 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
         release = dp.release_numeric(
             cells, nulls, grid, rho_column,
             partial(counts.whole_number_counts, df, name, tokens, temporal),
-            accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share)
+            accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share, unit=unit)
         declared = bounds.get(name)
         edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
         if not edges:
@@ -244,6 +255,8 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
     doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}
     if tokens:
         doc["null_tokens"] = tokens
+    if not unit.is_row:
+        doc["privacy_unit"] = unit.to_document()
     if all(spec["type"] == "drop" for spec in specs.values()):
         from privsyn_spark.schema.columns import SchemaError
 
@@ -256,13 +269,39 @@ def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tup
                         accountant.ledger, notes)
 
 
+BOUND_SHARE = 0.1
+"""Share of a private draft's rho that chooses K (when a privacy id is given without a bound)."""
+
+
+def _bounded_for_draft(df, ids: list[str], max_rows_per_id: int | None, rho: float, accountant: Accountant,
+                       sampler, notes: list[str]):
+    """The table bounded to K rows per id (K proposed privately unless given), the unit, the rho left."""
+    from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
+    from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
+    from privsyn_spark.schema import discovery as counts
+
+    check_id_columns(PrivacyUnit(tuple(ids)), list(df.columns), ())
+    if max_rows_per_id is None:
+        cells = counts.rows_per_id_cells(df, ids, rows_per_id_grid().starts)
+        proposed = propose_bound(cells, BOUND_SHARE * rho, accountant=accountant, sampler=sampler,
+                                 privacy_unit=PrivacyUnit(tuple(ids)).name)
+        del cells  # exact tallies stay here
+        max_rows_per_id, rho = proposed.max_rows_per_id, (1.0 - BOUND_SHARE) * rho
+        notes.append(f"privacy_unit: max_rows_per_id {max_rows_per_id} is the noisy {proposed.quantile:.0%} quantile "
+                     f"of rows per id; it keeps about {proposed.rows_kept_share:.0%} of the rows (noisy estimate). "
+                     "A larger K keeps more rows of heavy ids and adds proportionally more noise: review it")
+    unit = PrivacyUnit(tuple(ids), int(max_rows_per_id))
+    notes.append(f"columns drafted on the table bounded to {unit.bound} rows per id (sensitivity {unit.bound})")
+    return bound_contributions(df, unit).df, unit, rho
+
+
 def _edge(value: float, integer: bool) -> float | int:
     """An edge as written in the file: whole numbers as ints, half-integers as they are."""
     return int(value) if integer and float(value).is_integer() and math.isfinite(value) else float(value)
 
 
 def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,
-                         draft_path: str):
+                         draft_path: str, privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None):
     """Reserve a private draft's rho in the budget ledger, against the dataset's budget (``budget set``),
     before any count; the reservation's fingerprint marks it as an ``infer-schema`` draft.
 
@@ -274,8 +313,9 @@ def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_
 
     rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
     fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}
+    unit = PrivacyUnit(tuple(privacy_id), max_rows_per_id or 1) if privacy_id else PrivacyUnit()
     held = reserve(spark, ledger, dataset_id, run_id, rho=rho, epsilon=epsilon, delta=delta,
-                   fingerprint=fingerprint, artifact=str(draft_path))
+                   fingerprint=fingerprint, artifact=str(draft_path), unit=unit)
     if not held.charged:  # a draft is never drawn twice under one reservation
         raise UsageError(f"draft id {run_id!r} is already charged in ledger {ledger} (its draft: "
                          f"{held.held.artifact}); use a new --run-id for a new draft")

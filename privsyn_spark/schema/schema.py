@@ -17,19 +17,28 @@ from typing import Any
 
 from privsyn_spark.document_file import read_document
 from privsyn_spark.domain import Domain
+from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES, parse_document
 
 
 @dataclass(frozen=True)
 class Schema:
-    """Kept columns in table order, dropped column names, and tokens read as null."""
+    """Kept columns in table order, dropped column names, tokens read as null, and the declared privacy
+    unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``; default: one row)."""
 
     columns: tuple[Column, ...]
     drop: tuple[str, ...] = ()
     null_tokens: tuple[str, ...] = ()
     max_column_codes: int = DEFAULT_MAX_COLUMN_CODES
     extra: Mapping[str, Any] = field(default_factory=dict)
+    privacy_unit: PrivacyUnit = field(default_factory=PrivacyUnit)
+
+    def __post_init__(self) -> None:
+        synthesized = [c for c in self.privacy_unit.id_columns if c in self.names]
+        if synthesized:
+            raise SchemaError(f"privacy_unit: id column(s) {synthesized} are declared as synthesized columns; "
+                              f"an id is never synthesized (declare it type: drop or leave it out)")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -51,6 +60,8 @@ class Schema:
         doc: dict[str, Any] = {"columns": cols, "max_column_codes": self.max_column_codes}
         if self.null_tokens:
             doc["null_tokens"] = list(self.null_tokens)
+        if not self.privacy_unit.is_row:
+            doc["privacy_unit"] = self.privacy_unit.to_document()
         return doc
 
     def schema_hash(self) -> str:
@@ -115,4 +126,9 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
 
 def parse_schema(doc: Mapping[str, Any]) -> Schema:
     """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema."""
-    return Schema(*parse_document(doc))
+    columns, drop, tokens, max_codes = parse_document(doc)
+    try:
+        unit = PrivacyUnit.from_document(doc.get("privacy_unit"))
+    except PrivacyUnitError as err:
+        raise SchemaError(f"schema: {err}") from None
+    return Schema(columns, drop, tokens, max_codes, privacy_unit=unit)

@@ -99,6 +99,8 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
         assert config.input == str(SAMPLE_INPUT) and config.epsilon == 1.0 and config.delta == 1e-9
         assert (config.ledger, config.dataset_id, config.runs_dir) == ("/shared/ledger", "adult",
                                                                        "hdfs:///privsyn/runs")
+        assert (config.privacy_id, config.max_rows_per_id) == (None, None)  # empty params: the schema's unit
+        assert "--privacy-id=" in args and "--max-rows-per-id=" in args
 
 
 # Runs the DAG's operator class on scripts exiting with a given code (spark-submit on local[1]).

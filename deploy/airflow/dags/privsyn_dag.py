@@ -125,6 +125,9 @@ STEP_ARGS = [
     # empty values mean "not set": the CLI then refuses the run (exit 2), there is no default
     "--dataset-id={{ params.dataset_id }}",
     "--ledger={{ params.ledger }}",
+    # empty: the schema's privacy_unit (else one row)
+    "--privacy-id={{ params.privacy_id }}",
+    "--max-rows-per-id={{ params.max_rows_per_id or '' }}",
 ]
 
 PARAMS = {
@@ -149,6 +152,10 @@ PARAMS = {
                     description="run id (empty: the Airflow run id, so retries reuse the measurements)"),
     "seed": Param(0, type="integer", minimum=0, description="seed of synthesis (not of the privacy noise)"),
     "synthesizer": Param("gum", enum=["gum", "pgm"], description="gum (default) or pgm sampling"),
+    "privacy_id": Param("", type="string",
+                        description="id column(s) of a person, the privacy unit (empty: the schema's, else one row)"),
+    "max_rows_per_id": Param(0, type="integer", minimum=0,
+                             description="rows kept per person, the bound K (0: the schema's, else 1)"),
 }
 
 _jars, _packages = _delta_jars()

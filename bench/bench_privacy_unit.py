@@ -1,0 +1,159 @@
+"""A person as the privacy unit (issue 21): what contribution bounding costs in time and in fidelity.
+
+A generated table of many rows per person (``privsyn_spark.sample.generator.people_table``: person
+attributes constant per id, per-row attributes depending on them and on how active the person is,
+heavy-tailed rows per id), written once as Parquet. Then, on that file:
+
+- time of a bare scan (every column hashed and summed), of a plain ``groupBy(person_id).count()``
+  (bounding's physical floor: one shuffle), of the run's scratch job without bounding (read, encode,
+  pack) and with it at each K (``measure/input_codes.bounded_codes``: the shuffle moves the id and the
+  packed words); the jobs write to Spark's ``noop`` sink, so they only read and compute;
+- for K = 1, 5, 20, 50: a person-level run at ``--epsilon`` (PrivSyn, GUM), the rows and ids bounding
+  dropped, the mean 1-/2-way TVD of the synthetic table against the bounded real table and against
+  the full real table;
+- the group-privacy alternative a user would otherwise run: a row-level run at epsilon / M, where
+  M is the largest number of rows of one person (group privacy for M rows).
+
+Synthetic tables have ``--synth-rows`` rows (TVD compares distributions; the pipeline's default is the
+noisy total of bounded rows). Only this bench reads exact counts of the (generated, public) input.
+
+    .venv/bin/python bench/bench_privacy_unit.py --people 1000000 --mean-rows 20 [--ks 1,5,20,50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _tables(df, schema):
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.measure.engine import count_marginals, one_and_two_way
+
+    return count_marginals(encode(df, schema), one_and_two_way(schema.domain())).tables
+
+
+def _tvd(real, synthetic, ways: int) -> float:
+    from privsyn_spark.evaluate.fidelity import tvd
+
+    return float(np.mean([tvd(real[m], synthetic[m]) for m in real if len(m) == ways]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--people", type=int, default=50_000)
+    parser.add_argument("--mean-rows", type=float, default=20.0)
+    parser.add_argument("--ks", default="1,5,20,50")
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--synth-rows", type=int, default=200_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workdir", default="/tmp/privsyn-unit-bench")
+    parser.add_argument("--repeats", type=int, default=2, help="timing repeats (the best is reported)")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from privsyn_spark import PrivSyn
+    from privsyn_spark.errors import BadInputData
+    from privsyn_spark.measure.bounding import bound_contributions
+    from privsyn_spark.measure.input_codes import bounded_codes
+    from privsyn_spark.privacy.unit import PrivacyUnit
+    from privsyn_spark.runtime.session import build_spark_session
+    from privsyn_spark.sample.generator import people_schema, people_table
+    from privsyn_spark.schema.schema import parse_schema
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    spark = build_spark_session(master=args.master, app_name="bench-privacy-unit",
+                                conf={"spark.sql.shuffle.partitions": "8"})
+    table = work / f"people-{args.people}-{args.mean_rows:g}.parquet"
+    if not table.exists():
+        people_table(spark, args.people, args.mean_rows, seed=1).write.parquet(str(table))
+    df = spark.read.parquet(str(table))
+    schema = parse_schema(people_schema())
+    per_id = df.groupBy("person_id").count()
+    stats = per_id.agg(F.count("*").alias("ids"), F.sum("count").alias("rows"), F.max("count").alias("max")).first()
+    rows, ids, most = int(stats["rows"]), int(stats["ids"]), int(stats["max"])
+    print(f"table: {rows:,} rows of {ids:,} people (max {most:,} rows per person, mean {rows / ids:.1f}); "
+          f"load {os.getloadavg()[0]:.1f}")
+
+    cols = df.columns
+    noop = {"format": "noop", "mode": "overwrite"}
+
+    def best(fn) -> float:
+        return min(_timed(fn) for _ in range(args.repeats))
+
+    scan = best(lambda: df.agg(F.sum(F.xxhash64(*cols) % 1024)).collect())
+    group = best(lambda: per_id.write.save(**noop))
+    encode_only = best(lambda: bounded_codes(df, schema)[0].df.write.save(**noop))
+    print(f"bare scan {scan:.1f} s; groupBy(person_id).count() {group:.1f} s; encode+pack {encode_only:.1f} s",
+          flush=True)
+
+    full = _tables(df, schema)
+    ks = [int(k) for k in args.ks.split(",")]
+    results = []
+    for k in ks:
+        unit = PrivacyUnit(("person_id",), k)
+        unit_schema = dataclasses.replace(schema, privacy_unit=unit)
+        bounding = best(lambda s=unit_schema: bounded_codes(df, s)[0].df.write.save(**noop))
+        bounded = bound_contributions(df, unit, seed=7)
+        bounded.df.write.save(**noop)  # a Dataset action: the bounding's tallies are observed
+        info = bounded.stats()
+        bounded_tables = _tables(bounded.df, schema)
+        runs = work / f"runs-{k}"
+        shutil.rmtree(runs, ignore_errors=True)
+        start = time.perf_counter()
+        synth = PrivSyn(schema, args.epsilon, no_ledger=True, runs_dir=str(runs), run_id=f"k{k}",
+                        privacy_id="person_id", max_rows_per_id=k)
+        model = synth.fit(df)
+        out = model.sample(args.synth_rows, seed=0, spark=spark)
+        synthetic = _tables(out, schema)
+        seconds = time.perf_counter() - start
+        results.append((f"person, K={k}", args.epsilon, info["rows_dropped_share"], info["ids_truncated_share"],
+                        bounding, _tvd(bounded_tables, synthetic, 1), _tvd(bounded_tables, synthetic, 2),
+                        _tvd(full, synthetic, 1), _tvd(full, synthetic, 2), seconds))
+        print(f"  K={k}: done in {seconds:.0f} s (load {os.getloadavg()[0]:.1f}): {results[-1]}", flush=True)
+    # group privacy: a row-level run at epsilon / M protects a person of M rows
+    eps_group = args.epsilon / most
+    runs = work / "runs-group"
+    shutil.rmtree(runs, ignore_errors=True)
+    start = time.perf_counter()
+    try:
+        model = PrivSyn(schema, eps_group, no_ledger=True, runs_dir=str(runs), run_id="group").fit(df)
+        synthetic = _tables(model.sample(args.synth_rows, seed=0, spark=spark), schema)
+        g1, g2 = _tvd(full, synthetic, 1), _tvd(full, synthetic, 2)
+    except BadInputData as err:  # the noisy total cannot be told from 0 at this epsilon
+        print(f"  group privacy run refused: {err}")
+        g1 = g2 = float("nan")
+    results.append((f"rows, eps/M (M={most:,})", eps_group, 0.0, 0.0, float("nan"), float("nan"), float("nan"),
+                    g1, g2, time.perf_counter() - start))
+    print(f"  group privacy: {results[-1]}", flush=True)
+
+    print()
+    print("| run | epsilon | rows dropped | ids truncated | bounding s (x scan, x groupBy) | 1-way TVD vs bounded "
+          "| 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, eps, dropped, trunc, seconds, b1, b2, f1, f2, run_s in results:
+        timing = "-" if np.isnan(seconds) else f"{seconds:.1f} ({seconds / scan:.1f}x, {seconds / group:.2f}x)"
+        print(f"| {name} | {eps:.3g} | {dropped:.1%} | {trunc:.1%} | {timing} | {b1:.4f} | {b2:.4f} | {f1:.4f} "
+              f"| {f2:.4f} | {run_s:.0f} |")
+    print(f"\nbare scan {scan:.1f} s, groupBy(person_id).count() {group:.1f} s, encode+pack (no bounding) "
+          f"{encode_only:.1f} s; {rows:,} rows, {ids:,} people; "
+          f"load average at the end {os.getloadavg()[0]:.1f}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Contribution bounding in Spark: each privacy id keeps at most K of its rows, uniformly at random.
+
+Before anything is counted (``measure/input_codes``), the raw table goes through one window: rows
+are hash-partitioned by the id (one shuffle, the physical floor of a per-id bound), sorted within
+the id by a random key ``rand(seed)`` and numbered; rows numbered above K are dropped. The seed is
+drawn from ``os.urandom`` per bounding and never logged or stored; each row's key is an
+independent uniform draw, so the K rows an id keeps are a uniform sample of its rows, and the
+rows one id keeps depend on that id's rows alone (the stability that ``privacy/unit.py`` needs).
+
+A row whose id is null (any id column null) is its own unit: it is numbered 1 in a group of its
+own (the window partitions it by its random key too, so null ids never pile up in one task). No
+data-dependent refusal. What bounding did (rows and ids affected, null-id rows) is observed during
+the same job (``DataFrame.observe``, no extra pass) for the operator report only: it is exact and
+NOT private. The id columns never go further than this function's output, which only the encoder
+reads (it keeps the schema's columns).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from privsyn_spark.errors import UsageError
+from privsyn_spark.privacy.unit import PrivacyUnit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+_RANK, _KEY, _NULL = "__privsyn_rank", "__privsyn_key", "__privsyn_null_id"
+DROPPED_WARNING_SHARE = 0.10
+"""Share of dropped rows above which the report warns that bounding biases the table."""
+
+
+def check_id_columns(unit: PrivacyUnit, columns: list[str], schema_names: tuple[str, ...]) -> None:
+    """``UsageError`` when an id column is missing from the table or is a column the schema synthesizes."""
+    missing = [c for c in unit.id_columns if c not in columns]
+    if missing:
+        raise UsageError(f"privacy id column(s) {missing} not in the input table")
+    kept = [c for c in unit.id_columns if c in schema_names]
+    if kept:
+        raise UsageError(f"privacy id column(s) {kept} are declared as synthesized columns in the schema; "
+                         f"declare them type: drop (an id is never synthesized)")
+
+
+@dataclass
+class Bounded:
+    """The bounded table and, once an action ran over it, what bounding did (:meth:`stats`)."""
+
+    df: DataFrame
+    unit: PrivacyUnit
+    observation: Any = None
+
+    def stats(self) -> dict[str, Any] | None:
+        """Exact tallies of the bounding (operators only, NOT private); None for a row unit. Call it only
+        after a DataFrame action (a write, a collect; not an RDD pass) over :attr:`df`: Spark's
+        ``Observation.get`` waits for one."""
+        if self.observation is None:
+            return None
+        got = self.observation.get
+        rows, kept = int(got.get("rows") or 0), int(got.get("kept") or 0)
+        ids, over = int(got.get("ids") or 0), int(got.get("ids_over") or 0)
+        dropped = rows - kept
+        out: dict[str, Any] = {"private": False, "max_rows_per_id": self.unit.bound, "rows": rows, "rows_kept": kept,
+               "rows_dropped": dropped, "rows_dropped_share": dropped / rows if rows else 0.0, "ids": ids,
+               "ids_truncated": over, "ids_truncated_share": over / ids if ids else 0.0,
+               "null_id_rows": int(got.get("null_ids") or 0)}
+        if out["rows_dropped_share"] > DROPPED_WARNING_SHARE:
+            out["warning"] = (f"bounding to {self.unit.bound} rows per id dropped {out['rows_dropped_share']:.1%} "
+                              f"of the rows (more than {DROPPED_WARNING_SHARE:.0%}): the synthetic table "
+                              "under-represents people with many rows; consider a larger max_rows_per_id")
+        return out
+
+
+def bound_contributions(df: DataFrame, unit: PrivacyUnit, seed: int | None = None) -> Bounded:
+    """At most ``unit.bound`` uniformly random rows per id of ``df`` (module docstring); one shuffle, no
+    collect. The id columns are still in the result (the encoder drops them). ``seed``: tests only."""
+    if unit.is_row:
+        return Bounded(df, unit)
+    from pyspark.sql import Observation, Window
+    from pyspark.sql import functions as F
+
+    check_id_columns(unit, list(df.columns), ())
+    seed = int.from_bytes(os.urandom(8), "big") >> 1 if seed is None else int(seed)
+    ids = [F.col(f"`{c}`") for c in unit.id_columns]
+    null_id = F.lit(False)
+    for c in ids:
+        null_id = null_id | c.isNull()
+    keyed = df.withColumn(_KEY, F.rand(seed)).withColumn(_NULL, null_id)
+    # A null id: its own group (its random key joins the partition key), numbered 1.
+    window = Window.partitionBy(*ids, F.when(F.col(_NULL), F.col(_KEY))).orderBy(_KEY)
+    ranked = keyed.withColumn(_RANK, F.row_number().over(window))
+    k = unit.bound
+    observation = Observation("privsyn_bounding")
+    ranked = ranked.observe(observation, F.count(F.lit(1)).alias("rows"),
+                            F.sum(F.when(F.col(_RANK) <= k, 1).otherwise(0)).alias("kept"),
+                            F.sum(F.when(F.col(_RANK) == 1, 1).otherwise(0)).alias("ids"),
+                            F.sum(F.when(F.col(_RANK) == k + 1, 1).otherwise(0)).alias("ids_over"),
+                            F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
+    bounded = ranked.where(F.col(_RANK) <= k).drop(_RANK, _KEY, _NULL)
+    return Bounded(bounded, unit, observation)

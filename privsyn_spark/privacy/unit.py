@@ -1,0 +1,120 @@
+"""The privacy unit and its contribution bound; the sensitivities that follow from it (no Spark here).
+
+Neighbouring tables differ by adding or removing *one unit*. By default a unit is one row. With a
+declared id (``privacy_id``, one or more columns) a unit is one person: all rows sharing the id.
+The measure step first bounds every person's contribution to at most ``K = max_rows_per_id`` rows,
+chosen uniformly at random among the person's rows (``privsyn_spark.measure.bounding``, in Spark);
+a row whose id is null is a unit of its own. The bounding of one person depends only on that
+person's rows (and independent per-row random keys), so the bounded tables of neighbours differ by
+at most K rows of one person, and every query below sees at most K rows change. From there:
+
+- a count table (any marginal, any histogram): the K rows add ``c_j`` to cell ``j`` with
+  ``sum_j c_j <= K``, so the L2 change is ``sqrt(sum_j c_j^2) <= K`` (attained with all K rows in one
+  cell); :func:`count_sensitivity` (the group-of-K argument of Dwork-Roth 2014, Thm 2.2, on counts;
+  Tumult Analytics' ``MaxRowsPerID`` truncation gives the same bound);
+- InDif: PrivSyn Lemma 4 gives 4 per row, so 4K per person (triangle inequality over the K rows);
+  the integer release's rounding bound ``4Kk + 1 <= K (4k + 1)`` (``select/noisy_indif``);
+- the noisy total, rare-value thresholds, empty/spike thresholds: post-processing of the tables
+  above, they scale with the sigma those tables were released at;
+- partition selection (drafts): a person adds up to K values to a column, each count at most K, so
+  the threshold is ``K + sigma sqrt(2 ln(K / delta))`` (union bound over the K values,
+  :func:`partition_threshold`).
+
+Since every release's sensitivity is K times the row-level one, every sigma is K times the row-level
+sigma at the same rho (:func:`~privsyn_spark.privacy.accounting.gaussian_sigma` is the one formula).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ROW = "row"
+"""The name of the default unit (one row) in the ledger and the artifact."""
+
+
+class PrivacyUnitError(ValueError):
+    """A privacy unit that cannot be used (bound below 1, empty or repeated id columns)."""
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The unit neighbouring tables differ by: one row (``id_columns == ()``) or one person of
+    ``id_columns``, each keeping at most ``max_rows_per_id`` rows."""
+
+    id_columns: tuple[str, ...] = ()
+    max_rows_per_id: int = 1
+
+    def __post_init__(self) -> None:
+        k = self.max_rows_per_id
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise PrivacyUnitError(f"max_rows_per_id must be a whole number >= 1, got {k!r}")
+        cols = self.id_columns
+        if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
+            raise PrivacyUnitError(f"privacy id columns must be distinct non-empty names, got {list(cols)}")
+        if not cols and k != 1:
+            raise PrivacyUnitError("max_rows_per_id needs a privacy id (a row is its own unit: K = 1)")
+
+    @classmethod
+    def of(cls, privacy_id: str | Iterable[str] | None, max_rows_per_id: int | None = None) -> PrivacyUnit:
+        """The unit of ``privacy_id`` (a column, several, or None for one row) and its bound (default 1)."""
+        cols = () if privacy_id is None else (privacy_id,) if isinstance(privacy_id, str) else tuple(privacy_id)
+        return cls(cols, 1 if max_rows_per_id is None else max_rows_per_id)
+
+    @property
+    def is_row(self) -> bool:
+        """True for the default unit: one row."""
+        return not self.id_columns
+
+    @property
+    def bound(self) -> int:
+        """K: rows one unit contributes at most (1 for a row)."""
+        return self.max_rows_per_id
+
+    @property
+    def name(self) -> str:
+        """``row``, or the id column(s) joined by commas (the ledger's ``privacy_unit``)."""
+        return ",".join(self.id_columns) if self.id_columns else ROW
+
+    def record(self) -> dict[str, Any]:
+        """The unit as the ledger entries and the artifact record it."""
+        return {"privacy_unit": self.name, "max_rows_per_id": self.bound}
+
+    def to_document(self) -> dict[str, Any]:
+        """The schema's ``privacy_unit:`` section (empty for the default unit)."""
+        return {} if self.is_row else {"id": list(self.id_columns), "max_rows_per_id": self.bound}
+
+    @classmethod
+    def from_document(cls, section: Mapping[str, Any] | None) -> PrivacyUnit:
+        """The unit of a schema's ``privacy_unit:`` section (``id``: a column or a list; ``max_rows_per_id``)."""
+        if not section:
+            return cls()
+        if not isinstance(section, Mapping):
+            raise PrivacyUnitError(f"privacy_unit must be a mapping with id and max_rows_per_id, got {section!r}")
+        unknown = sorted(set(section) - {"id", "max_rows_per_id"})
+        if unknown:
+            raise PrivacyUnitError(f"privacy_unit: unknown key(s) {unknown} (allowed: id, max_rows_per_id)")
+        if "id" not in section:
+            raise PrivacyUnitError("privacy_unit: 'id' (the id column or columns) is required")
+        return cls.of(section["id"], section.get("max_rows_per_id", 1))
+
+    @classmethod
+    def from_name(cls, name: str | None, bound: int | None) -> PrivacyUnit:
+        """The unit recorded as :attr:`name` and :attr:`bound` (a missing name: one row)."""
+        if not name or name == ROW:
+            return cls()
+        return cls(tuple(name.split(",")), int(bound or 1))
+
+
+def count_sensitivity(unit: PrivacyUnit) -> float:
+    """L2 sensitivity of any count table under ``unit``: sqrt(sum_j c_j^2) <= sum_j c_j <= K (module docstring)."""
+    return float(unit.bound)
+
+
+def partition_threshold(sigma: float, delta: float, unit: PrivacyUnit) -> float:
+    """tau with P(any of a person's <= K new values passes) <= delta: K + sigma sqrt(2 ln(K/delta))
+    (each count <= K, the discrete Gaussian is sigma-subgaussian: CKS20 Prop. 19; a union bound over K)."""
+    k = unit.bound
+    return k + sigma * math.sqrt(2.0 * math.log(k / delta))

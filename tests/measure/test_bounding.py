@@ -1,0 +1,121 @@
+"""Contribution bounding in Spark (measure/bounding.py): removing a person with 10,000 rows moves every
+bounded exact count vector the engine computes (both counter backends) by at most the stated L2
+sensitivity; the rows kept within an id are a uniform sample (chi-square with power); null ids are
+units of their own; one shuffle; the tallies the operator report shows are exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privsyn_spark.measure.bounding import bound_contributions
+from privsyn_spark.measure.engine import count_marginals, one_and_two_way
+from privsyn_spark.measure.input_codes import bounded_codes
+from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
+from privsyn_spark.schema.schema import parse_schema
+
+SCHEMA = {"columns": [{"name": "pid", "type": "drop"},
+                      {"name": "a", "type": "categorical", "values": [0, 1, 2], "dtype": "int"},
+                      {"name": "b", "type": "categorical", "values": [0, 1, 2, 3], "dtype": "int"},
+                      {"name": "c", "type": "categorical", "values": [0, 1], "dtype": "int"}]}
+
+
+def _others(rng: np.random.Generator) -> pd.DataFrame:
+    sizes = rng.integers(1, 30, size=300)
+    pid = np.repeat(np.arange(300), sizes)
+    n = pid.size
+    return pd.DataFrame({"pid": pid, "a": rng.integers(0, 3, n), "b": rng.integers(0, 4, n),
+                         "c": rng.integers(0, 2, n)})
+
+
+def _counts(spark, frame, unit, seed, backend):
+    """The engine's exact counts on the run's path: encoded and packed with the id, bounded, id dropped."""
+    schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": unit.bound}})
+    packed, bounded = bounded_codes(frame, schema, seed=seed)
+    wanted = [*one_and_two_way(schema.domain()), ("a", "b", "c")]
+    return count_marginals(packed, wanted, backend=backend).tables, bounded
+
+
+@pytest.mark.parametrize("backend", ["jvm", "arrow"])
+@pytest.mark.parametrize("spread", ["one cell", "many cells"])
+def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_sensitivity(spark, backend, spread):
+    rng = np.random.default_rng(3)
+    others = _others(rng)
+    m = 10_000
+    one = spread == "one cell"
+    heavy = pd.DataFrame({"pid": np.full(m, 10_000), "a": np.full(m, 2) if one else rng.integers(0, 3, m),
+                          "b": np.full(m, 1) if one else rng.integers(0, 4, m),
+                          "c": np.full(m, 0) if one else rng.integers(0, 2, m)})
+    base = spark.createDataFrame(others).repartition(3).cache()  # a fixed layout: the others' rows keep their keys
+    with_heavy = base.union(spark.createDataFrame(heavy))
+    for k in (1, 5, 20):
+        unit = PrivacyUnit(("pid",), k)
+        full, bounded = _counts(spark, with_heavy, unit, 11, backend)
+        without, _ = _counts(spark, base, unit, 11, backend)
+        bound = count_sensitivity(unit)
+        assert bound == k
+        for marginal, table in full.items():
+            change = float(np.sqrt(np.sum((table.astype(np.int64) - without[marginal].astype(np.int64)) ** 2)))
+            assert change <= bound + 1e-9, (marginal, k, change)
+            if spread == "one cell":  # all K kept rows in one cell: the bound is attained
+                assert change == pytest.approx(k)
+            assert int(table.sum()) == int(without[marginal].sum()) + k  # the person keeps exactly K rows
+        # every id keeps min(rows, K) of its rows (brute force against pandas)
+        kept = bound_contributions(with_heavy, unit, seed=11).df.groupBy("pid").count().toPandas()
+        kept = kept.set_index("pid")["count"]
+        expected = pd.concat([others, heavy]).groupby("pid").size().clip(upper=k)
+        assert kept.sort_index().to_dict() == expected.sort_index().to_dict()
+    base.unpersist()
+
+
+def test_rows_kept_within_an_id_are_uniform_chi_square(spark):
+    """4,000 ids of 6 rows each (positions 0..5 in input order), K = 2: each position is kept 4000 * 2/6
+    times in expectation. A selection by input order (the first K) gives a statistic of ~16,000; the
+    threshold 30 (5 degrees of freedom) is passed by a uniform selection with probability > 0.9999."""
+    ids, per = 4000, 6
+    frame = pd.DataFrame({"pid": np.repeat(np.arange(ids), per), "pos": np.tile(np.arange(per), ids)})
+    df = spark.createDataFrame(frame).repartition(2)
+    for seed in (1, 2):
+        kept = bound_contributions(df, PrivacyUnit(("pid",), 2), seed=seed).df
+        counts = kept.groupBy("pos").count().toPandas().set_index("pos")["count"].reindex(range(per), fill_value=0)
+        expected = ids * 2 / per
+        statistic = float((((counts - expected) ** 2) / expected).sum())
+        assert statistic < 30.0, (seed, counts.to_dict())
+        pairs = kept.groupBy("pid").count().toPandas()["count"]
+        assert (pairs == 2).all()
+    # unseeded (the production path: a secret from os.urandom): two boundings keep different rows
+    a = bound_contributions(df, PrivacyUnit(("pid",), 2)).df.groupBy("pos").count().toPandas()
+    b = bound_contributions(df, PrivacyUnit(("pid",), 2)).df.groupBy("pos").count().toPandas()
+    assert not a.sort_values("pos").reset_index(drop=True).equals(b.sort_values("pos").reset_index(drop=True))
+
+
+def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark):
+    frame = pd.DataFrame({"pid": [1, 1, 1, 1, 2, 2, 3, None, None, None],
+                          "a": [0, 1, 2, 0, 1, 1, 2, 0, 0, 0], "b": [0] * 10, "c": [1] * 10})
+    df = spark.createDataFrame(frame.astype({"pid": "Int64"}))
+    bounded = bound_contributions(df, PrivacyUnit(("pid",), 2), seed=5)
+    assert bounded.df.count() == 2 + 2 + 1 + 3  # the 3 null-id rows are all kept
+    stats = bounded.stats()
+    assert stats == {"private": False, "max_rows_per_id": 2, "rows": 10, "rows_kept": 8, "rows_dropped": 2,
+                     "rows_dropped_share": 0.2, "ids": 6, "ids_truncated": 1, "ids_truncated_share": 1 / 6,
+                     "null_id_rows": 3, "warning": stats["warning"]}
+    assert "dropped 20.0% of the rows" in stats["warning"]
+
+
+def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark):
+    df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a", "id % 4 as b", "id % 2 as c")
+    plan = bound_contributions(df, PrivacyUnit(("pid",), 3), seed=1).df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": 3}})
+    packed, _ = bounded_codes(df, schema, seed=1)
+    plan = packed.df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    exchange = plan[plan.index("Exchange"):].splitlines()[0]
+    assert "hashpartitioning(pid" in exchange, exchange
+    assert packed.df.columns == ["w0"]  # the id does not go further
+
+
+def test_a_row_unit_leaves_the_table_as_it_is(spark):
+    df = spark.range(10).selectExpr("id as a")
+    assert bound_contributions(df, PrivacyUnit()).df is df
