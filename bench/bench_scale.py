@@ -5,6 +5,8 @@ Cases (each in its own process, so peak memory is per case; the Spark session st
   b  10,000,000 x 50 (same kind of network)
   c  10,000,000 and 100,000,000 x 15 (per-row cost at both lengths)
   d  the bundled Adult sample (CSV, curated schema)
+  w  5,000 x 150 and 5,000 x 300 (width: the driver's planning and selection; few rows, so the InDif
+     noise drives the selection, the case that used to hang; sizes 2-20 to stay under the cell cap)
 
 For each: seconds per step (from the run report's timings), the estimate step's driver CPU seconds and
 the load average (the machine may be shared: CPU seconds are the figure to compare then), the bare
@@ -40,6 +42,9 @@ CASES = {
     "c8": [(100_000_000, 15)],
     "d": [("adult", 15)],
     "s": [(20_000, 20)],  # a smoke test of the bench itself
+    "w": [(5_000, 150), (5_000, 300)],  # width (issue 24): driver planning and selection on few rows
+    "w150": [(5_000, 150)],
+    "w300": [(5_000, 300)],
 }
 TVD_SAMPLE_PAIRS = 300
 ADULT_ROWS = 48_842  # the public sample's documented size (UCI), for the per-row figure only
@@ -57,14 +62,34 @@ def _generate(spark, rows: int, columns: int, folder: Path) -> tuple[Path, Path,
     """Parquet table + schema file of a generated network (reused when already written)."""
     from privsyn_spark.sample.generator import bayes_net_structure, bayes_net_table, dependent_pairs, generated_schema
 
-    sizes, parents = bayes_net_structure(columns, seed=columns)
+    # the width cases (more than 100 columns) with sizes 2-20, so all 2-way tables stay under the cell cap
+    sizes, parents = bayes_net_structure(columns, max_size=60 if columns <= 100 else 20, seed=columns)
     table, schema = folder / f"table_{rows}x{columns}", folder / f"schema_{rows}x{columns}.yaml"
-    if not (table / "_SUCCESS").exists():
+    if columns > 100 and not (table / "part-0.parquet").exists():
+        _generate_wide(rows, sizes, parents, columns, table)  # Spark's plan of 300 chained columns overflows
+    elif columns <= 100 and not (table / "_SUCCESS").exists():
         partitions = max(2, rows // 2_000_000)
         bayes_net_table(spark, rows, sizes, parents, seed=columns, partitions=partitions).write.mode(
             "overwrite").parquet(str(table))
     schema.write_text(yaml.safe_dump(generated_schema(sizes) | {"max_column_codes": 100, "reviewed": True}))
     return table, schema, dependent_pairs(parents)
+
+
+def _generate_wide(rows: int, sizes: list[int], parents: list[tuple[int, ...]], seed: int, table: Path) -> None:
+    """A wide generated table of few rows, made with numpy (the same kind of network; bench input only)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    data: list[np.ndarray] = []
+    for j, size in enumerate(sizes):
+        column = rng.integers(0, size, rows)
+        if parents[j]:
+            copied = (sum(data[p] * 7 for p in parents[j]) + 3) % size
+            column = np.where(rng.random(rows) < 0.8, copied, column)
+        data.append(column.astype(np.int32))
+    table.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(data, names=[f"x{j}" for j in range(len(sizes))]), table / "part-0.parquet")
 
 
 def _tvds(spark, source: str, fmt: str, schema_path: Path, output: str, measurements_dir: Path,

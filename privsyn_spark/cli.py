@@ -54,7 +54,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
+    from privsyn_spark.runtime.stale_scratch import install_sigterm_handler
+
     args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
+    install_sigterm_handler()
     try:
         return _main(args)
     except PrivsynError as err:
@@ -70,6 +73,7 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
     from privsyn_spark.runtime.locations import is_path
     from privsyn_spark.runtime.output_check import check_output_path
+    from privsyn_spark.schema.schema import load_schema
 
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
@@ -80,6 +84,15 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
     if local_input and not Path(args.input).expanduser().exists():
         raise UsageError(f"--input {args.input}: no such file or folder")
+    schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
+    if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
+        from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
+
+        check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
+    unknown = [c for c in config.partition_by if c not in schema.names]
+    if unknown and args.command in ("run", "synthesize"):
+        raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
+                         f"(kept: {', '.join(schema.names)})")
     if config.output and args.command in ("run", "synthesize"):
         check_output_path(config.output, config.write_mode)
     return config
@@ -123,9 +136,6 @@ def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from privsyn_spark import pipeline
-    from privsyn_spark.runtime.session import build_spark_session
-
     if args.command == "plan":
         return _plan(args)
     if args.command == "sample":
@@ -135,6 +145,28 @@ def _main(args: argparse.Namespace) -> int:
     elif args.command == "budget":
         _check_budget_args(args)
     config = _check_before_spark(args)  # before Spark starts
+    if config is None:
+        return _run_step(args, None)
+    from privsyn_spark.runtime.stale_scratch import release, sweep_and_claim, terminated
+
+    claimed = sweep_and_claim(config.runs_dir, config.run_id)
+    try:
+        return _run_step(args, config)
+    except BaseException:
+        stopped = terminated()
+        if stopped is None:
+            raise
+        release(claimed, terminated=True)
+        claimed = None
+        raise stopped from None
+    finally:
+        release(claimed)
+
+
+def _run_step(args: argparse.Namespace, config: RunConfig | None) -> int:
+    from privsyn_spark import pipeline
+    from privsyn_spark.runtime.session import build_spark_session
+
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "budget":

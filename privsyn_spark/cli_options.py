@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import uuid
+from pathlib import Path
 from typing import Any
 
 from privsyn_spark.config import Settings
@@ -48,6 +49,9 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
     from privsyn_spark.pipeline import synthesizer
 
     config = config_from_args(args)
+    runs = Path(config.runs_dir).expanduser()
+    if "://" not in config.runs_dir and runs.exists() and not runs.is_dir():
+        raise UsageError(f"--runs-dir {config.runs_dir} is a regular file, not a folder")
     synth = synthesizer(config)
     config.scope.check_schema(synth.schema.names)
     if args.run_id and "://" not in config.runs_dir:

@@ -114,15 +114,10 @@ class Settings:
     @classmethod
     def load(cls, path: str | Path) -> Settings:
         """Settings from a YAML or JSON file."""
-        import json
-
-        import yaml
+        from privsyn_spark.document_file import read_document
 
         path = Path(path)
-        if not path.is_file():
-            raise UsageError(f"--config {path}: no such file")
-        text = path.read_text()
-        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        doc = read_document(path, "--config")
         if doc is not None and not isinstance(doc, Mapping):
             raise UsageError(f"--config {path}: expected a mapping of sections")
         return cls.from_dict(doc)

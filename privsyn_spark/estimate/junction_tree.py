@@ -173,7 +173,7 @@ def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fil
     return None as soon as the maximal cliques' cells exceed it (bounded selection rejects early).
     """
     n = adjacency.shape[0]
-    adj = np.array(adjacency, dtype=np.int32)  # integer matmul: no BLAS threads for these small products
+    adj = np.array(adjacency, dtype=np.int32)
     sizes = np.asarray(sizes, dtype=np.float64)
     tie = np.arange(n, dtype=np.float64) if tie is None else np.asarray(tie, dtype=np.float64)
     alive = np.ones(n, dtype=bool)
@@ -189,7 +189,9 @@ def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fil
         sub = adj[np.ix_(idx, idx)]
         size_here = sizes[idx] * np.prod(np.where(sub > 0, sizes[idx][None, :], 1.0), axis=1)
         deg = sub.sum(axis=1)
-        fill = deg * (deg - 1) // 2 - np.einsum("ij,ij->i", sub @ sub, sub) // 2  # missing neighbour edges
+        dense = sub.astype(np.float64)  # BLAS product; small integer counts, exact in float64
+        common = np.rint(np.einsum("ij,ij->i", dense @ dense, dense)).astype(np.int64)
+        fill = deg * (deg - 1) // 2 - common // 2  # missing neighbour edges
         if method == "min_fill" and fill.min() == 0:
             picks = np.flatnonzero(fill == 0)
             picks = picks[np.lexsort((tie[idx[picks]], size_here[picks]))]

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.errors import UsageError
+from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.runtime.locations import is_path, location
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,4 +110,10 @@ def read_table(spark: SparkSession, source: str, fmt: str | None = None, options
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     log.info("reading %s table %s", fmt, path)
-    return reader.load(path)
+    try:
+        return reader.load(path)
+    except Exception as err:  # pyspark's AnalysisException; its message names the column, not a value
+        if "COLUMN_ALREADY_EXISTS" in str(err):
+            raise BadInputData(f"{source}: the table has two columns of the same name (Spark compares names "
+                               f"ignoring case): {str(err).splitlines()[0]}") from None
+        raise

@@ -89,6 +89,7 @@ def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[st
         if not isinstance(spec["name"], str):
             raise SchemaError(f"schema: column names must be strings, got {spec['name']!r}")
         name = spec["name"]
+        _check_name(name, spec.get("type") == "drop")
         if name in seen:
             raise SchemaError(f"column {name!r}: declared twice")
         seen.add(name)
@@ -114,6 +115,39 @@ def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[st
     if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
         raise SchemaError(f"schema: null_tokens must be a list of strings, got {tokens!r}")
     return tuple(kept), tuple(dropped), tuple(tokens), max_codes, parse_rules(doc.get("rules"), kept)
+
+
+DELTA_REFUSED = " ,;{}()\n\t="
+"""Characters a Delta table (without column mapping) refuses in a column name."""
+
+
+def _check_name(name: str, dropped: bool) -> None:
+    """Refuse a name the output cannot hold: a character Delta refuses, a dot (decode cannot quote it) or a
+    backtick (nor can the input's SQL); a dropped column only needs to be readable."""
+    if "`" in name:
+        raise SchemaError(f"column {name!r}: a backtick in a column name is not supported; rename the column")
+    if dropped:
+        return
+    bad = sorted({c for c in name if c in DELTA_REFUSED or c == "."})
+    if bad:
+        raise SchemaError(f"column {name!r}: a Delta table refuses the character(s) {bad} in a column name (a dot "
+                          f"cannot be quoted); rename the column in the input, or drop it (type: drop)")
+
+
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_dtype_range(name: str, dtype: str, edges: tuple[float, ...]) -> None:
+    """The declared bounds must fit the output dtype, or the written values would wrap or overflow."""
+    if dtype in _INT_RANGE:
+        low, high = _INT_RANGE[dtype]
+        lo, hi = float(np.ceil(edges[0])), float(np.floor(edges[-1]))
+        if lo < low or hi > high:
+            raise SchemaError(f"column {name!r}: bounds [{lo:g}, {hi:g}] exceed dtype {dtype} "
+                              f"([{low}, {high}]); declare narrower bounds or dtype: long/double")
+    elif dtype == "float" and max(abs(edges[0]), abs(edges[-1])) > _FLOAT_MAX:
+        raise SchemaError(f"column {name!r}: bounds [{edges[0]:g}, {edges[-1]:g}] exceed dtype float "
+                          f"(|x| <= {_FLOAT_MAX:g}); declare narrower bounds or dtype: double")
 
 
 def _policy(name: str, spec: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
@@ -203,6 +237,7 @@ def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
             raise SchemaError(f"column {name!r}: max - min overflows a double; declare narrower bounds")
         bins = _whole_number(f"column {name!r}", "bins", spec.get("bins", 16), 1)
         edges = uniform_edges(lower, upper, bins, integer)
+    _check_dtype_range(name, dtype, edges)
     if integer:
         lo, hi = integer_bin_bounds(np.asarray(edges))
         if np.any(lo > hi):

@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from privsyn_spark.document_file import read_document
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.schema.columns import Column, SchemaError
@@ -110,15 +111,7 @@ class Schema:
 def load_schema(path: str | Path) -> Schema:
     """Read and validate a schema file (``.yaml``/``.yml`` or ``.json``)."""
     path = Path(path)
-    if not path.exists():
-        raise SchemaError(f"schema file not found: {path}")
-    text = path.read_text()
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        doc = yaml.safe_load(text)
-    else:
-        doc = json.loads(text)
+    doc = read_document(path, "schema", SchemaError)
     if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
         if not isinstance(doc["reviewed"], bool):
             raise SchemaError(f"schema {path}: 'reviewed' must be true or false, got {doc['reviewed']!r}")

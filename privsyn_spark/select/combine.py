@@ -37,7 +37,8 @@ class _StepLimit(Exception):
     pass
 
 
-def _bits(mask: int) -> list[int]:
+def bit_members(mask: int) -> list[int]:
+    """The set bits of ``mask``, ascending."""
     out = []
     while mask:
         low = mask & -mask
@@ -98,7 +99,7 @@ def combine_marginals(domain: Domain, pairs: Sequence[tuple[str, ...]], gamma: f
         need = target - len(clique)
         if cands.bit_count() < need:
             return
-        for v in _bits(cands):  # ascending size
+        for v in bit_members(cands):  # ascending size
             if cells * size[v] ** need >= gamma:
                 break  # v and the (need - 1) later, no smaller, attributes reach gamma
             search(clique + (v,), mask | (1 << v), cells * size[v], cands & later[v], target)

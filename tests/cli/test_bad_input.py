@@ -129,7 +129,50 @@ BEFORE_SPARK = [
     ("conf-not-key-value", None, ["--conf", "spark.executor.memory"], "--conf expects KEY=VALUE"),
     ("output-non-delta-folder", None, lambda case: ["--output", str(case.dir / "folder")],
      "an existing folder that is not a Delta table and holds files"),
+    # issue 24, items 1, 2 and 7
+    ("int-max-beyond-int32", with_column("age", max=1e12), [],
+     "column 'age': bounds [18, 1e+12] exceed dtype int ([-2147483648, 2147483647])"),
+    ("float-max-beyond-float32", with_column("score", dtype="float", max=1e39), [],
+     "column 'score': bounds [0, 1e+39] exceed dtype float"),
+    ("partition-by-unknown", None, ["--partition-by", "height"],
+     "--partition-by height: not a column the schema keeps"),
+    ("name-with-space", replaced("city", {"name": "home city", "type": "categorical", "values": ["A"]}), [],
+     "column 'home city': a Delta table refuses the character(s) [' ']"),
+    ("name-with-delta-chars", replaced("city", {"name": "a,b;c{d}(e)=f", "type": "categorical", "values": ["A"]}),
+     [], "a Delta table refuses the character(s) ['(', ')', ',', ';', '=', '{', '}']"),
+    ("name-with-dot", replaced("city", {"name": "home.city", "type": "categorical", "values": ["A"]}), [],
+     "column 'home.city': a Delta table refuses the character(s) ['.']"),
+    ("name-with-backtick", replaced("city", {"name": "a`b", "type": "categorical", "values": ["A"]}), [],
+     "column 'a`b': a backtick in a column name is not supported"),
+    ("schema-yaml-syntax", None, lambda case: _schema_text(case, "columns: [\n  - name: a\n"),
+     "schema.yaml: YAML syntax error at line"),
+    ("schema-json-syntax", None, lambda case: _schema_text(case, '{"columns": [', ".json"),
+     "schema.json: JSON syntax error at line 1"),
+    ("schema-is-a-folder", None, lambda case: ["--schema", str(case.dir / "folder")], "is a folder, not a file"),
+    ("schema-is-binary", None, lambda case: _schema_text(case, b"\x89PNG\r\n\x1a\n\x00\xff\xfe"),
+     "is not a text file"),
+    ("config-yaml-syntax", None, lambda case: ["--config", _write(case.dir / "conf.yaml", "selection: {gamma: 5\n")],
+     "--config " + "{dir}/conf.yaml: YAML syntax error"),
+    ("cell-cap-from-the-schema", None, ["--max-cells", "50"],
+     "above the cap of 50; declare fewer values or bins, or raise the cap"),
+    ("runs-dir-a-file", None, lambda case: ["--runs-dir", str(case.dir / "file.txt")],
+     "--runs-dir {dir}/file.txt is a regular file, not a folder"),
 ]
+
+
+def _write(path: Path, content: str | bytes) -> str:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return str(path)
+
+
+def _schema_text(case: Case, content: str | bytes, suffix: str = ".yaml") -> list[str]:
+    """Replace the case's schema file by ``content``."""
+    case.schema = case.dir / f"schema{suffix}"
+    _write(case.schema, content)
+    return []
 
 
 @pytest.mark.parametrize("name, columns, extra, message", BEFORE_SPARK, ids=[c[0] for c in BEFORE_SPARK])
@@ -141,7 +184,7 @@ def test_refused_before_spark_starts(tmp_path, name, columns, extra, message):
     args = extra(case) if callable(extra) else extra
     result = run_subprocess(case.argv(*args))
     assert result.returncode == EXIT_USAGE, result.stderr
-    assert message in one_error_line(result.stderr)
+    assert message.replace("{dir}", str(tmp_path)) in one_error_line(result.stderr)
     # nothing started: no ledger, no run folder, no table (Spark never ran)
     assert not case.ledger.exists() and not case.runs.exists() and not case.table_written()
     assert sorted(p.name for p in (tmp_path / "folder").iterdir()) == ["notes.csv"]
@@ -240,4 +283,20 @@ def test_refused_after_reading_the_table_but_before_the_budget(spark, capsys, tm
     code, err = _cli(spark, capsys, case, *extra)
     assert code == EXIT_USAGE
     assert message in one_error_line(err)
+    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [["age", "city", "score", "city"], ["age", "city", "score", "CITY"]])
+def test_duplicate_parquet_columns_are_bad_input_before_the_budget(spark, capsys, tmp_path, names):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    case = Case(tmp_path)
+    frame = people()
+    pq.write_table(pa.table([pa.array(frame[c].tolist()) for c in ["age", "city", "score", "city"]], names=names),
+                   case.input)
+    code, err = _cli(spark, capsys, case)
+    assert code == EXIT_BAD_INPUT
+    assert "the table has two columns of the same name" in one_error_line(err)
     assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()

@@ -1,0 +1,129 @@
+"""Private-row scratch left by killed runs, and the SIGTERM handler that ends a run cleanly.
+
+A run's scratch (``<run>/scratch``: the packed codes of the private rows; ``<run>/checkpoints``:
+GUM's checkpoints) is removed when the run ends, but a ``kill -9`` (or a lost machine) leaves it.
+Each CLI run step marks its run folder with ``.owner`` (host and process id) while it runs; at the
+start of any run step in a local runs dir, the scratch of every run folder whose owner is gone
+(no marker, or a process of this host that no longer runs) is deleted. A folder owned by a live
+process, or by another host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
+
+SIGTERM (what Airflow and Kubernetes send before killing a task) raises :class:`Terminated` in the
+main thread, so the run's ``finally`` blocks delete its scratch as on any failure (inside a Spark
+call py4j turns it into its own error: the CLI recognises it by the signal having arrived); the CLI
+then deletes what is left of this run's local scratch and exits with :data:`EXIT_TERMINATED` (143,
+128 + SIGTERM, the shell's convention for a process ended by that signal).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+from privsyn_spark.errors import PrivsynError
+
+log = logging.getLogger(__name__)
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+SCRATCH_FOLDERS = ("scratch", "checkpoints")
+OWNER_FILE = ".owner"
+
+
+class Terminated(PrivsynError):
+    """The process received SIGTERM; the run stopped and its scratch was removed."""
+
+    exit_code = EXIT_TERMINATED
+
+
+_received: list[int] = []
+
+
+def terminated() -> Terminated | None:
+    """The error to end with if SIGTERM arrived (an exception raised inside a Spark call may have replaced it)."""
+    if not _received:
+        return None
+    return Terminated("terminated by SIGTERM: the run stopped and its scratch was removed; rerun the same "
+                      "command to resume (persisted measurements are reused)")
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    _received.append(signum)
+    logging.disable(logging.CRITICAL)  # py4j logs the interrupted call with a trace; the CLI's one line says why
+    raise terminated()  # type: ignore[misc]
+
+
+def install_sigterm_handler() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread (no-op elsewhere)."""
+    try:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _owner(run_dir: Path) -> tuple[str, int] | None:
+    try:
+        host, pid = (run_dir / OWNER_FILE).read_text().split()
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
+
+
+def remove_scratch(run_dir: Path) -> bool:
+    """Delete a local run folder's scratch folders; True if there was any."""
+    found = False
+    for name in SCRATCH_FOLDERS:
+        folder = run_dir / name
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            found = True
+    return found
+
+
+def sweep_and_claim(runs_dir: str, run_id: str) -> Path | None:
+    """Delete stale scratch in a local ``runs_dir``, then mark ``<runs_dir>/<run_id>`` as this process's.
+
+    Returns the marked run folder (None for a remote runs dir)."""
+    if "://" in runs_dir:
+        return None
+    root = Path(runs_dir).expanduser()
+    host, me = socket.gethostname(), os.getpid()
+    for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
+        if not any((run_dir / name).exists() for name in SCRATCH_FOLDERS):
+            continue
+        owner = _owner(run_dir)
+        if owner is not None and owner[1] != me and (owner[0] != host or _alive(owner[1])):
+            log.info("run folder %s: scratch of a running process (%s, pid %d) left alone", run_dir, *owner)
+            continue
+        remove_scratch(run_dir)
+        log.warning("run folder %s: removed the scratch (private-row codes) a killed run left behind", run_dir)
+    run_dir = root / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / OWNER_FILE).write_text(f"{host} {me}\n")
+    return run_dir
+
+
+def release(run_dir: Path | None, terminated: bool = False) -> None:
+    """At the end of a run step: drop the owner mark (and, after SIGTERM, any local scratch left)."""
+    if run_dir is None:
+        return
+    if terminated:
+        remove_scratch(run_dir)
+    try:
+        (run_dir / OWNER_FILE).unlink()
+    except FileNotFoundError:
+        pass
