@@ -110,9 +110,11 @@ def partition_column_types(spark: SparkSession, target: str | None, partition: S
                            types: Mapping[str, str]) -> dict[str, str]:
     """The SQL type of each partition column: the existing table's (``target``; its metadata only),
     else ``types``, else ``string``."""
-    if target is not None:
-        table = spark.read.format("delta").load(location(target)) if is_path(target) else spark.table(target)
-        types = {**types, **{f.name: f.dataType.simpleString() for f in table.schema.fields}}
+    if target is not None:  # the Delta log's schema (DeltaTable, not a DataFrameReader: no data file is read)
+        from delta.tables import DeltaTable
+
+        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
+        types = {**types, **{f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}}
     return {c: types.get(c, "string") for c, _ in partition}
 
 
