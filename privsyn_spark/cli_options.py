@@ -72,21 +72,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then the flags of
-    :data:`FLAG_FIELDS` that were given override their fields (each section checked once, as built)."""
+    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then each flag of :data:`FLAG_FIELDS`
+    that was given overrides its field (checked as its section is rebuilt; the error names the flag)."""
     settings = Settings.load(args.config) if getattr(args, "config", None) else Settings()
-    changes: dict[str, dict[str, Any]] = {}
     for flag, (section, name) in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
-        if value is not None:
-            changes.setdefault(section, {})[name] = _flag_value(flag, value)
-    for section, values in changes.items():
+        if value is None:
+            continue
         try:
-            changed = dataclasses.replace(getattr(settings, section), **values)
+            changed = dataclasses.replace(getattr(settings, section), **{name: _flag_value(flag, value)})
         except UsageError as err:
-            flags = ", ".join(f"--{flag.replace('_', '-')}" for flag, (s, _) in FLAG_FIELDS.items()
-                              if s == section and getattr(args, flag, None) is not None)
-            raise UsageError(f"{flags}: {err}") from None
+            raise UsageError(f"--{flag.replace('_', '-')}: {err}") from None
         settings = dataclasses.replace(settings, **{section: changed})
     return settings
 
