@@ -25,8 +25,8 @@ def main() -> None:
     from privsyn_spark.measure.encode import encode
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif_scores import indif_scores
-    from privsyn_spark.privacy.measure_privately import measure_privately
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+    from privsyn_spark.release.measure_privately import measure_privately
     from privsyn_spark.runtime.session import build_spark_session
     from privsyn_spark.schema.schema import parse_schema
 

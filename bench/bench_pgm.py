@@ -1,7 +1,7 @@
 """Benchmark Private-PGM estimation and sampling on Adult with PrivSyn's selected marginals.
 
 Encodes the Adult sample in pandas (simple bins for the numeric columns), counts exactly with numpy,
-runs the privacy core's selection (``privsyn_spark.privacy.measure_privately.measure_privately``, bounded by
+runs the privacy core's selection (``privsyn_spark.release.measure_privately.measure_privately``, bounded by
 --model-cells) at the given epsilon with a seeded TEST-ONLY noise sampler, then times: the junction
 tree, mirror descent (Private-PGM Algorithm 1) and the accelerated variant (Algorithm 2) to
 convergence (relative loss change below --tol), the consistent targets, PrivSyn's consistency
@@ -30,8 +30,8 @@ from privsyn_spark.estimate.estimation import accelerated_mirror_descent, mirror
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, build_junction_tree
 from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
 from privsyn_spark.measure.indif_scores import indif_scores
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample" / "adult.csv.gz"

@@ -1,7 +1,7 @@
 """The Python API: ``PrivSyn(schema, epsilon, ...)`` -> ``plan()`` -> ``fit(df)`` -> ``model.sample(n)``.
 
 ``fit`` is the only step that reads private data, and it spends the budget once (through the
-ledger's reservation, :mod:`privsyn_spark.budget.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
+ledger's reservation, :mod:`privsyn_spark.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
 read only the public schema or the persisted measurements. The CLI's steps, the jobs and the Airflow
 DAG are calls of this API (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no
 ledger, a local SparkSession; about a minute on a laptop):
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.release_guard import Release
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
+from privsyn_spark.release_guard import Release
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
@@ -114,7 +114,7 @@ class PrivSyn:
 
     def fingerprint(self, source: str) -> dict[str, Any]:
         """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match)."""
-        from privsyn_spark.budget.release_guard import run_fingerprint
+        from privsyn_spark.release_guard import run_fingerprint
 
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
 
@@ -140,13 +140,13 @@ class PrivSyn:
 
     def measure(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
-        ledger's reservation, :mod:`privsyn_spark.budget.release_guard`); a run id measured before is reused
+        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
         without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
         input. The targets are estimated on the model's first sample (or by :meth:`fit`)."""
-        from privsyn_spark.budget.release_guard import guarded_measure
         from privsyn_spark.measure.input_codes import InputCodes
-        from privsyn_spark.measure.measure_table import measure_table
         from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+        from privsyn_spark.release.measure_table import measure_table
+        from privsyn_spark.release_guard import guarded_measure
 
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
@@ -195,7 +195,7 @@ class PrivSyn:
                  spark: SparkSession | None = None) -> SynthModel:
         """The model of a run measured earlier (another step or process): with a ledger its committed,
         hash-checked artifact; refused if it was measured with other settings or input ``source``."""
-        from privsyn_spark.budget.release_guard import committed_measurements
+        from privsyn_spark.release_guard import committed_measurements
 
         run_id = run_id or self.run_id
         if not run_id:

@@ -87,8 +87,8 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
 
 def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
+    from privsyn_spark.measure import draft_schema as infer
     from privsyn_spark.runtime.input_table import read_table
-    from privsyn_spark.schema import infer
 
     if args.non_private:
         from privsyn_spark.schema.schema import save_schema

@@ -43,8 +43,8 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
     :class:`~privsyn_spark.PrivSyn` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
     (an unreviewed draft is refused), settings), plus a local run id reused with other settings.
     Returns the run's :class:`RunConfig`; raises a one-line :class:`UsageError`."""
-    from privsyn_spark.budget.release_guard import check_same_run, local_artifact
     from privsyn_spark.pipeline import synthesizer
+    from privsyn_spark.release_guard import check_same_run, local_artifact
 
     config = config_from_args(args)
     synth = synthesizer(config)

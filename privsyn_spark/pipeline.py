@@ -9,7 +9,7 @@ Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop 
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
 ``targets/`` (consistent target marginals and the graphical model), ``state.json``, ``report.json``
 and ``report.html``. Steps are idempotent: measuring a run id again reuses its measurements and
-spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.budget.release_guard`);
+spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`);
 synthesizing again with the same seed rewrites the same table.
 """
 

@@ -9,9 +9,9 @@ import pytest
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.accounting import BudgetSplit, rho_from_eps_delta
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 

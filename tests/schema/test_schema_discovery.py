@@ -7,10 +7,10 @@ import yaml
 
 from privsyn_spark.budget.ledger import dataset_state, reserve, set_budget
 from privsyn_spark.cli import main
+from privsyn_spark.measure.draft_schema import INFER_STEP, draft_schema_privately
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.schema.infer import INFER_STEP, draft_schema_privately
 from privsyn_spark.schema.schema import parse_schema
 
 SAMPLE = "privsyn_spark/sample/adult.csv.gz"

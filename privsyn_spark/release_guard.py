@@ -80,7 +80,7 @@ class Release:
     @property
     def rho(self) -> float:
         """The zCDP budget of the release (its epsilon at its delta)."""
-        from privsyn_spark.privacy.measure_privately import resolve_budget
+        from privsyn_spark.privacy.accounting import resolve_budget
 
         return resolve_budget(self.epsilon, self.delta, None)[0]
 

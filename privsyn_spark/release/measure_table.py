@@ -15,9 +15,9 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, check_domain_policie
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
 from privsyn_spark.privacy.accounting import BudgetSplit
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 if TYPE_CHECKING:
