@@ -17,9 +17,10 @@ from privsyn_spark.config import (
     Settings,
     ShardingConfig,
 )
+from privsyn_spark.operations import budget_states, draft_schema, provenance, set_budget
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
 
 __all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
            "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
-           "evaluate", "write_delta"]
+           "budget_states", "draft_schema", "evaluate", "provenance", "set_budget", "write_delta"]

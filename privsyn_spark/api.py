@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.release_guard import Release
@@ -117,6 +118,17 @@ class PrivSyn:
         from privsyn_spark.release_guard import run_fingerprint
 
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
+
+    def check_reuse(self, run_id: str, source: str) -> None:
+        """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
+        settings or input ``source`` (a runs dir on another file system is checked when the run reads it)."""
+        from privsyn_spark.release_guard import check_same_run, local_artifact
+
+        if "://" in self.runs_dir:
+            return
+        found = local_artifact(self.runs_dir, run_id)
+        if found is not None:
+            check_same_run(found, self.fingerprint(source), run_id)
 
     def release(self, run_id: str) -> Release:
         """The ledger's view of run ``run_id``: where its artifact goes and what it is charged."""
@@ -255,7 +267,7 @@ class Report:
 
     def to_html(self, path: str | Path | None = None) -> str:
         """The report as one HTML page (written to ``path`` when given)."""
-        from privsyn_spark.evaluate.report import render_html, to_jsonable
+        from privsyn_spark.evaluate.report import render_html
 
         text = render_html(to_jsonable({"metrics": self.metrics}))
         if path is not None:

@@ -17,22 +17,30 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privsyn_spark.api import PrivSyn
 from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.operations import (
+    REVIEW_NOTE,
+    budget_states,
+    build_spark_session,
+    check_budget,
+    check_locations,
+    describe_budget,
+    draft_schema,
+    provenance,
+    set_budget,
+)
 from privsyn_spark.pipeline import RunConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("privsyn_spark")
-
-REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 
 __all__ = ["REVIEW_NOTE", "build_parser", "config_from_args", "main", "settings_from_args", "validate_run_args"]
 
@@ -44,8 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> int:
     """`plan`: the API's dry run (:meth:`privsyn_spark.PrivSyn.plan`), before and without Spark."""
-    from privsyn_spark.api import PrivSyn
-
     synth = PrivSyn(args.schema, args.epsilon, args.delta, ledger=args.ledger, dataset_id=args.dataset_id,
                     no_ledger=args.no_ledger, max_cells=args.max_cells, settings=settings_from_args(args))
     print(synth.plan())
@@ -68,46 +74,22 @@ def main(argv: list[str] | None = None) -> int:
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     """Everything checkable without Spark, before its session starts: options (the run's
     :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
-    from privsyn_spark.runtime.locations import is_path
-    from privsyn_spark.runtime.output_check import check_output_path
-
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
         raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
     if args.command not in STEPS:
         return None
     config = validate_run_args(args)
-    local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
-    if local_input and not Path(args.input).expanduser().exists():
-        raise UsageError(f"--input {args.input}: no such file or folder")
-    if config.output and args.command in ("run", "synthesize"):
-        check_output_path(config.output, config.write_mode)
+    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write_mode)
     return config
 
 
 def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
-    from privsyn_spark.measure import draft_schema as infer
-    from privsyn_spark.runtime.input_table import read_table
-
-    if args.non_private:
-        from privsyn_spark.schema.schema import save_schema
-
-        inferred = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
-                                      args.bins)
-        save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
-        log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
-        return
-    bounds = draft_bounds(args)
-    if args.ledger:
-        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out)
-    draft = infer.draft_schema_privately(read_table(spark, args.input, args.input_format), args.epsilon, args.delta,
-                                         null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share)
-    draft.write(args.out)
-    log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
-             args.out, args.epsilon, args.delta)
+    draft_schema(spark, args.input, args.out, input_format=args.input_format,
+                 epsilon=None if args.non_private else args.epsilon, delta=args.delta, ledger=args.ledger,
+                 dataset_id=args.dataset_id, no_ledger=args.no_ledger, run_id=args.run_id,
+                 null_tokens=args.null_token, bins=args.bins, bounds=draft_bounds(args), spike_share=args.spike_share)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -115,15 +97,12 @@ def _main(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from privsyn_spark import pipeline
-    from privsyn_spark.runtime.session import build_spark_session
 
     if args.command == "plan":
         return _plan(args)
     if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget" and args.action == "set":
-        from privsyn_spark.budget.ledger_state import check_budget
-
         check_budget(args.epsilon, args.delta)
     config = _check_before_spark(args)  # before Spark starts
     conf = dict(item.split("=", 1) for item in args.conf)
@@ -147,27 +126,19 @@ def _main(args: argparse.Namespace) -> int:
 
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show`."""
-    from privsyn_spark.budget import ledger
-    from privsyn_spark.budget.ledger_state import describe
-
     if args.action == "set":
-        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
-        states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
-    else:
-        states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
-                  else ledger.all_datasets(spark, args.ledger))
-        if not states:
-            print(f"ledger {args.ledger}: no datasets")
+        set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
+    states = budget_states(spark, args.ledger, args.dataset)
+    if not states:
+        print(f"ledger {args.ledger}: no datasets")
     for state in states:
-        print("\n".join(describe(state)))
+        print("\n".join(describe_budget(state)))
     return 0
 
 
 def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
     """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
     import json
-
-    from privsyn_spark.write.delta_output import provenance
 
     for entry in provenance(spark, table):
         run = entry["run"] or {}

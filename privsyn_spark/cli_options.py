@@ -10,7 +10,8 @@ from typing import Any
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
-from privsyn_spark.pipeline import RunConfig
+from privsyn_spark.operations import check_draft
+from privsyn_spark.pipeline import RunConfig, synthesizer
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
@@ -43,15 +44,10 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
     :class:`~privsyn_spark.PrivSyn` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
     (an unreviewed draft is refused), settings), plus a local run id reused with other settings.
     Returns the run's :class:`RunConfig`; raises a one-line :class:`UsageError`."""
-    from privsyn_spark.pipeline import synthesizer
-    from privsyn_spark.release_guard import check_same_run, local_artifact
-
     config = config_from_args(args)
     synth = synthesizer(config)
-    if args.run_id and "://" not in config.runs_dir:
-        found = local_artifact(config.runs_dir, config.run_id)
-        if found is not None:
-            check_same_run(found, synth.fingerprint(config.input), config.run_id)
+    if args.run_id:
+        synth.check_reuse(config.run_id, config.input)
     return config
 
 
@@ -94,13 +90,9 @@ def _flag_value(flag: str, value: Any) -> Any:
 
 def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     """Check infer-schema's options (before Spark starts) and parse its --bounds."""
-    from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
-
     if args.non_private == (args.epsilon is not None):
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
-    if args.epsilon is not None:
-        check_epsilon_delta(args.epsilon, args.delta)
-    check_ledger_choice(args.ledger, args.dataset_id, args.no_ledger, required=args.epsilon is not None)
+    check_draft(args.epsilon, args.delta, args.ledger, args.dataset_id, args.no_ledger)
     bounds = {}
     for item in args.bounds:
         try:

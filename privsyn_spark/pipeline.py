@@ -26,6 +26,9 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.storage import join
+from privsyn_spark.runtime.warmup import warm_up
+from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
+from privsyn_spark.write.delta_output import warm_write
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -151,9 +154,8 @@ def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn 
 
 def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
     """The model's targets, with Spark warmed up for the synthesis and write meanwhile (runtime/warmup.py)."""
-    from privsyn_spark.runtime.warmup import warm_up
-
-    with warm_up(spark, None if model.run_folder is None else model.run_folder.location("warm-up")):
+    folder = None if model.run_folder is None else model.run_folder.location("warm-up")
+    with warm_up(spark, folder, (warm_write, warm_worker)):
         return model.estimate()
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
 
@@ -122,7 +123,7 @@ class RunArtifacts:
 
     def write_report(self, report: Mapping) -> str:
         """``report.json`` and ``report.html`` into the run folder; returns the HTML's location."""
-        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html, to_jsonable
+        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
 
         text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
         self.write(text.encode("utf-8"), REPORT_JSON)

@@ -19,6 +19,7 @@ import numpy as np
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
@@ -94,7 +95,6 @@ class SynthModel:
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
         ``checkpoint_dir``: GUM's reliable checkpoints (see :meth:`checkpoints`)."""
         from privsyn_spark.estimate.zeroed_values import absent_values
-        from privsyn_spark.evaluate.report import to_jsonable
         from privsyn_spark.privacy.table_size import default_rows
         from privsyn_spark.synthesize.records import synthesize_codes
         from privsyn_spark.write.decode import decode_dataframe

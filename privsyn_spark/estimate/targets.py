@@ -15,6 +15,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,6 @@ def estimate_targets(measurements, schema, *, model_cells: float | None, estimat
     section; ``model`` the fitted graphical model (None: the consistency fallback).
     """
     from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
-    from privsyn_spark.evaluate.report import to_jsonable
 
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,

@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -189,6 +189,17 @@ def _sum_counts(state) -> np.ndarray:
     return (state.select("counts").rdd
             .map(lambda row: np.frombuffer(row[0], dtype=np.int64))
             .treeReduce(np.add, depth=2))
+
+
+def _pass_through(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body of :func:`warm_worker`: unpickling it imports this module in the worker."""
+    yield from batches
+
+
+def warm_worker(spark: SparkSession, folder: str) -> None:
+    """A 1-row Arrow job whose Python worker imports the synthesizer (numpy, pyarrow, GUM) and stays for the
+    synthesis (Spark reuses idle workers); ``folder`` is not used (:mod:`privsyn_spark.runtime.warmup`)."""
+    spark.range(1).mapInArrow(_pass_through, "id long").collect()
 
 
 @dataclass
