@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 
@@ -58,21 +57,14 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       rho: float | None = None,
                       split: BudgetSplit = BudgetSplit(),
                       selection: SelectionConfig = SelectionConfig(),
-                      sampler: NoiseSampler | None = None,
-                      artifact_dir: str | Path | None = None) -> Measurements:
+                      sampler: NoiseSampler | None = None) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
     ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif_scores``); ``exact_counter``:
-    the injected marginal engine. ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
-    ``artifact_dir`` holds this run's artifact it is returned unchanged (nothing is spent); otherwise
-    the new artifact is saved there.
+    the injected marginal engine. ``sampler`` defaults to the secure ``SecureDiscreteGaussian``.
+    Reusing a run's measurements (nothing spent) is the ledger's job: :mod:`privsyn_spark.release_guard`.
     """
-    if artifact_dir is not None:
-        found = Measurements.load_for_run(artifact_dir, run_id, schema_hash)
-        if found is not None:
-            logger.info("run %s: reusing measurements in %s (no privacy spent)", run_id, artifact_dir)
-            return found
     if len(domain) == 0:
         raise ValueError("measure_privately: the domain has no attributes")
     total_rho, epsilon, delta = resolve_budget(epsilon, delta, rho)
@@ -147,15 +139,12 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
 
     if not accountant.is_exhausted():  # every path above spends the whole budget
         raise RuntimeError(f"privacy core spent rho={accountant.spent} of {total_rho}")
-    result = Measurements(
+    return Measurements(
         run_id=run_id, schema_hash=schema_hash, original_domain=domain, domain=mdomain,
         value_maps=merged.value_maps, one_way_original=one_way_noisy,
         noisy_total=noisy_total(one_way_noisy, sigma_one_way, marginals[d:]),
         marginals=marginals, ledger=accountant.ledger, rho=total_rho, epsilon=epsilon, delta=delta,
         selected_pairs=list(selected))
-    if artifact_dir is not None:
-        result.save(artifact_dir)
-    return result
 
 
 def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others: Sequence[NoisyMarginal] = ()) -> float:
