@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
@@ -48,7 +48,15 @@ from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.measure.input_codes import InputCodes
+    from privsyn_spark.privacy.measurements import Measurements
+    from privsyn_spark.privacy.noise import NoiseSampler
+
+    Frame: TypeAlias = DataFrame | pd.DataFrame
+    Data: TypeAlias = DataFrame | pd.DataFrame | str | InputCodes
 
 SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
 """The bundled Adult sample's schema file."""
@@ -103,7 +111,7 @@ class PrivSyn:
         self.settings = settings
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
 
-    def plan(self, df=None) -> Plan:
+    def plan(self, df: Frame | None = None) -> Plan:
         """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
 
         ``df`` (optional): the table to be fitted; only its column names are checked against the schema.
@@ -138,8 +146,8 @@ class PrivSyn:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
-    def open(self, source, input_format: str | None = None, run_id: str | None = None,
-             spark: SparkSession | None = None):
+    def open(self, source: str | Frame, input_format: str | None = None, run_id: str | None = None,
+             spark: SparkSession | None = None) -> InputCodes:
         """The input (a table location read with ``input_format``, or a Spark DataFrame), read and
         encoded at most once: pass it to :meth:`fit` / :meth:`measure` and to :func:`evaluate`. Its
         scratch table under ``<run>/scratch`` is deleted when the returned context manager exits."""
@@ -150,7 +158,7 @@ class PrivSyn:
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
         return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"))
 
-    def measure(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
         ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
         without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
@@ -165,7 +173,7 @@ class PrivSyn:
         spark, source = codes.spark, codes.source if isinstance(codes.source, str) else self._frame_name()
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
 
-        def draw(sampler, provenance: dict):
+        def draw(sampler: NoiseSampler, provenance: dict) -> Measurements:
             drawn.append(True)
             with record.step("measure"):
                 with record.step("read+encode"):
@@ -195,7 +203,7 @@ class PrivSyn:
         model.save_state()
         return model
 
-    def fit(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
@@ -232,7 +240,7 @@ class PrivSyn:
         """A model saved by :meth:`SynthModel.save` (a local path or any Hadoop URI)."""
         return SynthModel.load(uri, spark)
 
-    def _model(self, measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
+    def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
                           record=record, run_folder=folder)
 
@@ -240,7 +248,7 @@ class PrivSyn:
         return f"DataFrame:{self.dataset_id or '-'}"
 
 
-def write_delta(df, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
+def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
                 output: OutputConfig = OutputConfig()) -> int:
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
     version. ``provenance`` (the model it was sampled from, or its ``provenance()`` dict) becomes the
@@ -275,7 +283,8 @@ class Report:
         return text
 
 
-def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, seed: int = 0) -> Report:
+def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, label: str | None = None,
+             seed: int = 0) -> Report:
     """Compare ``synthetic`` with ``real`` (Spark or pandas DataFrames of ``schema``, or
     :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
     and, with ``label``, ML efficacy. Reads the private table: the result is NOT
@@ -296,7 +305,7 @@ def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, se
     return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed))
 
 
-def _spark_frame(df):
+def _spark_frame(df: Frame) -> DataFrame:
     """A Spark DataFrame as it is; a pandas DataFrame through the active or a local session."""
     try:
         import pandas as pd

@@ -31,7 +31,9 @@ from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
 from privsyn_spark.write.delta_output import warm_write
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.measure.input_codes import InputCodes
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ def synthesizer(config: RunConfig) -> PrivSyn:
                    recharge=config.recharge, log_exact_counts=config.log_exact_counts)
 
 
-def measure(spark: SparkSession, config: RunConfig, codes=None) -> Measurements:
+def measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> Measurements:
     """The run's private measurements (reused if present): :meth:`PrivSyn.measure` on the input
     (``codes``: :meth:`PrivSyn.open`'s input, kept for later steps; default: read ``config.input``)."""
     return _measure(spark, config, codes).measurements
@@ -118,7 +120,7 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     return measure(spark, config)
 
 
-def run_synthesize(spark: SparkSession, config: RunConfig):
+def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.input, spark)
@@ -144,7 +146,8 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
         return _report(spark, config, model, codes)
 
 
-def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn | None = None) -> SynthModel:
+def _measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None,
+             synth: PrivSyn | None = None) -> SynthModel:
     synth = synth or synthesizer(config)
     if codes is not None:
         return synth.measure(codes, config.run_id)
@@ -159,7 +162,7 @@ def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
         return model.estimate()
 
 
-def _write(spark: SparkSession, config: RunConfig, model: SynthModel):
+def _write(spark: SparkSession, config: RunConfig, model: SynthModel) -> DataFrame:
     """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written)."""
     with model.checkpoints(spark, config.keep_scratch) as checkpoints:
         synthetic = model.sample(config.synth_rows, config.seed, spark, checkpoint_dir=checkpoints)
@@ -171,7 +174,7 @@ def _write(spark: SparkSession, config: RunConfig, model: SynthModel):
     return synthetic
 
 
-def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes) -> dict:
+def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: InputCodes) -> dict:
     """Evaluate the written table against the run's input codes (optional, NOT private) and write
     report.json / report.html into the run folder."""
     if config.evaluate:

@@ -204,7 +204,7 @@ def _lost_message(release: Release, held: RunReservation) -> str:
             f"measurements")
 
 
-def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation, draw: Draw,
+def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation: Any, draw: Draw,
             sampler: NoiseSampler, provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L

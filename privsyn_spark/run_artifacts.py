@@ -86,7 +86,7 @@ class RunArtifacts:
         self.write(buffer.getvalue(), "targets", "targets.npz")
         self.write_json({"run_id": run_id, "keys": [list(k) for k in keys], **meta}, "targets", "targets.json")
 
-    def save_model(self, run_id: str, model) -> None:
+    def save_model(self, run_id: str, model: Any) -> None:
         """The fitted graphical model (potentials npz, tree json); call before :meth:`save_targets`."""
         cliques = list(model.potentials)
         buffer = io.BytesIO()
@@ -97,7 +97,7 @@ class RunArtifacts:
                          "cliques": [list(c) for c in tree.cliques], "edges": [list(e) for e in tree.edges],
                          "order": list(tree.order)}, "targets", "model.json")
 
-    def load_model(self, run_id: str, domain):
+    def load_model(self, run_id: str, domain: Any) -> Any:
         """The graphical model saved for ``run_id`` over ``domain``, or None."""
         from privsyn_spark.estimate.junction_tree import JunctionTree
         from privsyn_spark.estimate.model import GraphicalModel
@@ -111,7 +111,7 @@ class RunArtifacts:
             potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
         return GraphicalModel(domain, tree, potentials, doc["total"])
 
-    def load_targets(self, run_id: str):
+    def load_targets(self, run_id: str) -> Any:
         """``(tables, meta)`` saved for ``run_id``, or None."""
         doc = self.read_json("targets", "targets.json")
         if doc is None or doc.get("run_id") != run_id:

@@ -26,7 +26,10 @@ from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.estimate.model import GraphicalModel
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ class SynthModel:
     synthesizer: str = "gum"
     settings: Settings = field(default_factory=Settings)
     record: RunRecord = field(default_factory=RunRecord)
-    model: Any = field(default=None, repr=False)
+    model: GraphicalModel | None = field(default=None, repr=False)
     """The graphical model estimation fitted (Private-PGM), or None (the consistency fallback)."""
     last_seed: int | None = None
     run_folder: RunArtifacts | None = field(default=None, repr=False, compare=False)
@@ -89,7 +92,7 @@ class SynthModel:
         return self
 
     def sample(self, rows: int | None = None, seed: int = 0, spark: SparkSession | None = None,
-               checkpoint_dir: str | None = None):
+               checkpoint_dir: str | None = None) -> DataFrame:
         """``rows`` synthetic records (default: the noisy row count) as a lazy Spark DataFrame with the
         schema's column types, from the estimated targets and model (never fitted again). The same
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
@@ -118,7 +121,7 @@ class SynthModel:
                                     self.measurements.one_way_original, int(seed),
                                     absent_values(self.schema, self.measurements))
 
-    def _sampling_model(self):
+    def _sampling_model(self) -> GraphicalModel | None:
         """The model sampling starts from; the ``pgm`` synthesizer after the consistency fallback
         fits one here, once (kept and saved with this model)."""
         if self.synthesizer == "pgm" and self.model is None:
@@ -129,7 +132,7 @@ class SynthModel:
             self.record.estimation = {**self.record.estimation, "pgm_sampling_model": info}
         return self.model
 
-    def sample_pandas(self, rows: int | None = None, seed: int = 0):
+    def sample_pandas(self, rows: int | None = None, seed: int = 0) -> pd.DataFrame:
         """:meth:`sample` as a pandas DataFrame (synthetic rows only; small tables)."""
         return self.sample(rows, seed).toPandas()
 
@@ -205,13 +208,14 @@ class SynthModel:
                    model=folder.load_model(doc["run_id"], measurements.domain))
 
 
-def _active():
+def _active() -> SparkSession | None:
     from pyspark.sql import SparkSession
+
 
     return SparkSession.getActiveSession()
 
 
-def _session():
+def _session() -> SparkSession:
     """The active SparkSession as it is, or a local one (``getOrCreate``; nothing reconfigured)."""
     from privsyn_spark.runtime.session import build_spark_session
 

@@ -26,7 +26,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTree, build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel
-from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.privacy.measurements import NoisyMarginal, weighted_total
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,12 @@ def canonical_measurements(marginals: Sequence[NoisyMarginal], domain: Domain) -
 
 
 def estimate_total(marginals: Sequence[NoisyMarginal]) -> float:
-    """Inverse-variance weighted mean of the noisy tables' sums (variance cells * sigma^2), at least 1."""
-    sums = np.array([float(np.sum(m.values)) for m in marginals])
-    var = np.array([m.values.size * float(m.sigma) ** 2 for m in marginals])
-    return max(float(np.sum(sums / var) / np.sum(1.0 / var)), 1.0)
+    """The row count the noisy tables agree on (:func:`~privsyn_spark.privacy.measurements.weighted_total`),
+    at least 1."""
+    total = weighted_total((m.values, m.sigma) for m in marginals)
+    if total is None:
+        raise ValueError("no measurements to estimate the total from")
+    return max(total, 1.0)
 
 
 def l2_loss(measurements: Sequence[_Measurement], mu: Mapping[tuple[str, ...], np.ndarray]) -> tuple[float, Tables]:

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +16,10 @@ from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.jsonable import to_jsonable
-from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ def consistent_targets(
     return tables, "pgm", info
 
 
-def estimate_targets(measurements, schema, *, model_cells: float | None, estimator: str = "auto",
+def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
                      consistency_iters: int = 100) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 

@@ -136,7 +136,7 @@ proves nothing: the guarantee is the differential privacy of the measurements.</
 </ul>"""
 
 
-def _at(report: Mapping, *keys):
+def _at(report: Mapping, *keys: Any) -> Any:
     """``(value, pointer)`` of a nested key (value None when missing)."""
     node: Any = report
     path = ""
@@ -147,7 +147,7 @@ def _at(report: Mapping, *keys):
     return node, path
 
 
-def _n(report: Mapping, *keys) -> str:
+def _n(report: Mapping, *keys: Any) -> str:
     value, path = _at(report, *keys)
     return _num(value, path) if isinstance(value, (int, float)) and not isinstance(value, bool) else "&mdash;"
 

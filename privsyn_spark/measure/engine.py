@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def one_and_two_way(domain: Domain) -> list[tuple[str, ...]]:
     return [(a,) for a in domain.attrs] + list(all_pairs(domain))
 
 
-def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
+def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]) -> Any:
     """Canonicalise, drop duplicates, and split into computed tables and ones summed from them."""
     wanted = list(dict.fromkeys(domain.canonical(m) for m in marginals))
     computed = [m for m in wanted if not any(set(m) < set(o) for o in wanted)]

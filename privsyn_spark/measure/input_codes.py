@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
@@ -39,7 +39,7 @@ class InputCodes:
     a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
     """
 
-    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
+    def __init__(self, spark: SparkSession, source: Any, fmt: str | None, schema: Schema, scratch_dir: str) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scratch_dir = str(scratch_dir)
         self._packed: PackedCodes | None = None
@@ -71,7 +71,7 @@ class InputCodes:
     def __enter__(self) -> InputCodes:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 

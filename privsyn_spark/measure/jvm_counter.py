@@ -14,7 +14,7 @@ Per-partition memory: the requested cells, 8 bytes each (at most 2^31 - 1 cells)
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,7 +72,7 @@ def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
     return np.asarray(plan, dtype="<i4").tobytes() + b"".join(lut.tobytes() for lut in luts)
 
 
-def count_with_jvm(packed, layout: CounterPlan) -> np.ndarray:
+def count_with_jvm(packed: Any, layout: CounterPlan) -> np.ndarray:
     """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM.
 
     Raises CounterDeploymentError when the executors lack the jar or run another Spark or jar.

@@ -29,7 +29,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget
-from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.rare_values import merge_rare_values
 from privsyn_spark.select.combine import combine_marginals
@@ -154,16 +154,9 @@ def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others:
     Uses the 1-way tables on the original domain and ``others`` (the selected marginals, which cover
     every record); the merged 1-way tables are left out (their zeroed cells bias the sum). Clipped at 0.
     """
-    sums, weights = [], []
-    for table in one_way.values():
-        sums.append(float(np.sum(table)))
-        weights.append(1.0 / (table.size * sigma_one_way ** 2))
-    for m in others:
-        sums.append(float(np.sum(m.values)))
-        weights.append(1.0 / (m.values.size * m.sigma ** 2))
-    if not sums:
-        return 0.0
-    return max(0.0, float(np.dot(sums, weights) / np.sum(weights)))
+    tables = [(table, sigma_one_way) for table in one_way.values()] + [(m.values, m.sigma) for m in others]
+    total = weighted_total(tables)
+    return 0.0 if total is None else max(0.0, total)
 
 
 def _one_way(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray], attr: str, size: int) -> np.ndarray:

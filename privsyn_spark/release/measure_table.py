@@ -9,7 +9,7 @@ request of :func:`privsyn_spark.privacy.release.measure_privately`, which adds t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, check_domain_policies, count_marginals, one_and_two_way
 from privsyn_spark.measure.indif_scores import indif_scores
@@ -43,7 +43,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
 
     counting = [0.0]  # seconds of the second engine pass, inside measure_privately
 
-    def engine(marginals, recode):
+    def engine(marginals: Any, recode: Any) -> Any:
         start = time.perf_counter()
         with record.step("count selected"):
             tables = count_marginals(packed, marginals, recode, max_cells=max_cells).tables

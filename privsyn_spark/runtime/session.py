@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
@@ -102,7 +102,7 @@ def build_spark_session(
     conf: Mapping[str, str] | None = None,
     delta: bool = True,
     log_level: str = "ERROR",
-):
+) -> Any:
     """The active SparkSession as it is, or a new one with only what the pipeline needs added.
 
     ``master`` defaults to $PRIVSYN_SPARK_MASTER, then to whatever spark-submit set, then to

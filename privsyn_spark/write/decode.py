@@ -14,7 +14,8 @@ All of it is post-processing of the measurements artifact.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.randomness import Stage, uniforms_at
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
 
 OTHER_LABEL = "__other__"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
@@ -95,7 +99,7 @@ class Decoder:
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
 
-def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None):
+def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None) -> Any:
     """Original codes sorted by merged code, their search keys (group + cumulative share), group starts,
     and which merged codes are groups of several members.
 
@@ -146,9 +150,9 @@ def _numerical_values(column: NumericalColumn, codes: np.ndarray, u: np.ndarray)
     return pa.array(values.astype(dtype), type=_ARROW[column.dtype], mask=mask)
 
 
-def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarray],
+def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[str, np.ndarray],
                      one_way_original: Mapping[str, np.ndarray], seed: int,
-                     absent: Mapping[str, np.ndarray] | None = None):
+                     absent: Mapping[str, np.ndarray] | None = None) -> Any:
     """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
 
     Partition ``i`` of ``codes_df`` must hold synthesis shard ``i`` in a fixed order (what both
@@ -160,7 +164,7 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
     decoder = Decoder(schema, value_maps, one_way_original, absent)
     names = list(schema.names)
 
-    def decode_batches(batches):
+    def decode_batches(batches: Iterator[Any]) -> Any:
         from pyspark import TaskContext
 
         context = TaskContext.get()
