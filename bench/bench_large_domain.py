@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -25,8 +24,8 @@ def main() -> None:
     from privsyn_spark.measure.encode import encode
     from privsyn_spark.measure.engine import check_domain_policies, count_marginals, one_and_two_way
     from privsyn_spark.measure.indif_scores import indif_scores
-    from privsyn_spark.privacy.measure_privately import measure_privately
     from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+    from privsyn_spark.release.measure_privately import measure_privately
     from privsyn_spark.runtime.session import build_spark_session
     from privsyn_spark.schema.schema import parse_schema
 
@@ -54,11 +53,9 @@ def main() -> None:
     step("domain policies", lambda: check_domain_policies(encoded, first))
     scores = step("indif", lambda: indif_scores({m: t for m, t in first.tables.items() if len(m) == 2}))
     one_way = {m: t for m, t in first.tables.items() if len(m) == 1}
-    with tempfile.TemporaryDirectory() as folder:
-        step("noise, merging, selection, final pass", lambda: measure_privately(
-            one_way, scores, lambda m, r: count_marginals(encoded, m, r).tables, encoded.domain, run_id="b",
-            schema_hash="h", epsilon=1.0, delta=1e-9, sampler=SecureDiscreteGaussian(),
-            artifact_dir=os.path.join(folder, "m")))
+    step("noise, merging, selection, final pass", lambda: measure_privately(
+        one_way, scores, lambda m, r: count_marginals(encoded, m, r).tables, encoded.domain, run_id="b",
+        schema_hash="h", epsilon=1.0, delta=1e-9, sampler=SecureDiscreteGaussian()))
     load = os.getloadavg()[0]
     print(f"\n{args.values:,} declared values, {args.rows:,} rows, load average {load:.1f}")
     print(f"{'step':<40}{'seconds':>10}")

@@ -29,8 +29,8 @@ from privsyn_spark.estimate.merged_shares import shrink_groups  # noqa: E402
 from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
 from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
 from privsyn_spark.privacy.accounting import BudgetSplit  # noqa: E402
-from privsyn_spark.privacy.measure_privately import measure_privately  # noqa: E402
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly  # noqa: E402
+from privsyn_spark.release.measure_privately import measure_privately  # noqa: E402
 from privsyn_spark.select.selection_config import SelectionConfig  # noqa: E402
 
 

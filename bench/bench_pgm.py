@@ -1,9 +1,9 @@
 """Benchmark Private-PGM estimation and sampling on Adult with PrivSyn's selected marginals.
 
 Encodes the Adult sample in pandas (simple bins for the numeric columns), counts exactly with numpy,
-runs the privacy core's selection (``privsyn_spark.privacy.measure_privately.measure_privately``, bounded by
+runs the privacy core's selection (``privsyn_spark.release.measure_privately.measure_privately``, bounded by
 --model-cells) at the given epsilon with a seeded TEST-ONLY noise sampler, then times: the junction
-tree, mirror descent (Private-PGM Algorithm 1) and the accelerated variant (Algorithm 2) to
+tree, mirror descent (Private-PGM Algorithm 1) to
 convergence (relative loss change below --tol), the consistent targets, PrivSyn's consistency
 fallback on the same marginals, and sampling --samples records. Prints a table (wall and CPU seconds:
 the CPU figure is the one to compare on a shared machine); asserts nothing.
@@ -26,12 +26,12 @@ import pandas as pd
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.consistency import consistent_marginals
-from privsyn_spark.estimate.estimation import accelerated_mirror_descent, mirror_descent
+from privsyn_spark.estimate.estimation import mirror_descent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, build_junction_tree
 from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
 from privsyn_spark.measure.indif_scores import indif_scores
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample" / "adult.csv.gz"
@@ -125,10 +125,6 @@ def main() -> None:
     c0 = time.process_time()
     md = mirror_descent(marginals, mdomain, total, tree=tree, max_iters=args.max_iters, tol=args.tol, log_every=0)
     cpu_md = time.process_time() - c0
-    c0 = time.process_time()
-    acc = accelerated_mirror_descent(marginals, mdomain, total, tree=tree, max_iters=args.max_iters,
-                                     tol=args.tol, polish_iters=args.max_iters, log_every=0)
-    cpu_acc = time.process_time() - c0
     t0 = time.perf_counter()
     _, cinfo = consistent_marginals(marginals, mdomain, total)
     t_consistency = time.perf_counter() - t0
@@ -161,9 +157,6 @@ def main() -> None:
                                     f"{md.iterations / md.seconds:.2f} iters/s, {md.seconds:.1f}s ({cpu_md:.1f} CPU s) to "
                                     f"{'converge' if md.converged else 'max iters'} (rel. change < {args.tol:g}), "
                                     f"loss {md.loss:.5g}"),
-        ("accelerated (Alg. 2 + polish)", f"{acc.info['accelerated_iterations']} + {acc.info['polish_iterations']} "
-                                          f"iters, {acc.iterations / acc.seconds:.2f} iters/s, {acc.seconds:.1f}s ({cpu_acc:.1f} CPU s) "
-                                          f"({'converged' if acc.converged else 'max iters'}), loss {acc.loss:.5g}"),
         (f"sample {args.samples:,} records", f"{t_sample:.2f}s ({cpu_sample:.2f} CPU s), {args.samples / t_sample / 1e6:.2f} M records/s"),
         ("samples vs real, measured cliques", f"mean TV {np.mean(real_tv):.4f}, max TV {np.max(real_tv):.4f}"),
     ]

@@ -29,8 +29,9 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, build_junction_tree
 from privsyn_spark.estimate.targets import consistent_targets
 from privsyn_spark.measure.indif_scores import indif_scores
-from privsyn_spark.privacy.measure_privately import measure_privately
+from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 
@@ -87,9 +88,14 @@ def main() -> None:
         t0 = time.perf_counter()
         saved = (Path(args.cache) / f"measurements_{args.rows}_{d}_{args.seed}_{args.epsilon:g}_{args.model_cells:g}"
                  if args.cache else None)
-        m = measure_privately(one_way, scores, count, domain, run_id="bench-width", schema_hash=f"w{d}",
-                              epsilon=args.epsilon, delta=args.delta, sampler=SeededSamplerForTestsOnly(args.seed),
-                              selection=SelectionConfig(model_cells=args.model_cells), artifact_dir=saved)
+        if saved is not None and Measurements.exists(saved):
+            m = Measurements.load(saved)
+        else:
+            m = measure_privately(one_way, scores, count, domain, run_id="bench-width", schema_hash=f"w{d}",
+                                  epsilon=args.epsilon, delta=args.delta, sampler=SeededSamplerForTestsOnly(args.seed),
+                                  selection=SelectionConfig(model_cells=args.model_cells))
+            if saved is not None:
+                m.save(saved)
         t_measure = time.perf_counter() - t0
         t0 = time.perf_counter()
         tree = build_junction_tree(m.domain, [x.attrs for x in m.marginals], cell_budget=None)

@@ -129,7 +129,7 @@ def drafted_schema(spark, folder: Path, train_path: str, epsilon: float, seed: i
     """A schema drafted privately (secure noise) from the training part at ``epsilon``, marked reviewed."""
     import yaml
 
-    from privsyn_spark.schema.infer import draft_schema_privately
+    from privsyn_spark.measure.draft_schema import draft_schema_privately
 
     draft = draft_schema_privately(spark.read.parquet(train_path), epsilon, DEFAULT_DELTA)
     path = folder / f"draft-eps{epsilon:g}-s{seed}.yaml"
@@ -152,7 +152,7 @@ def one_run(spark, args, folder: Path, train_path: str, heldout, train, schema: 
         log.info("drafted %s in %.0f s", schema_path.name, time.perf_counter() - started)
     config = RunConfig(input=train_path, input_format="parquet", schema=str(schema_path),
                        output=str(folder / "synthetic" / run_id), run_id=run_id, runs_dir=str(folder / "runs"),
-                       epsilon=epsilon, delta=DEFAULT_DELTA, seed=seed, label=LABEL, evaluate=False)
+                       epsilon=epsilon, delta=DEFAULT_DELTA, seed=seed, label=LABEL, evaluate=False, no_ledger=True)
     started = time.perf_counter()
     report = run(spark, config)
     pipeline_seconds = time.perf_counter() - started

@@ -1,7 +1,7 @@
 """The Python API: ``PrivSyn(schema, epsilon, ...)`` -> ``plan()`` -> ``fit(df)`` -> ``model.sample(n)``.
 
 ``fit`` is the only step that reads private data, and it spends the budget once (through the
-ledger's reservation, :mod:`privsyn_spark.budget.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
+ledger's reservation, :mod:`privsyn_spark.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
 read only the public schema or the persisted measurements. The CLI's steps, the jobs and the Airflow
 DAG are calls of this API (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no
 ledger, a local SparkSession; about a minute on a laptop):
@@ -33,15 +33,16 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from privsyn_spark.budget.release_guard import Release
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.release_guard import Release
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.runtime.input_scope import Scope
@@ -50,7 +51,15 @@ from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.measure.input_codes import InputCodes
+    from privsyn_spark.privacy.measurements import Measurements
+    from privsyn_spark.privacy.noise import NoiseSampler
+
+    Frame: TypeAlias = DataFrame | pd.DataFrame
+    Data: TypeAlias = DataFrame | pd.DataFrame | str | InputCodes
 
 SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
 """The bundled Adult sample's schema file."""
@@ -115,7 +124,7 @@ class PrivSyn:
         """The privacy unit of this synthesizer's releases (and its bound K)."""
         return self.schema.privacy_unit
 
-    def plan(self, df=None) -> Plan:
+    def plan(self, df: Frame | None = None) -> Plan:
         """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
 
         ``df`` (optional): the table to be fitted; only its column names are checked against the schema.
@@ -128,9 +137,20 @@ class PrivSyn:
 
     def fingerprint(self, source: str) -> dict[str, Any]:
         """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match)."""
-        from privsyn_spark.budget.release_guard import run_fingerprint
+        from privsyn_spark.release_guard import run_fingerprint
 
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
+
+    def check_reuse(self, run_id: str, source: str) -> None:
+        """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
+        settings or input ``source`` (a runs dir on another file system is checked when the run reads it)."""
+        from privsyn_spark.release_guard import check_same_run, local_artifact
+
+        if "://" in self.runs_dir:
+            return
+        found = local_artifact(self.runs_dir, run_id)
+        if found is not None:
+            check_same_run(found, self.fingerprint(source), run_id)
 
     def release(self, run_id: str, partition: Mapping[str, str] | None = None) -> Release:
         """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
@@ -142,8 +162,8 @@ class PrivSyn:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
-    def open(self, source, input_format: str | None = None, run_id: str | None = None,
-             spark: SparkSession | None = None, scope: Scope | None = None):
+    def open(self, source: str | Frame, input_format: str | None = None, run_id: str | None = None,
+             spark: SparkSession | None = None, scope: Scope | None = None) -> InputCodes:
         """The input (a table location read with ``input_format``, or a Spark DataFrame), read and
         encoded at most once: pass it to :meth:`fit` / :meth:`measure` and to :func:`evaluate`. Its
         scratch table under ``<run>/scratch`` is deleted when the returned context manager exits.
@@ -157,15 +177,15 @@ class PrivSyn:
         return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
                           scope)
 
-    def measure(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
-        ledger's reservation, :mod:`privsyn_spark.budget.release_guard`); a run id measured before is reused
+        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
         without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
         input. The targets are estimated on the model's first sample (or by :meth:`fit`)."""
-        from privsyn_spark.budget.release_guard import guarded_measure
         from privsyn_spark.measure.input_codes import InputCodes
-        from privsyn_spark.measure.measure_table import measure_table
         from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+        from privsyn_spark.release.measure_table import measure_table
+        from privsyn_spark.release_guard import guarded_measure
 
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
@@ -174,7 +194,7 @@ class PrivSyn:
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
         codes.check_columns()  # a missing id column: refused before any budget is reserved
 
-        def draw(sampler, provenance: dict):
+        def draw(sampler: NoiseSampler, provenance: dict) -> Measurements:
             drawn.append(True)
             with record.step("measure"):
                 with record.step("read+encode"):
@@ -209,7 +229,7 @@ class PrivSyn:
         model.save_state()
         return model
 
-    def fit(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
         """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
@@ -221,7 +241,7 @@ class PrivSyn:
                  spark: SparkSession | None = None) -> SynthModel:
         """The model of a run measured earlier (another step or process): with a ledger its committed,
         hash-checked artifact; refused if it was measured with other settings or input ``source``."""
-        from privsyn_spark.budget.release_guard import committed_measurements
+        from privsyn_spark.release_guard import committed_measurements
 
         run_id = run_id or self.run_id
         if not run_id:
@@ -257,7 +277,7 @@ class PrivSyn:
         """A model saved by :meth:`SynthModel.save` (a local path or any Hadoop URI)."""
         return SynthModel.load(uri, spark)
 
-    def _model(self, measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
+    def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
                           record=record, run_folder=folder)
 
@@ -290,7 +310,7 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
     return dataclasses.replace(schema, privacy_unit=unit)
 
 
-def write_delta(df, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
+def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
                 output: OutputConfig = OutputConfig()) -> int:
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
     version. ``provenance`` (the model it was sampled from, or its ``provenance()`` dict) becomes the
@@ -320,7 +340,7 @@ class Report:
 
     def to_html(self, path: str | Path | None = None) -> str:
         """The report as one HTML page (written to ``path`` when given)."""
-        from privsyn_spark.evaluate.report import render_html, to_jsonable
+        from privsyn_spark.evaluate.report import render_html
 
         text = render_html(to_jsonable({"metrics": self.metrics}))
         if path is not None:
@@ -328,7 +348,8 @@ class Report:
         return text
 
 
-def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, seed: int = 0) -> Report:
+def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, label: str | None = None,
+             seed: int = 0) -> Report:
     """Compare ``synthetic`` with ``real`` (Spark or pandas DataFrames of ``schema``, or
     :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
     and, with ``label``, ML efficacy. Reads the private table: the result is NOT
@@ -346,7 +367,7 @@ def evaluate(real, synthetic, schema: Schema | str, label: str | None = None, se
     return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed))
 
 
-def _spark_frame(df):
+def _spark_frame(df: Frame) -> DataFrame:
     """A Spark DataFrame as it is; a pandas DataFrame through the active or a local session."""
     try:
         import pandas as pd

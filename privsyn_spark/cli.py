@@ -17,22 +17,30 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privsyn_spark.api import PrivSyn
 from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.operations import (
+    REVIEW_NOTE,
+    build_spark_session,
+    check_budget,
+    check_locations,
+    draft_schema,
+    provenance,
+)
 from privsyn_spark.pipeline import RunConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-log = logging.getLogger("privsyn_spark")
+    from privsyn_spark.resample import SampleConfig
 
-REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
+log = logging.getLogger("privsyn_spark")
 
 __all__ = ["REVIEW_NOTE", "build_parser", "config_from_args", "main", "settings_from_args", "validate_run_args"]
 
@@ -44,8 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> int:
     """`plan`: the API's dry run (:meth:`privsyn_spark.PrivSyn.plan`), before and without Spark."""
-    from privsyn_spark.api import PrivSyn
-
     synth = PrivSyn(args.schema, args.epsilon, args.delta, ledger=args.ledger, dataset_id=args.dataset_id,
                     no_ledger=args.no_ledger, max_cells=args.max_cells, settings=settings_from_args(args))
     print(synth.plan())
@@ -71,8 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     """Everything checkable without Spark, before its session starts: options (the run's
     :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
-    from privsyn_spark.runtime.locations import is_path
-    from privsyn_spark.runtime.output_check import check_output_path
     from privsyn_spark.schema.schema import load_schema
 
     bad_conf = [item for item in args.conf if "=" not in item]
@@ -81,9 +85,6 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     if args.command not in STEPS:
         return None
     config = validate_run_args(args)
-    local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
-    if local_input and not Path(args.input).expanduser().exists():
-        raise UsageError(f"--input {args.input}: no such file or folder")
     schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
     if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
         from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
@@ -93,43 +94,19 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
                          f"(kept: {', '.join(schema.names)})")
-    if config.output and args.command in ("run", "synthesize"):
-        check_output_path(config.output, config.write_mode)
+    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write_mode)
     return config
 
 
 def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
-    from privsyn_spark.runtime.input_table import read_table
-    from privsyn_spark.schema import infer
-
-    if args.non_private:
-        from privsyn_spark.schema.schema import save_schema
-
-        inferred = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
-                                      args.bins)
-        save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
-        log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", args.out)
-        return
     from privsyn_spark.cli_options import privacy_ids
-    from privsyn_spark.measure.bounding import check_id_columns
-    from privsyn_spark.privacy.unit import PrivacyUnit
 
-    bounds = draft_bounds(args)
-    ids = privacy_ids(args.privacy_id) or ()
-    table = read_table(spark, args.input, args.input_format)
-    if ids:  # a missing id column: refused before the draft's budget is reserved
-        check_id_columns(PrivacyUnit(ids), list(table.columns), ())
-    if args.ledger:
-        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out, ids, args.max_rows_per_id)
-    draft = infer.draft_schema_privately(table, args.epsilon, args.delta,
-                                         null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share, privacy_id=ids,
-                                         max_rows_per_id=args.max_rows_per_id)
-    draft.write(args.out)
-    log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
-             args.out, args.epsilon, args.delta)
+    draft_schema(spark, args.input, args.out, input_format=args.input_format,
+                 epsilon=None if args.non_private else args.epsilon, delta=args.delta, ledger=args.ledger,
+                 dataset_id=args.dataset_id, no_ledger=args.no_ledger, run_id=args.run_id,
+                 null_tokens=args.null_token, bins=args.bins, bounds=draft_bounds(args), spike_share=args.spike_share,
+                 privacy_id=privacy_ids(args.privacy_id) or (), max_rows_per_id=args.max_rows_per_id)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -138,20 +115,19 @@ def _main(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
         return _plan(args)
-    if args.command == "sample":
-        sample = _sample_config(args)  # before Spark starts
-    elif args.command == "infer-schema":
+    sample = _sample_config(args) if args.command == "sample" else None  # before Spark starts
+    if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget":
         _check_budget_args(args)
     config = _check_before_spark(args)  # before Spark starts
     if config is None:
-        return _run_step(args, None)
+        return _run_step(args, None, sample)
     from privsyn_spark.runtime.stale_scratch import release, sweep_and_claim, terminated
 
     claimed = sweep_and_claim(config.runs_dir, config.run_id)
     try:
-        return _run_step(args, config)
+        return _run_step(args, config, sample)
     except BaseException:
         stopped = terminated()
         if stopped is None:
@@ -163,9 +139,8 @@ def _main(args: argparse.Namespace) -> int:
         release(claimed)
 
 
-def _run_step(args: argparse.Namespace, config: RunConfig | None) -> int:
+def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
     from privsyn_spark import pipeline
-    from privsyn_spark.runtime.session import build_spark_session
 
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
@@ -177,7 +152,7 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None) -> int:
     if args.command == "provenance":
         _print_provenance(spark, args.table, args.json)
         return 0
-    if args.command == "sample":
+    if sample is not None:
         from privsyn_spark.resample import run_sample
 
         run_sample(spark, sample)
@@ -199,7 +174,7 @@ def _budget_unit(args: argparse.Namespace) -> str:
     return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
 
 
-def _sample_config(args: argparse.Namespace):
+def _sample_config(args: argparse.Namespace) -> SampleConfig:
     """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
     from privsyn_spark.resample import SampleConfig
     from privsyn_spark.runtime.input_scope import Scope
@@ -223,7 +198,7 @@ def _sample_config(args: argparse.Namespace):
 
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
-    from privsyn_spark.budget.ledger_state import check_budget, check_epsilon_delta
+    from privsyn_spark.budget.ledger_state import check_epsilon_delta
     from privsyn_spark.runtime.input_scope import Scope
 
     if args.action == "set":
@@ -273,8 +248,6 @@ def _scope_values(args: argparse.Namespace) -> dict[str, str]:
 def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
     """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
     import json
-
-    from privsyn_spark.write.delta_output import provenance
 
     for entry in provenance(spark, table):
         run = entry["run"] or {}

@@ -11,7 +11,8 @@ from typing import Any
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
-from privsyn_spark.pipeline import RunConfig
+from privsyn_spark.operations import check_draft
+from privsyn_spark.pipeline import RunConfig, synthesizer
 from privsyn_spark.runtime.input_scope import Scope
 
 
@@ -45,19 +46,14 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
     :class:`~privsyn_spark.PrivSyn` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
     (an unreviewed draft is refused), settings), plus a local run id reused with other settings.
     Returns the run's :class:`RunConfig`; raises a one-line :class:`UsageError`."""
-    from privsyn_spark.budget.release_guard import check_same_run, local_artifact
-    from privsyn_spark.pipeline import synthesizer
-
     config = config_from_args(args)
     runs = Path(config.runs_dir).expanduser()
     if "://" not in config.runs_dir and runs.exists() and not runs.is_dir():
         raise UsageError(f"--runs-dir {config.runs_dir} is a regular file, not a folder")
     synth = synthesizer(config)
     config.scope.check_schema(synth.schema.names)
-    if args.run_id and "://" not in config.runs_dir:
-        found = local_artifact(config.runs_dir, config.run_id)
-        if found is not None:
-            check_same_run(found, synth.fingerprint(config.source), config.run_id)
+    if args.run_id:
+        synth.check_reuse(config.run_id, config.source)
     return config
 
 
@@ -86,21 +82,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then the flags of
-    :data:`FLAG_FIELDS` that were given override their fields (each section checked once, as built)."""
+    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then each flag of :data:`FLAG_FIELDS`
+    that was given overrides its field (checked as its section is rebuilt; the error names the flag)."""
     settings = Settings.load(args.config) if getattr(args, "config", None) else Settings()
-    changes: dict[str, dict[str, Any]] = {}
     for flag, (section, name) in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
-        if value is not None:
-            changes.setdefault(section, {})[name] = _flag_value(flag, value)
-    for section, values in changes.items():
+        if value is None:
+            continue
         try:
-            changed = dataclasses.replace(getattr(settings, section), **values)
+            changed = dataclasses.replace(getattr(settings, section), **{name: _flag_value(flag, value)})
         except UsageError as err:
-            flags = ", ".join(f"--{flag.replace('_', '-')}" for flag, (s, _) in FLAG_FIELDS.items()
-                              if s == section and getattr(args, flag, None) is not None)
-            raise UsageError(f"{flags}: {err}") from None
+            raise UsageError(f"--{flag.replace('_', '-')}: {err}") from None
         settings = dataclasses.replace(settings, **{section: changed})
     return settings
 
@@ -112,13 +104,9 @@ def _flag_value(flag: str, value: Any) -> Any:
 
 def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     """Check infer-schema's options (before Spark starts) and parse its --bounds."""
-    from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
-
     if args.non_private == (args.epsilon is not None):
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
-    if args.epsilon is not None:
-        check_epsilon_delta(args.epsilon, args.delta)
-    check_ledger_choice(args.ledger, args.dataset_id, args.no_ledger, required=args.epsilon is not None)
+    check_draft(args.epsilon, args.delta, args.ledger, args.dataset_id, args.no_ledger)
     if args.max_rows_per_id is not None:
         from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
@@ -101,7 +102,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     _spark_args(parser)
 
 
-def _scope_args(group, where: bool = True) -> None:
+def _scope_args(group: Any, where: bool = True) -> None:
     group.add_argument("--partition", action="append", default=[], metavar="COL=VALUE",
                        help="scope the run to one partition, repeatable (ANDed): only its files are read on a "
                             "partitioned Delta/Parquet table; the synthetic rows carry the values and replace "
@@ -111,13 +112,13 @@ def _scope_args(group, where: bool = True) -> None:
                            help="extra Spark SQL predicate on the input rows (narrows the input only)")
 
 
-def _config_arg(group) -> None:
+def _config_arg(group: Any) -> None:
     group.add_argument("--config", metavar="FILE.yaml",
                        help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
                             "estimation, gum, sharding")
 
 
-def _plan_parser(sub) -> None:
+def _plan_parser(sub: Any) -> None:
     plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
                           description="Print what a run would release from the schema and the budget alone.")
     plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")

@@ -8,12 +8,11 @@ both move many count tables as one flat vector; this is the one description of t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from privsyn_spark.domain import Domain
-
-Key = tuple[str, ...]
+from privsyn_spark.domain import Domain, Key
 
 
 class CountLayout:
@@ -31,7 +30,7 @@ class CountLayout:
         start = self.offsets[key]
         return slice(start, start + self.domain.cells(key))
 
-    def pack(self, tables: Mapping[Key, np.ndarray], dtype=np.float64) -> np.ndarray:
+    def pack(self, tables: Mapping[Key, np.ndarray], dtype: Any = np.float64) -> np.ndarray:
         """Flat vector holding every table of the layout."""
         out = np.zeros(self.size, dtype=dtype)
         for k in self.keys:

@@ -11,6 +11,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from math import prod
 
+Key = tuple[str, ...]
+"""A marginal's (clique's) attributes, canonically ordered (:meth:`Domain.canonical`)."""
+
 
 @dataclass(frozen=True)
 class Domain(Mapping[str, int]):

@@ -9,7 +9,7 @@ Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop 
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
 ``targets/`` (consistent target marginals and the graphical model), ``state.json``, ``report.json``
 and ``report.html``. Steps are idempotent: measuring a run id again reuses its measurements and
-spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.budget.release_guard`);
+spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`);
 synthesizing again with the same seed rewrites the same table.
 """
 
@@ -28,9 +28,14 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.storage import join
+from privsyn_spark.runtime.warmup import warm_up
+from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
+from privsyn_spark.write.delta_output import warm_write
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.measure.input_codes import InputCodes
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +115,7 @@ class RunConfig:
                             self.scope.partition)
 
 
-def output_for(spark: SparkSession, config: RunConfig, codes=None) -> OutputConfig:
+def output_for(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> OutputConfig:
     """:attr:`RunConfig.output_config` with the scoped partition columns typed as the input's (its
     schema only, never its rows: from ``codes`` when the run holds them)."""
     output = config.output_config
@@ -132,7 +137,7 @@ def synthesizer(config: RunConfig) -> PrivSyn:
                    max_rows_per_id=config.max_rows_per_id)
 
 
-def measure(spark: SparkSession, config: RunConfig, codes=None) -> Measurements:
+def measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> Measurements:
     """The run's private measurements (reused if present): :meth:`PrivSyn.measure` on the input
     (``codes``: :meth:`PrivSyn.open`'s input, kept for later steps; default: read ``config.input``)."""
     return _measure(spark, config, codes).measurements
@@ -143,7 +148,7 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     return measure(spark, config)
 
 
-def run_synthesize(spark: SparkSession, config: RunConfig):
+def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.source, spark)
@@ -171,7 +176,8 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
         return _report(spark, config, model, codes)
 
 
-def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn | None = None) -> SynthModel:
+def _measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None,
+             synth: PrivSyn | None = None) -> SynthModel:
     synth = synth or synthesizer(config)
     if codes is not None:
         return synth.measure(codes, config.run_id)
@@ -181,13 +187,12 @@ def _measure(spark: SparkSession, config: RunConfig, codes=None, synth: PrivSyn 
 
 def _estimate(spark: SparkSession, model: SynthModel) -> SynthModel:
     """The model's targets, with Spark warmed up for the synthesis and write meanwhile (runtime/warmup.py)."""
-    from privsyn_spark.runtime.warmup import warm_up
-
-    with warm_up(spark, None if model.run_folder is None else model.run_folder.location("warm-up")):
+    folder = None if model.run_folder is None else model.run_folder.location("warm-up")
+    with warm_up(spark, folder, (warm_write, warm_worker)):
         return model.estimate()
 
 
-def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: OutputConfig):
+def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: OutputConfig) -> DataFrame:
     """Sample the run's table and write it to ``config.output`` (GUM's checkpoints live until it is written);
     the commit's provenance says ``privsyn.mode=fit`` (``privsyn-spark sample`` writes ``resample``)."""
     with model.checkpoints(spark, config.keep_scratch) as checkpoints:
@@ -201,7 +206,7 @@ def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: Ou
     return synthetic
 
 
-def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes) -> dict:
+def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: InputCodes) -> dict:
     """Evaluate the written table against the run's input codes (optional, NOT private) and write
     report.json / report.html into the run folder."""
     if config.evaluate:

@@ -81,7 +81,7 @@ def latest_run(state: DatasetState, schema_hash: str) -> RunReservation:
 
 def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
     """The fitted model to sample (module docstring); reads artifacts only, never the input."""
-    from privsyn_spark.budget.release_guard import find_committed, local_artifact
+    from privsyn_spark.release_guard import find_committed, local_artifact
     from privsyn_spark.run_artifacts import RunArtifacts
     from privsyn_spark.run_record import STATE_FILE, RunRecord
     from privsyn_spark.schema.schema import Schema

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
 
@@ -85,7 +86,7 @@ class RunArtifacts:
         self.write(buffer.getvalue(), "targets", "targets.npz")
         self.write_json({"run_id": run_id, "keys": [list(k) for k in keys], **meta}, "targets", "targets.json")
 
-    def save_model(self, run_id: str, model) -> None:
+    def save_model(self, run_id: str, model: Any) -> None:
         """The fitted graphical model (potentials npz, tree json); call before :meth:`save_targets`."""
         cliques = list(model.potentials)
         buffer = io.BytesIO()
@@ -96,7 +97,7 @@ class RunArtifacts:
                          "cliques": [list(c) for c in tree.cliques], "edges": [list(e) for e in tree.edges],
                          "order": list(tree.order)}, "targets", "model.json")
 
-    def load_model(self, run_id: str, domain):
+    def load_model(self, run_id: str, domain: Any) -> Any:
         """The graphical model saved for ``run_id`` over ``domain``, or None."""
         from privsyn_spark.estimate.junction_tree import JunctionTree
         from privsyn_spark.estimate.model import GraphicalModel
@@ -110,7 +111,7 @@ class RunArtifacts:
             potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
         return GraphicalModel(domain, tree, potentials, doc["total"])
 
-    def load_targets(self, run_id: str):
+    def load_targets(self, run_id: str) -> Any:
         """``(tables, meta)`` saved for ``run_id``, or None."""
         doc = self.read_json("targets", "targets.json")
         if doc is None or doc.get("run_id") != run_id:
@@ -122,7 +123,7 @@ class RunArtifacts:
 
     def write_report(self, report: Mapping) -> str:
         """``report.json`` and ``report.html`` into the run folder; returns the HTML's location."""
-        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html, to_jsonable
+        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
 
         text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
         self.write(text.encode("utf-8"), REPORT_JSON)

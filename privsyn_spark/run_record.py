@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from privsyn_spark.jsonable import to_jsonable
+
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
@@ -48,8 +50,6 @@ class RunRecord:
 
     def to_state(self) -> dict[str, Any]:
         """The JSON-ready ``state.json`` document (everything but the metrics)."""
-        from privsyn_spark.evaluate.report import to_jsonable
-
         return to_jsonable({key: getattr(self, key) for key in _STATE_KEYS})
 
     @classmethod

@@ -19,13 +19,17 @@ import numpy as np
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+    from privsyn_spark.estimate.model import GraphicalModel
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ class SynthModel:
     synthesizer: str = "gum"
     settings: Settings = field(default_factory=Settings)
     record: RunRecord = field(default_factory=RunRecord)
-    model: Any = field(default=None, repr=False)
+    model: GraphicalModel | None = field(default=None, repr=False)
     """The graphical model estimation fitted (Private-PGM), or None (the consistency fallback)."""
     last_seed: int | None = None
     run_folder: RunArtifacts | None = field(default=None, repr=False, compare=False)
@@ -88,14 +92,13 @@ class SynthModel:
         return self
 
     def sample(self, rows: int | None = None, seed: int = 0, spark: SparkSession | None = None,
-               checkpoint_dir: str | None = None):
+               checkpoint_dir: str | None = None) -> DataFrame:
         """``rows`` synthetic records (default: the noisy row count) as a lazy Spark DataFrame with the
         schema's column types, from the estimated targets and model (never fitted again). The same
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
         ``checkpoint_dir``: GUM's reliable checkpoints (see :meth:`checkpoints`)."""
         from privsyn_spark.estimate.merged_shares import expansion_weights
         from privsyn_spark.estimate.zeroed_values import absent_values
-        from privsyn_spark.evaluate.report import to_jsonable
         from privsyn_spark.privacy.table_size import default_rows
         from privsyn_spark.synthesize.records import synthesize_codes
         from privsyn_spark.write.decode import decode_dataframe
@@ -119,7 +122,7 @@ class SynthModel:
             return decode_dataframe(codes, self.schema, self.measurements.value_maps, weights, int(seed),
                                     absent_values(self.schema, self.measurements))
 
-    def _sampling_model(self):
+    def _sampling_model(self) -> GraphicalModel | None:
         """The model sampling starts from; the ``pgm`` synthesizer after the consistency fallback
         fits one here, once (kept and saved with this model)."""
         if self.synthesizer == "pgm" and self.model is None:
@@ -130,7 +133,7 @@ class SynthModel:
             self.record.estimation = {**self.record.estimation, "pgm_sampling_model": info}
         return self.model
 
-    def sample_pandas(self, rows: int | None = None, seed: int = 0):
+    def sample_pandas(self, rows: int | None = None, seed: int = 0) -> pd.DataFrame:
         """:meth:`sample` as a pandas DataFrame (synthetic rows only; small tables)."""
         return self.sample(rows, seed).toPandas()
 
@@ -207,8 +210,9 @@ class SynthModel:
                    model=folder.load_model(doc["run_id"], measurements.domain))
 
 
-def _active():
+def _active() -> SparkSession | None:
     from pyspark.sql import SparkSession
+
 
     return SparkSession.getActiveSession()
 
@@ -220,7 +224,7 @@ def _unit_properties(unit: dict) -> dict[str, str]:
     return {"privsyn.privacy_unit": "person", "privsyn.max_rows_per_id": str(unit["max_rows_per_id"])}
 
 
-def _session():
+def _session() -> SparkSession:
     """The active SparkSession as it is, or a local one (``getOrCreate``; nothing reconfigured)."""
     from privsyn_spark.runtime.session import build_spark_session
 

@@ -1,4 +1,5 @@
-"""The package's module import graph: acyclic, and the privacy core free of Spark.
+"""The package's module import graph: acyclic, in layers that only import down, the privacy core free
+of Spark, and the command line on the public API.
 
 Parses every module under privsyn_spark/ with ``ast`` (no import is executed) and collects every
 import it makes, at module level, inside functions and under ``if TYPE_CHECKING:`` alike, relative
@@ -14,8 +15,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "privsyn_spark"
-SPARK_FREE = ("privsyn_spark.privacy", "privsyn_spark.select")
+SPARK_FREE = ("privsyn_spark.privacy", "privsyn_spark.select", "privsyn_spark.release.measure_privately")
 SPARK = ("pyspark", "py4j", "delta")
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base types", ("errors", "version", "domain", "count_layout", "randomness", "jsonable", "run_record",
+                    "schema", "runtime", "sample")),
+    ("privacy math", ("privacy",)),
+    ("budget ledger", ("budget",)),
+    ("measure", ("measure",)),
+    ("select", ("select",)),
+    ("release", ("release",)),  # PrivSyn Algorithm 3 lines 1-5: the measure passes around noise and selection
+    ("estimate", ("estimate",)),
+    ("synthesize", ("synthesize",)),
+    ("write", ("write",)),
+    ("evaluate", ("evaluate",)),
+    ("api", ("config", "plan", "run_artifacts", "release_guard", "synth_model", "api", "operations", "")),
+    ("cli/jobs", ("pipeline", "cli_parser", "cli_options", "cli")),
+)
+"""The package's floors in pipeline order, lowest first: a module imports only from its own floor or
+below (module-level, function-level and TYPE_CHECKING imports alike). Entries are module or folder
+names under privsyn_spark ("" is the package itself); the longest match places a module."""
+
+UPWARD_ALLOWED = {
+    ("privsyn_spark.select.densemarg", "privsyn_spark.estimate.junction_tree"):
+        "bounded selection (model_cells) sizes the very junction tree Private-PGM builds, with its elimination",
+    ("privsyn_spark.select.selection_config", "privsyn_spark.estimate.junction_tree"):
+        "model_cells' default is the estimate stage's DEFAULT_CELL_BUDGET (one default per knob)",
+}
+"""The upward imports there are, each with its reason (keep it short)."""
+
+PUBLIC_API = ("privsyn_spark", "privsyn_spark.api", "privsyn_spark.operations", "privsyn_spark.config",
+              "privsyn_spark.errors")
+"""What the command line (cli.py, and through it jobs/ and the DAG) may import besides its own modules."""
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -123,3 +155,49 @@ def test_the_module_import_graph_is_acyclic():
 def test_privacy_and_selection_never_import_spark(module):
     chain = reaches(GRAPH, module, SPARK)
     assert chain is None, "imports Spark: " + " -> ".join(chain or [])
+
+
+def layer_of(module: str) -> int:
+    """The floor (index into :data:`LAYERS`) of a privsyn_spark module: its longest matching entry."""
+    best, floor = -1, -1
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            name = f"privsyn_spark.{entry}" if entry else "privsyn_spark"
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, floor = len(name), index
+    return floor
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Every ``(module, imported)`` pair of privsyn_spark modules where the import is on a higher floor."""
+    return {(module, target) for module, imported in graph.items() for target in imported
+            if target in graph and layer_of(target) > layer_of(module)}
+
+
+def _named(edges: set[tuple[str, str]]) -> list[str]:
+    return [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})" for a, b in sorted(edges)]
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {"privsyn_spark.measure.a": {"privsyn_spark.estimate.b"}, "privsyn_spark.estimate.b": {"numpy"}}
+    assert upward_imports(graph) == {("privsyn_spark.measure.a", "privsyn_spark.estimate.b")}
+    assert _named(upward_imports(graph)) == ["privsyn_spark.measure.a (measure) -> privsyn_spark.estimate.b (estimate)"]
+    assert layer_of("privsyn_spark") == layer_of("privsyn_spark.api") > layer_of("privsyn_spark.evaluate.report")
+    assert layer_of("privsyn_spark.release_guard") > layer_of("privsyn_spark.release.measure_table")
+
+
+def test_every_module_has_a_floor():
+    assert [m for m in GRAPH if layer_of(m) < 0] == []
+
+
+def test_imports_only_go_down_the_layers():
+    found = upward_imports(GRAPH)
+    assert _named(found - set(UPWARD_ALLOWED)) == [], \
+        "upward imports: move the module, inject the dependency, or allow it in UPWARD_ALLOWED with a reason"
+    assert sorted(set(UPWARD_ALLOWED) - found) == [], "UPWARD_ALLOWED entries no longer needed"
+
+
+def test_the_command_line_uses_the_public_api():
+    own = {m for m in GRAPH if layer_of(m) == len(LAYERS) - 1}
+    used = {m for m in GRAPH["privsyn_spark.cli"] | GRAPH["privsyn_spark.cli_options"] if m.startswith("privsyn_spark")}
+    assert sorted(used - own - set(PUBLIC_API)) == []

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
@@ -110,7 +110,7 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
         raise UsageError("a dataset id is required")
     budget = check_budget(epsilon, delta, privacy_unit, per_partition)
 
-    def decide(state: DatasetState):
+    def decide(state: DatasetState) -> Any:
         if state.budget == budget:
             return None
         if state.budget is not None and not replace:
@@ -199,7 +199,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
     attempt = attempt or uuid.uuid4().hex
     found: list[RunReservation] = []
 
-    def decide(state: DatasetState):
+    def decide(state: DatasetState) -> Any:
         found.clear()
         if state.budget is None:
             raise NoBudget(f"dataset {dataset_id!r} has no budget in ledger {ledger}: set it once with "
@@ -240,7 +240,7 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
     """Record that the reservation's attempt wrote its artifact (location and content hash)."""
     attempt = reservation.held.attempt
 
-    def decide(state: DatasetState):
+    def decide(state: DatasetState) -> Any:
         mine = state.of_attempt(attempt)
         if mine is None or mine.refunded:
             raise RuntimeError(f"run {reservation.run_id!r}: no live reservation of attempt {attempt} to commit")
@@ -259,7 +259,7 @@ def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
     both); never after a commit. True if it was refunded."""
     attempt = reservation.held.attempt
 
-    def decide(state: DatasetState):
+    def decide(state: DatasetState) -> Any:
         mine = state.of_attempt(attempt)
         if mine is None or mine.refunded or mine.artifact_sha256 is not None:
             return None

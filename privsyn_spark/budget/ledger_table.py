@@ -79,7 +79,7 @@ def _is_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
-def _delta_table(spark: SparkSession, ledger: str):
+def _delta_table(spark: SparkSession, ledger: str) -> Any:
     from delta.tables import DeltaTable
 
     location = _location(ledger)
@@ -98,7 +98,7 @@ def _ready(spark: SparkSession, ledger: str) -> bool:
         return False
 
 
-def _ledger_schema():
+def _ledger_schema() -> Any:
     from pyspark.sql.types import StructType
 
     schema = StructType.fromDDL(LEDGER_COLUMNS)
@@ -152,7 +152,7 @@ def _add_columns(spark: SparkSession, ledger: str, columns: list[str]) -> None:
         log.info("ledger %s: columns added concurrently (%s)", ledger, type(exc).__name__)
 
 
-def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None):
+def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> Any:
     """The ledger as a DataFrame (one dataset's rows when ``dataset_id`` is given)."""
     from pyspark.sql import functions as F
 
@@ -219,7 +219,7 @@ def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decisi
                            f"{max_attempts} attempts lost to concurrent writers")
 
 
-def _inserted_rows(metrics) -> int | None:
+def _inserted_rows(metrics: Any) -> int | None:
     """``num_inserted_rows`` of a MERGE's result DataFrame (None if this Delta version returns none)."""
     if metrics is None or "num_inserted_rows" not in metrics.columns:
         return None

@@ -7,11 +7,9 @@ targets (consistent target marginals for GUM, from whichever of the two applies)
 
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import (
-    AcceleratedMirrorDescent,
     EstimationResult,
     Estimator,
     MirrorDescent,
-    accelerated_mirror_descent,
     estimate_total,
     mirror_descent,
 )
@@ -20,14 +18,12 @@ from privsyn_spark.estimate.model import GraphicalModel
 from privsyn_spark.estimate.targets import consistent_targets
 
 __all__ = [
-    "AcceleratedMirrorDescent",
     "EstimationResult",
     "Estimator",
     "GraphicalModel",
     "JunctionTree",
     "JunctionTreeTooLarge",
     "MirrorDescent",
-    "accelerated_mirror_descent",
     "build_junction_tree",
     "consistent_marginals",
     "consistent_targets",

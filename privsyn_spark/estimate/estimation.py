@@ -3,8 +3,7 @@
 Loss (Private-PGM Section 3, L2): L(mu) = sum_i ||M_i mu - y_i||^2 / sigma_i^2, i.e. every residual
 weighted by 1/sigma_i, with mu the model's marginals in count scale (total from the measurements).
 Entropic mirror descent on the distribution p = mu / N turns each step into a potential update
-theta <- theta - eta * grad followed by a MARGINAL-ORACLE call (Private-PGM Algorithm 1); the
-accelerated variant (Private-PGM Algorithm 2) averages gradients and marginals with weights 2/(t+1).
+theta <- theta - eta * grad followed by a MARGINAL-ORACLE call (Private-PGM Algorithm 1).
 The gradient of f(p) = L(N p) is Lipschitz in (l1, l_inf) with constant 2 N^2 sum_i 1/sigma_i^2,
 which gives the fixed step; the line search tries larger steps and keeps one if the Armijo
 condition f(p+) <= f(p) + <grad f, p+ - p> / 2 holds (as Private-PGM's implementation does; to second
@@ -27,7 +26,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTree, build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel
-from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.privacy.measurements import NoisyMarginal, weighted_total
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +102,12 @@ def canonical_measurements(marginals: Sequence[NoisyMarginal], domain: Domain) -
 
 
 def estimate_total(marginals: Sequence[NoisyMarginal]) -> float:
-    """Inverse-variance weighted mean of the noisy tables' sums (variance cells * sigma^2), at least 1."""
-    sums = np.array([float(np.sum(m.values)) for m in marginals])
-    var = np.array([m.values.size * float(m.sigma) ** 2 for m in marginals])
-    return max(float(np.sum(sums / var) / np.sum(1.0 / var)), 1.0)
+    """The row count the noisy tables agree on (:func:`~privsyn_spark.privacy.measurements.weighted_total`),
+    at least 1."""
+    total = weighted_total((m.values, m.sigma) for m in marginals)
+    if total is None:
+        raise ValueError("no measurements to estimate the total from")
+    return max(total, 1.0)
 
 
 def l2_loss(measurements: Sequence[_Measurement], mu: Mapping[tuple[str, ...], np.ndarray]) -> tuple[float, Tables]:
@@ -244,75 +245,6 @@ def mirror_descent(
                              "cpu_seconds": time.process_time() - cpu_start})
 
 
-def accelerated_mirror_descent(
-    marginals: Sequence[NoisyMarginal],
-    domain: Domain,
-    total: float | None = None,
-    *,
-    tree: JunctionTree | None = None,
-    max_iters: int = 1000,
-    tol: float = 1e-4,
-    cell_budget: float | None = DEFAULT_CELL_BUDGET,
-    polish_iters: int = 200,
-    log_every: int = 50,
-    float32_above: float | None = FLOAT32_ABOVE,
-) -> EstimationResult:
-    """Private-PGM Algorithm 2 (accelerated dual averaging, O(1/t^2)), then a mirror-descent polish.
-
-    Algorithm 2's estimate w is an average of marginal vectors, not itself a model's marginals, so
-    the returned model starts from the last theta and runs up to ``polish_iters`` steps of
-    Algorithm 1 (line search, same stopping rule); ``loss_history`` holds L(w) then the polish.
-    Stops when :func:`_accelerated_converged`; iterates in float32 above ``float32_above`` cells as
-    :func:`mirror_descent` does.
-    """
-    start = time.perf_counter()
-    measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
-    dtype = np.float32 if float32_above is not None and tree.total_cells > float32_above else np.float64
-    theta: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
-    v = _marginals(calibrate(tree, theta, dtype), cliques, n)
-    w = {c: x.copy() for c, x in v.items()}
-    gbar: Tables = {c: np.zeros(domain.shape(c)) for c in cliques}
-    loss, _ = l2_loss(measurements, w)
-    history = [loss]
-    converged = False
-    t = 0
-    for t in range(1, max_iters + 1):
-        c_t = 2.0 / (t + 1)  # Private-PGM Algorithm 2
-        u = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
-        _, g = l2_loss(measurements, u)
-        gbar = {c: (1 - c_t) * gbar[c] + c_t * n * g.get(c, 0.0) for c in cliques}
-        theta = {c: -t * (t + 1) / (4.0 * lipschitz) * gbar[c] for c in cliques}
-        v = _marginals(calibrate(tree, theta, dtype), cliques, n)
-        w = {c: (1 - c_t) * w[c] + c_t * v[c] for c in cliques}
-        loss, _ = l2_loss(measurements, w)
-        history.append(loss)
-        if log_every and t % log_every == 0:
-            log.info("accelerated mirror descent: iteration %d, loss %.6g, %.1fs", t, loss, time.perf_counter() - start)
-        if _accelerated_converged(history, tol):
-            converged = True
-            break
-    polish = mirror_descent(marginals, domain, n, tree=tree, max_iters=polish_iters, tol=tol,
-                            potentials=theta, log_every=log_every, float32_above=float32_above)
-    seconds = time.perf_counter() - start
-    log.info("accelerated mirror descent: %d iterations, L(w) %.6g, polished loss %.6g, %.2fs",
-             t, history[-1], polish.loss, seconds)
-    return EstimationResult(polish.model, history + polish.loss_history, t + polish.iterations,
-                            converged and polish.converged, seconds, "accelerated_mirror_descent",
-                            {"accelerated_iterations": t, "polish_iterations": polish.iterations,
-                             "lipschitz": lipschitz})
-
-
-def _accelerated_converged(history: Sequence[float], tol: float) -> bool:
-    """Algorithm 2's stop: its steps grow as t^2, so L(w) falls slowly at first, then faster, then
-    slowly again; it has converged once the last :data:`STOP_WINDOW` iterations fell by less than
-    ``tol`` (relative) per iteration and by no more than the window before them (past the warm-up)."""
-    if len(history) <= 2 * STOP_WINDOW:
-        return False
-    recent = history[-1 - STOP_WINDOW] - history[-1]
-    before = history[-1 - 2 * STOP_WINDOW] - history[-1 - STOP_WINDOW]
-    return abs(recent) < STOP_WINDOW * tol * max(abs(history[-1]), 1e-300) and recent <= before
-
-
 @dataclass(frozen=True)
 class MirrorDescent:
     """Estimator running Private-PGM Algorithm 1."""
@@ -327,20 +259,3 @@ class MirrorDescent:
         """Fit by mirror descent."""
         return mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters, tol=self.tol,
                               line_search=self.line_search, cell_budget=self.cell_budget)
-
-
-@dataclass(frozen=True)
-class AcceleratedMirrorDescent:
-    """Estimator running Private-PGM Algorithm 2 with a mirror-descent polish."""
-
-    max_iters: int = 1000
-    tol: float = 1e-4
-    polish_iters: int = 200
-    cell_budget: float | None = DEFAULT_CELL_BUDGET
-
-    def estimate(self, marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None = None,
-                 *, tree: JunctionTree | None = None) -> EstimationResult:
-        """Fit by accelerated mirror descent."""
-        return accelerated_mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters,
-                                          tol=self.tol, polish_iters=self.polish_iters,
-                                          cell_budget=self.cell_budget)

@@ -47,11 +47,6 @@ class GraphicalModel:
         """Belief propagation run once on the model's potentials."""
         return calibrate(self.tree, self.potentials)
 
-    def clique_marginals(self) -> dict[tuple[str, ...], np.ndarray]:
-        """Counts on every junction-tree clique."""
-        cal = self.calibration
-        return {c: self.total * cal.clique_probabilities(i) for i, c in enumerate(self.tree.cliques)}
-
     def marginal(self, attrs: Iterable[str]) -> np.ndarray:
         """Counts over ``attrs`` (axes in canonical order), summing to ``total``."""
         attrs = self.domain.canonical(attrs)

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
-from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.jsonable import to_jsonable
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +122,7 @@ def consistent_targets(
     return tables, "pgm", info
 
 
-def estimate_targets(measurements, schema, *, model_cells: float | None, estimator: str = "auto",
+def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
                      consistency_iters: int = 100) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 
@@ -130,7 +134,6 @@ def estimate_targets(measurements, schema, *, model_cells: float | None, estimat
     """
     from privsyn_spark.estimate.one_way_fit import one_way_fit
     from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
-    from privsyn_spark.evaluate.report import to_jsonable
 
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,

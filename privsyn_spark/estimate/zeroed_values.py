@@ -16,6 +16,7 @@ so it can appear only at the rate of its own noisy count, below the noise level.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,8 +24,12 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.privacy.rare_values import THETA_SIGMAS
 
+if TYPE_CHECKING:  # pragma: no cover
+    from privsyn_spark.schema.schema import Schema
 
-def absent_values(schema, measurements: Measurements, theta_sigmas: float = THETA_SIGMAS) -> dict[str, np.ndarray]:
+
+def absent_values(schema: Schema, measurements: Measurements,
+                  theta_sigmas: float = THETA_SIGMAS) -> dict[str, np.ndarray]:
     """Per column, a mask over its original codes: the null/``other`` codes whose noisy 1-way count
     is below theta = ``theta_sigmas`` x the 1-way sigma (post-processing of the measurements)."""
     sigma = {m.attrs[0]: m.sigma for m in measurements.marginals if len(m.attrs) == 1}

@@ -7,16 +7,21 @@ so they work on the codes themselves, split from the encoded columns with Spark 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from privsyn_spark.measure.encode import EncodedTable, code_column
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn, integer_bin_bounds
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
 
-def unpacked_codes(encoded: EncodedTable):
+
+def unpacked_codes(encoded: EncodedTable) -> Any:
     """The encoded table as one int code column per attribute (named as the attribute), lazily."""
     return encoded.df.select(*[code_column(encoded.df, a).cast("int").alias(a) for a in encoded.domain.attrs])
 
 
-def holdout_split(df, test_fraction: float, seed: int):
+def holdout_split(df: DataFrame, test_fraction: float, seed: int) -> Any:
     """``(rest, holdout)``: a seeded random split of rows (``DataFrame.randomSplit``).
 
     Deterministic for a given seed and input (same files, same partitioning). A row-level draw,

@@ -24,7 +24,7 @@ from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def one_way_distributions(schema: Schema, real: CountingPass, synthetic: Countin
                      "synthetic": shares(synthetic.tables[(c.name,)])} for c in schema.columns}
 
 
-def independent_baseline(real: CountingPass, synthetic: CountingPass, domain) -> dict:
+def independent_baseline(real: CountingPass, synthetic: CountingPass, domain: Any) -> dict:
     """Mean 2-way TVD of an independent-columns table with the synthetic 1-way marginals (the
     product of them, no sampling noise), against the real 2-way tables: what a method that keeps no
     dependence between columns would score."""
@@ -65,9 +65,10 @@ def values_not_in_input(schema: Schema, real: CountingPass, synthetic: CountingP
     return out
 
 
-def evaluate(spark: SparkSession, real_df, synthetic_df, schema: Schema, label: str | None = None, seed: int = 0,
+def evaluate(spark: SparkSession, real_df: Any, synthetic_df: DataFrame, schema: Schema,
+             label: str | None = None, seed: int = 0,
              n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
-             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values=None) -> dict:
+             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values: Any = None) -> dict:
     """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
 
     ``real_df`` may also be the real table already encoded (e.g. the run's persisted input codes);

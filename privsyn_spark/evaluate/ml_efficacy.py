@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.domain import Domain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 MODEL = "Spark ML LogisticRegression on one-hot encoded codes"
 
 
-def _one_hot_stage(spark: SparkSession, domain: Domain, features: Sequence[str]):
+def _one_hot_stage(spark: SparkSession, domain: Domain, features: Sequence[str]) -> Any:
     """A one-hot encoder sized by the domain (fitted on one row holding each feature's largest code)."""
     from pyspark.ml.feature import OneHotEncoder
 
@@ -32,7 +32,7 @@ def _one_hot_stage(spark: SparkSession, domain: Domain, features: Sequence[str])
     return encoder.fit(row), [f"{c}_oh" for c in inputs]
 
 
-def _prepared(df, features: Sequence[str], label: str):
+def _prepared(df: DataFrame, features: Sequence[str], label: str) -> Any:
     """Rename the feature columns to f0.. (Spark ML-safe names) and the label to a double ``label``."""
     from pyspark.sql import functions as F
 
@@ -40,7 +40,8 @@ def _prepared(df, features: Sequence[str], label: str):
                      F.col(f"`{label}`").cast("double").alias("label"))
 
 
-def ml_efficacy(spark: SparkSession, real_train, real_test, synthetic, domain: Domain, label: str,
+def ml_efficacy(spark: SparkSession, real_train: DataFrame, real_test: DataFrame, synthetic: DataFrame,
+                domain: Domain, label: str,
                 features: Sequence[str] | None = None, max_iter: int = 30, reg_param: float = 1e-3) -> dict:
     """Accuracy on ``real_test`` of a classifier trained on ``synthetic`` vs one trained on ``real_train``.
 
@@ -60,7 +61,7 @@ def ml_efficacy(spark: SparkSession, real_train, real_test, synthetic, domain: D
     one_hot, encoded = _one_hot_stage(spark, domain, features)
     assemble = VectorAssembler(inputCols=encoded, outputCol="features")
 
-    def vectors(df):
+    def vectors(df: DataFrame) -> Any:
         return assemble.transform(one_hot.transform(_prepared(df, features, label))).select("features", "label")
 
     counts = {int(r[0]): int(r[1]) for r in real_train.groupBy(F.col(f"`{label}`")).count().collect()}
@@ -74,7 +75,7 @@ def ml_efficacy(spark: SparkSession, real_train, real_test, synthetic, domain: D
         models[name] = lr.fit(vectors(df))
         log.info("ml efficacy: trained on %s rows", name)
     scored = models["real"].transform(models["synthetic"].transform(vectors(real_test)))
-    def hits(predicted):
+    def hits(predicted: Column) -> Any:
         return F.avg((predicted == F.col("label")).cast("double"))
 
     row = scored.agg(F.count(F.lit(1)).alias("n"), hits(F.col("pred_synthetic")).alias("synthetic"),

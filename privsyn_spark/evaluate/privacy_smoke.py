@@ -9,11 +9,15 @@ of privacy either way; the guarantee is the differential privacy of the measurem
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
 
 DEFAULT_TOLERANCE = 0.05
 
 
-def exact_match_share(rows, reference, keys: Sequence[str]) -> tuple[float | None, int]:
+def exact_match_share(rows: Any, reference: DataFrame, keys: Sequence[str]) -> tuple[float | None, int]:
     """``(share, n)``: the share of the ``n`` rows of ``rows`` equal on ``keys`` to a row of ``reference``.
 
     One left join against the distinct reference keys and one aggregation; the share is None
@@ -30,7 +34,7 @@ def exact_match_share(rows, reference, keys: Sequence[str]) -> tuple[float | Non
     return (int(row["hits"]) / n if n else None), n
 
 
-def synthetic_match_shares(synthetic, real_rest, real_holdout,
+def synthetic_match_shares(synthetic: Any, real_rest: DataFrame, real_holdout: DataFrame,
                            keys: Sequence[str]) -> tuple[float | None, float | None, int]:
     """``(share vs the whole real table, share vs the rest only, n)`` for the ``n`` synthetic rows (one join)."""
     from pyspark.sql import functions as F
@@ -49,7 +53,7 @@ def synthetic_match_shares(synthetic, real_rest, real_holdout,
     return int(row["hits"]) / n, int(row["hits_rest"] or 0) / n, n
 
 
-def privacy_smoke(real_rest, real_holdout, synthetic, keys: Sequence[str],
+def privacy_smoke(real_rest: DataFrame, real_holdout: DataFrame, synthetic: DataFrame, keys: Sequence[str],
                   tolerance: float = DEFAULT_TOLERANCE) -> dict:
     """Exact-match shares of the synthetic rows beside the held-out real rows' share against the rest.
 

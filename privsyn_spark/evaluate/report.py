@@ -9,21 +9,18 @@ so in place of the plots, and everything else is written.
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import importlib.util
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from privsyn_spark.evaluate.evaluation import NOTICE
 from privsyn_spark.evaluate.report_plots import budget_plot, heatmap_plot, histogram_plots, rounds_plot, value_plots
 from privsyn_spark.evaluate.rule_checks import rules_table
+from privsyn_spark.jsonable import to_jsonable
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
@@ -49,26 +46,6 @@ vertical-align:top}th{background:#f4f4f4}.notice{background:#fff3cd;border:1px s
 .warn li{color:#8a4b00}nav ul{columns:3}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
 figcaption{font-size:.85em;color:#555}
 """
-
-
-def to_jsonable(obj: Any) -> Any:
-    """A copy of ``obj`` that ``json`` accepts: numpy to Python, tuples to lists (as keys: "a,b"),
-    NaN/inf to None."""
-    if isinstance(obj, Mapping):
-        return {",".join(k) if isinstance(k, tuple) else str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, np.ndarray)):
-        return [to_jsonable(v) for v in (obj.tolist() if isinstance(obj, np.ndarray) else obj)]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, (dt.datetime, dt.date)):
-        return obj.isoformat()
-    if isinstance(obj, Path):
-        return str(obj)
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    return str(obj)
 
 
 def format_number(value: int | float) -> str:
@@ -161,7 +138,7 @@ proves nothing: the guarantee is the differential privacy of the measurements.</
 </ul>"""
 
 
-def _at(report: Mapping, *keys):
+def _at(report: Mapping, *keys: Any) -> Any:
     """``(value, pointer)`` of a nested key (value None when missing)."""
     node: Any = report
     path = ""
@@ -172,7 +149,7 @@ def _at(report: Mapping, *keys):
     return node, path
 
 
-def _n(report: Mapping, *keys) -> str:
+def _n(report: Mapping, *keys: Any) -> str:
     value, path = _at(report, *keys)
     return _num(value, path) if isinstance(value, (int, float)) and not isinstance(value, bool) else "&mdash;"
 

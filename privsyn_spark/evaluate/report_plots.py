@@ -6,17 +6,18 @@ import base64
 import html
 import io
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 
-def _png(fig) -> str:
+def _png(fig: Any) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _figure(fig, caption: str) -> str:
+def _figure(fig: Any, caption: str) -> str:
     return (f'<figure><img alt="{html.escape(caption)}" src="{_png(fig)}">'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 

@@ -17,11 +17,11 @@ from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
 
-def _broken_codes(encoded: EncodedTable, schema: Schema, rule):
+def _broken_codes(encoded: EncodedTable, schema: Schema, rule: Any) -> Any:
     """Spark condition: the row's codes break ``rule`` (not an inequality)."""
     from pyspark.sql import functions as F
 
-    def literal(values) -> Any:
+    def literal(values: Any) -> Any:
         return F.split(F.lit(",".join(str(int(v)) for v in values)), ",").cast("array<int>")
 
     columns = {c.name: c for c in schema.columns}
@@ -36,7 +36,7 @@ def _broken_codes(encoded: EncodedTable, schema: Schema, rule):
     return F.element_at(literal(rule.allowed(columns).ravel()), cell.cast("int") + 1) == 0
 
 
-def _broken_values(df, schema: Schema, rule):
+def _broken_values(df: Any, schema: Schema, rule: Any) -> Any:
     """Spark condition: the row's values break the inequality ``rule`` (nulls break nothing)."""
     types = dict(df.dtypes)
     low, high = (schema.column(c) for c in rule.columns)
@@ -45,7 +45,7 @@ def _broken_values(df, schema: Schema, rule):
             > numeric_value(raw_value(schema, high), high, types[high.name]))
 
 
-def _count(df, conditions: list) -> list[int]:
+def _count(df: Any, conditions: list) -> list[int]:
     from pyspark.sql import functions as F
 
     if not conditions:
@@ -54,8 +54,8 @@ def _count(df, conditions: list) -> list[int]:
     return [int(v or 0) for v in row]
 
 
-def rule_violations(schema: Schema, real: EncodedTable, synthetic: EncodedTable, synthetic_values,
-                    real_values=None) -> dict[str, Any]:
+def rule_violations(schema: Schema, real: EncodedTable, synthetic: EncodedTable, synthetic_values: Any,
+                    real_values: Any = None) -> dict[str, Any]:
     """``{"rules": [{rule, type, synthetic_violations, real_violations}], "synthetic_violations": total}``.
 
     ``synthetic_values`` / ``real_values``: the raw tables (inequalities are checked on values; without

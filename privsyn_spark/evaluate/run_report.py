@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.version import __version__
@@ -19,7 +20,6 @@ from privsyn_spark.version import __version__
 
 def build_report(run: Mapping[str, Any], measurements: Measurements, record: RunRecord) -> dict:
     """The report dict of one run; ``run`` describes it (run_id, dataset, input, output, config)."""
-    from privsyn_spark.evaluate.report import to_jsonable
     from privsyn_spark.privacy.table_size import table_size_warnings, total_noise_sd
 
     domain = measurements.domain

@@ -16,18 +16,22 @@ Like every metric here, these read the private table and are not differentially 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
 HISTOGRAM_BINS = 40
 #: A column's value-level error is flagged when its KS distance is above this.
 HIGH_KS = 0.1
 
 
-def _values(df, schema: Schema, column: NumericalColumn):
+def _values(df: DataFrame, schema: Schema, column: NumericalColumn) -> Any:
     """The column as doubles (dates/timestamps as epoch seconds), null tokens as nulls; nulls dropped."""
     from pyspark.sql import functions as F
 
@@ -37,7 +41,7 @@ def _values(df, schema: Schema, column: NumericalColumn):
     return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))
 
 
-def ks_distance(real, synthetic) -> float:
+def ks_distance(real: Any, synthetic: Any) -> float:
     """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -54,7 +58,7 @@ def ks_distance(real, synthetic) -> float:
     return float(per_value.select(gap.alias("d")).agg(F.max("d")).first()[0])
 
 
-def _shares(df, values: list[float]) -> tuple[int, list[float]]:
+def _shares(df: Any, values: list[float]) -> tuple[int, list[float]]:
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("n")] + [F.sum(F.when(F.col("x") == F.lit(v), 1).otherwise(0)).alias(f"v{i}")
@@ -64,7 +68,7 @@ def _shares(df, values: list[float]) -> tuple[int, list[float]]:
     return n, [float(row[f"v{i}"] or 0) / n if n else float("nan") for i in range(len(values))]
 
 
-def _histogram(df, edges: np.ndarray) -> list[int]:
+def _histogram(df: DataFrame, edges: np.ndarray) -> list[int]:
     from pyspark.sql import functions as F
 
     inner = [float(e) for e in edges[1:-1]]
@@ -84,7 +88,7 @@ def histogram_edges(column: NumericalColumn, skewed: bool) -> tuple[np.ndarray, 
     return np.linspace(lo, hi, HISTOGRAM_BINS + 1), False
 
 
-def value_metrics(real_df, synthetic_df, schema: Schema) -> dict[str, dict]:
+def value_metrics(real_df: DataFrame, synthetic_df: DataFrame, schema: Schema) -> dict[str, dict]:
     """Per numerical column of ``schema``: KS distance, spike shares, plot histograms (module docstring)."""
     from pyspark.sql import functions as F
 

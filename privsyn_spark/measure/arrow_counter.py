@@ -10,6 +10,8 @@ gathered into blocks of that size before counting.
 from __future__ import annotations
 
 import resource
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from privsyn_spark.measure.packing import CounterPlan
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
 
 
-def _blocks(batches, rows: int = BATCH_ROWS):
+def _blocks(batches: Iterator[Any], rows: int = BATCH_ROWS) -> Any:
     """The Arrow batches gathered into record batches of about ``rows`` rows (fewer bincount calls)."""
     import pyarrow as pa
 
@@ -36,7 +38,7 @@ def _blocks(batches, rows: int = BATCH_ROWS):
         yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
-def _partition_counter(layout: CounterPlan):
+def _partition_counter(layout: CounterPlan) -> Any:
     """The function each partition runs: Arrow batches of packed words -> one row of partial counts."""
     import pyarrow as pa
 
@@ -46,7 +48,7 @@ def _partition_counter(layout: CounterPlan):
     offsets, tail = layout.offsets, layout.cells
     status_field = (1 << STATUS_BITS) - 1
 
-    def count(batches):
+    def count(batches: Iterator[Any]) -> Any:
         acc = np.zeros(layout.length, dtype=np.int64)
         for batch in _blocks(batches):
             words = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
@@ -79,7 +81,7 @@ def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) ->
     return left[0] + right[0], max(left[1], right[1])
 
 
-def count_with_arrow(packed, layout: CounterPlan) -> tuple[np.ndarray, float]:
+def count_with_arrow(packed: Any, layout: CounterPlan) -> tuple[np.ndarray, float]:
     """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB)."""
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
     zero = (np.zeros(layout.length, dtype=np.int64), 0)

@@ -14,15 +14,17 @@ on a (value, code) table, so the cost per row does not grow with the list.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn
+from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
 STATUS_OK, STATUS_OUT_OF_DOMAIN, STATUS_NULL = 0, 1, 2
@@ -47,7 +49,7 @@ class EncodedTable:
         return list(self.domain.attrs)
 
 
-def code_column(df, name: str):
+def code_column(df: DataFrame, name: str) -> Any:
     """Spark expression of the code alone of an encoded column."""
     from pyspark.sql import functions as F
 
@@ -60,17 +62,12 @@ def spark_type(dtype: str) -> str:
             "boolean": "boolean", "date": "date", "timestamp": "timestamp"}[dtype]
 
 
-def raw_value(schema: Schema, column: Column):
+def raw_value(schema: Schema, column: Column) -> Any:
     """The column with the schema's null tokens turned into nulls."""
-    from pyspark.sql import functions as F
-
-    col = F.col(f"`{column.name}`")
-    if schema.null_tokens:
-        col = F.when(F.trim(col.cast("string")).isin(*schema.null_tokens), F.lit(None)).otherwise(col)
-    return col
+    return cleaned(column.name, schema.null_tokens)
 
 
-def _typed(raw, column: CategoricalColumn):
+def _typed(raw: SparkColumn, column: CategoricalColumn) -> Any:
     """The raw value as the column's dtype (null when it does not parse); strings trimmed."""
     from pyspark.sql import functions as F
 
@@ -82,11 +79,11 @@ def _contiguous(column: CategoricalColumn) -> bool:
     return column.dtype in ("int", "long") and list(column.values) == list(range(first, first + len(column.values)))
 
 
-def _value_text(value) -> str:
+def _value_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, float) else str(value)
 
 
-def _value_array(column: CategoricalColumn):
+def _value_array(column: CategoricalColumn) -> Any:
     """The declared values as one array literal (one split string, cast to the dtype; constant-folded)."""
     import re
 
@@ -100,7 +97,7 @@ def _value_array(column: CategoricalColumn):
     return array if column.dtype == "string" else array.cast(f"array<{spark_type(column.dtype)}>")
 
 
-def _lookup_table(spark: SparkSession, column: CategoricalColumn, value_name: str, code_name: str):
+def _lookup_table(spark: SparkSession, column: CategoricalColumn, value_name: str, code_name: str) -> Any:
     """A (value, code) DataFrame of the declared values, for the broadcast-join lookup."""
     import pandas as pd
 
@@ -108,7 +105,7 @@ def _lookup_table(spark: SparkSession, column: CategoricalColumn, value_name: st
     return spark.createDataFrame(frame, f"`{value_name}` {spark_type(column.dtype)}, `{code_name}` int")
 
 
-def _categorical(raw, column: CategoricalColumn, joined_code=None):
+def _categorical(raw: SparkColumn, column: CategoricalColumn, joined_code: Any = None) -> Any:
     """``code * 4 + status`` of a categorical column (``joined_code``: the code column of a lookup join).
 
     The category lookup (``array_position``, the costly part) comes first in the CASE so Spark's
@@ -150,7 +147,7 @@ _OFFSET = (r"[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?\s*"   # a time, then its 
            r"(Z|[+-][0-9]{1,2}(:?[0-9]{2})?|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*)$")
 
 
-def epoch_seconds(raw, source_type: str, dtype: str):
+def epoch_seconds(raw: SparkColumn, source_type: str, dtype: str) -> Any:
     """Seconds since the epoch of a date/timestamp value, whatever the session time zone is.
 
     Instants (``timestamp`` columns, strings with an offset) keep their instant; wall-clock values
@@ -159,7 +156,7 @@ def epoch_seconds(raw, source_type: str, dtype: str):
     """
     from pyspark.sql import functions as F
 
-    def wall_clock(ntz):  # a TIMESTAMP_NTZ as if it were UTC (timestamp_diff on NTZ uses no zone)
+    def wall_clock(ntz: SparkColumn) -> Any:  # a TIMESTAMP_NTZ as if it were UTC (timestamp_diff on NTZ uses no zone)
         return F.timestamp_diff("SECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), ntz)
 
     if source_type in ("date", "timestamp_ntz"):
@@ -178,13 +175,13 @@ def epoch_seconds(raw, source_type: str, dtype: str):
     return seconds.cast("double")
 
 
-def numeric_value(raw, column: NumericalColumn, source_type: str):
+def numeric_value(raw: SparkColumn, column: NumericalColumn, source_type: str) -> Any:
     """The value of a numerical column as a double (dates and timestamps: seconds since the epoch)."""
     return (epoch_seconds(raw, source_type, column.dtype) if column.dtype in ("date", "timestamp")
             else raw.try_cast("double"))
 
 
-def _numerical(raw, column: NumericalColumn, source_type: str):
+def _numerical(raw: SparkColumn, column: NumericalColumn, source_type: str) -> Any:
     """``code * 4 + status`` of a numerical column: the bin index, clipped to the edge bins."""
     from pyspark.sql import functions as F
 
@@ -207,7 +204,7 @@ def _numerical(raw, column: NumericalColumn, source_type: str):
             .otherwise(clipped + STATUS_OUT_OF_DOMAIN))
 
 
-def encode(df, schema: Schema, keep: tuple[str, ...] = ()) -> EncodedTable:
+def encode(df: DataFrame, schema: Schema, keep: tuple[str, ...] = ()) -> EncodedTable:
     """Encode ``df`` against ``schema`` (lazy: nothing runs yet); the columns ``keep`` (the privacy id,
     for contribution bounding) are carried along as they are.
 

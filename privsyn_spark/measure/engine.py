@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from math import comb
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def one_and_two_way(domain: Domain) -> list[tuple[str, ...]]:
     return [(a,) for a in domain.attrs] + list(all_pairs(domain))
 
 
-def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
+def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]) -> Any:
     """Canonicalise, drop duplicates, and split into computed tables and ones summed from them.
 
     A wanted table is computed unless another wanted table holds it; each one is summed from the first
@@ -79,7 +79,7 @@ def _plan(domain: Domain, marginals: Sequence[tuple[str, ...]]):
     lengths = sorted({len(m) for m in wanted})
     wanted_set = set(wanted)
 
-    def wanted_subsets(o: tuple[str, ...], proper: bool):
+    def wanted_subsets(o: tuple[str, ...], proper: bool) -> Any:
         for k in lengths:
             if k > len(o) or (proper and k == len(o)):
                 break

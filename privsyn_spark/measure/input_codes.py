@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
@@ -48,7 +48,7 @@ class InputCodes:
     a scoped source is analysed here, so a bad column or predicate stops the run before anything is spent.
     """
 
-    def __init__(self, spark: SparkSession, source, fmt: str | None, schema: Schema, scratch_dir: str,
+    def __init__(self, spark: SparkSession, source: Any, fmt: str | None, schema: Schema, scratch_dir: str,
                  scope: Scope | None = None) -> None:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scope = scope or Scope()
@@ -115,11 +115,11 @@ class InputCodes:
     def __enter__(self) -> InputCodes:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def bounded_codes(raw, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
+def bounded_codes(raw: Any, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
     """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
     the map side with the id carried along, so the one shuffle of bounding moves only the id and a
     few bigint words a row; the id is dropped right after. ``seed``: tests only."""

@@ -13,11 +13,8 @@ Per-partition memory: the requested cells, 8 bytes each (at most 2^31 - 1 cells)
 
 from __future__ import annotations
 
-import importlib.resources
 import logging
-import zipfile
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-JAR_NAME = "privsyn-spark-counter.jar"  # package data of privsyn_spark.measure, in jvm/
-JAR_PREFIX = "privsyn-spark-counter-"    # older builds compiled into a jars cache; never put on a classpath
 PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
 PLAN_VERSION = 2                         # MarginalCounter.PLAN_VERSION
 ERROR_PREFIX = "privsyn-spark counter: "  # MarginalCounter.ERROR
@@ -43,37 +38,6 @@ _MISSING_ON_EXECUTORS = (  # how a task of the counter fails where its classes c
 
 class CounterDeploymentError(PrivsynError, RuntimeError):
     """The counter jar is missing on the executors, or they run another Spark or jar than the driver."""
-
-
-def packaged_jar(jar: Path | None = None) -> Path | None:
-    """The counter jar shipped in the package (or ``jar``), or None (with a warning) when it is missing or
-    was built for another Spark minor version than this pyspark (the engine then counts in Python)."""
-    import pyspark
-
-    jar = Path(jar or str(importlib.resources.files("privsyn_spark.measure").joinpath("jvm").joinpath(JAR_NAME)))
-    if not jar.is_file():
-        log.warning("the counter jar %s is missing (build it with scripts/setup.sh, which needs a JDK and "
-                    "Maven): the marginal engine will count in Python workers, about 2x slower", jar)
-        return None
-    built_for = jar_spark_version(jar)
-    if _minor(built_for) != _minor(pyspark.__version__):
-        log.warning("the counter jar %s was built for Spark %s, this is pyspark %s: the marginal engine will "
-                    "count in Python workers (about 2x slower); rebuild it with scripts/setup.sh",
-                    jar, built_for, pyspark.__version__)
-        return None
-    return jar
-
-
-def jar_spark_version(jar: Path) -> str:
-    """The Spark version a counter jar was compiled against (its counter.properties)."""
-    with zipfile.ZipFile(jar) as z:
-        text = z.read("io/privsyn/spark/counter.properties").decode()
-    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
-    return values.get("spark.version", "unknown").strip()
-
-
-def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
 
 
 def jvm_counter_loaded(spark: SparkSession) -> bool:
@@ -108,7 +72,7 @@ def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
     return np.asarray(plan, dtype="<i4").tobytes() + b"".join(lut.tobytes() for lut in luts)
 
 
-def count_with_jvm(packed, layout: CounterPlan) -> np.ndarray:
+def count_with_jvm(packed: Any, layout: CounterPlan) -> np.ndarray:
     """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM.
 
     Raises CounterDeploymentError when the executors lack the jar or run another Spark or jar.

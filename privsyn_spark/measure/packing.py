@@ -104,7 +104,7 @@ class PackedCodes:
     def words(self) -> int:
         return 1 + max((word for word, _, _ in self.fields.values()), default=-1)
 
-    def with_df(self, df) -> PackedCodes:
+    def with_df(self, df: DataFrame) -> PackedCodes:
         """The same layout over another DataFrame holding the same words (e.g. read back from storage)."""
         return replace(self, df=df)
 

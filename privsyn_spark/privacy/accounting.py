@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from privsyn_spark.errors import BudgetRefused
@@ -27,6 +28,18 @@ def _log_delta_at(rho: float, epsilon: float, alpha: float) -> float:
     """log of the CKS20 Corollary 13 bound at one Renyi order alpha > 1."""
     # delta(alpha) = exp((alpha-1)(alpha*rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha
     return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
+
+
+def _bisect(below: Callable[[float], bool], lo: float, hi: float, steps: int = 200) -> tuple[float, float]:
+    """``[lo, hi]`` halved ``steps`` times around the point where the monotone ``below(x)`` turns from True
+    (at ``lo``) to False (at ``hi``); the one bisection of this module's conversions."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if below(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
 
 
 def cdp_delta(rho: float, epsilon: float) -> float:
@@ -50,12 +63,7 @@ def cdp_delta(rho: float, epsilon: float) -> float:
     hi = 2.0
     while slope(hi) < 0:  # slope -> -inf as alpha -> 1+, increasing, -> +inf
         hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if slope(mid) < 0:
-            lo = mid
-        else:
-            hi = mid
+    _, hi = _bisect(lambda alpha: slope(alpha) < 0, lo, hi)
     log_delta = _log_delta_at(rho, epsilon, hi)
     return 1.0 if log_delta >= 0 else math.exp(log_delta)
 
@@ -69,12 +77,7 @@ def rho_from_eps_delta(epsilon: float, delta: float) -> float:
     lo, hi = 0.0, 1.0
     while cdp_delta(hi, epsilon) <= delta:  # grow the bracket for very large epsilon
         lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if cdp_delta(mid, epsilon) <= delta:
-            lo = mid
-        else:
-            hi = mid
+    lo, _ = _bisect(lambda rho: cdp_delta(rho, epsilon) <= delta, lo, hi)
     return lo  # lo always satisfies the guarantee
 
 
@@ -87,13 +90,8 @@ def eps_from_rho(rho: float, delta: float) -> float:
     if rho == 0:
         return 0.0
     # Bun-Steinke 2016 Prop. 1.3 (eps = rho + 2 sqrt(rho log 1/delta)) is a valid, looser upper end.
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if cdp_delta(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
+    _, hi = _bisect(lambda epsilon: cdp_delta(rho, epsilon) > delta, 0.0,
+                    rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)))
     return hi  # hi always satisfies the guarantee
 
 

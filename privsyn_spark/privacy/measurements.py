@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ class NoisyMarginal:
     values: np.ndarray  # float64 holding the noisy integer counts, shape = domain.shape(attrs)
     sigma: float        # standard deviation of the noise on each cell
     rho: float          # zCDP budget spent on this table
+
+
+def weighted_total(tables: Iterable[tuple[np.ndarray, float]]) -> float | None:
+    """The row count from noisy tables over all records, each ``(table, sigma)``: the inverse-variance
+    weighted mean of their sums (a table's sum is unbiased for n with variance cells * sigma^2; post-
+    processing). None without tables."""
+    sums, weights = [], []
+    for table, sigma in tables:
+        sums.append(float(np.sum(table)))
+        weights.append(1.0 / (table.size * float(sigma) ** 2))
+    return float(np.dot(sums, weights) / np.sum(weights)) if sums else None
 
 
 ARTIFACT_FILE = "measurements.npz"

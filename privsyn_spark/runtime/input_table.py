@@ -32,7 +32,7 @@ def _hadoop_path(spark: SparkSession, *args: Any) -> Any:
     return jvm.org.apache.hadoop.fs.Path(*args)
 
 
-def _qualified_path(spark: SparkSession, source: str):
+def _qualified_path(spark: SparkSession, source: str) -> Any:
     """(file system, fully qualified Hadoop Path) of ``source``, with the session's Hadoop configuration."""
     path = _hadoop_path(spark, location(source))
     fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
@@ -82,7 +82,7 @@ def _format(source: str, root: str | None) -> str:
 
 
 def read_table(spark: SparkSession, source: str, fmt: str | None = None, options: Mapping[str, str] | None = None,
-               infer_types: bool = True):
+               infer_types: bool = True) -> Any:
     """Read ``source`` as a DataFrame (lazily). CSV gets a header, and inferred types if ``infer_types``.
 
     Type inference reads a whole CSV once before the first action; with ``infer_types=False`` every

@@ -18,9 +18,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -67,8 +68,6 @@ def _jar_conf(conf: Mapping[str, str], delta: bool, submitted: bool = False) -> 
     Jars or packages the caller chose are kept; the counter jar (shipped in the package) is added to
     them, except under spark-submit, whose driver JVM already runs: there it must come with ``--jars``.
     """
-    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, packaged_jar
-
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
     settings: dict[str, str] = {}
     if delta and "spark.jars.packages" not in conf and "spark.jars" not in conf:
@@ -103,7 +102,7 @@ def build_spark_session(
     conf: Mapping[str, str] | None = None,
     delta: bool = True,
     log_level: str = "ERROR",
-):
+) -> Any:
     """The active SparkSession as it is, or a new one with only what the pipeline needs added.
 
     ``master`` defaults to $PRIVSYN_SPARK_MASTER, then to whatever spark-submit set, then to

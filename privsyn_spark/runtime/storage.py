@@ -85,7 +85,7 @@ class HadoopStorage:
         self._jvm: Any = spark._jvm  # a classic session's py4j gateway
         self._conf = spark._jsc.hadoopConfiguration()
 
-    def _path(self, location: str):
+    def _path(self, location: str) -> Any:
         path = self._jvm.org.apache.hadoop.fs.Path(location)
         return path, path.getFileSystem(self._conf)
 

@@ -8,14 +8,14 @@ otherwise, so the dependent pairs are exactly the chain ``(x{j-1}, x{j})`` for j
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 
 def generated_table(spark: SparkSession, rows: int, sizes: Sequence[int], dependent: Sequence[int] = (),
-                    dependence: float = 0.8, seed: int = 0, partitions: int | None = None):
+                    dependence: float = 0.8, seed: int = 0, partitions: int | None = None) -> Any:
     """A DataFrame of ``rows`` rows with int columns ``x0..x{d-1}``, ``x{j}`` in ``[0, sizes[j])``."""
     from pyspark.sql import functions as F
 
@@ -59,7 +59,7 @@ def bayes_net_structure(columns: int, min_size: int = 2, max_size: int = 60, max
 
 
 def bayes_net_table(spark: SparkSession, rows: int, sizes: Sequence[int], parents: Sequence[tuple[int, ...]],
-                    dependence: float = 0.7, seed: int = 0, partitions: int | None = None):
+                    dependence: float = 0.7, seed: int = 0, partitions: int | None = None) -> Any:
     """Rows of the network from :func:`bayes_net_structure`, made on the executors.
 
     ``x{j}`` is a fixed function of its parents (``(7 p1 + 13 p2 + 3) mod size``) with probability
@@ -93,7 +93,7 @@ ROW_SIZES = {"channel": 6, "category": 12, "amount_band": 10, "weekday": 7}
 
 
 def people_table(spark: SparkSession, people: int, mean_rows: float = 20.0, alpha: float = 1.5,
-                 max_rows: int = 10_000, seed: int = 0, partitions: int | None = None):
+                 max_rows: int = 10_000, seed: int = 0, partitions: int | None = None) -> Any:
     """A table of many rows per person: ``person_id`` (bigint), person attributes ``age_band``,
     ``region``, ``segment`` (constant per id) and per-row attributes ``channel``, ``category``,
     ``amount_band``, ``weekday`` that depend on them and on how active the person is.

@@ -6,14 +6,18 @@ privacy code, which noises them; nothing here is logged or returned to a caller 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
 
-def cleaned(df, name: str, null_tokens: Sequence[str]):
-    """Column ``name`` with the null tokens turned into nulls."""
+
+def cleaned(name: str, null_tokens: Sequence[str]) -> Column:
+    """Column ``name`` with the null tokens (after trimming) turned into nulls: the one null-token rule
+    of drafts and of the encoder."""
     from pyspark.sql import functions as F
 
     col = F.col(f"`{name}`")
@@ -22,7 +26,7 @@ def cleaned(df, name: str, null_tokens: Sequence[str]):
     return col
 
 
-def as_number(col, temporal: bool):
+def as_number(col: Column, temporal: bool) -> Any:
     """Numbers as doubles; dates/timestamps as epoch seconds (UTC); unparseable values as null."""
     from pyspark.sql import functions as F
 
@@ -31,11 +35,11 @@ def as_number(col, temporal: bool):
     return col.try_cast("double")
 
 
-def category_counts(df, name: str, null_tokens: Sequence[str], boolean: bool = False) -> tuple[dict, int]:
+def category_counts(df: DataFrame, name: str, null_tokens: Sequence[str], boolean: bool = False) -> tuple[dict, int]:
     """Exact count of every (trimmed) value of a column, and its null count (one Spark job)."""
     from pyspark.sql import functions as F
 
-    col = cleaned(df, name, null_tokens)
+    col = cleaned(name, null_tokens)
     value = col.try_cast("boolean") if boolean else F.trim(col.cast("string"))
     rows = df.select(value.alias("v")).groupBy("v").count().collect()
     counts = {r["v"]: int(r["count"]) for r in rows if r["v"] is not None}
@@ -43,7 +47,7 @@ def category_counts(df, name: str, null_tokens: Sequence[str], boolean: bool = F
     return counts, nulls
 
 
-def grid_counts(df, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
+def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
                 null_tokens: Sequence[str]) -> dict[str, tuple[np.ndarray, int]]:
     """Per numeric column: exact count of each grid cell and the null count, in one pass.
 
@@ -60,10 +64,10 @@ def grid_counts(df, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     starts = [np.asarray(grids[n][0], dtype=np.float64) for n in names]
     bounds = [(float(grids[n][1]), float(grids[n][2])) for n in names]
-    selected = df.select(*[as_number(cleaned(df, n, null_tokens), grids[n][3]).alias(f"c{i}")
+    selected = df.select(*[as_number(cleaned(n, null_tokens), grids[n][3]).alias(f"c{i}")
                            for i, n in enumerate(names)])
 
-    def count(batches):
+    def count(batches: Iterator[Any]) -> Any:
         acc = np.zeros(int(offsets[-1]), dtype=np.int64)
         for batch in batches:
             for j in range(len(names)):
@@ -82,12 +86,12 @@ def grid_counts(df, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
     return {n: (total[offsets[j]:offsets[j + 1] - 1], int(total[offsets[j + 1] - 1])) for j, n in enumerate(names)}
 
 
-def whole_number_counts(df, name: str, null_tokens: Sequence[str], temporal: bool,
+def whole_number_counts(df: DataFrame, name: str, null_tokens: Sequence[str], temporal: bool,
                         ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     """Exact count of every whole number in each inclusive range, concatenated in range order."""
     from pyspark.sql import functions as F
 
-    x = as_number(cleaned(df, name, null_tokens), temporal)
+    x = as_number(cleaned(name, null_tokens), temporal)
     inside: Any = None
     for lo, hi in ranges:
         term = (x >= lo) & (x <= hi)
@@ -98,7 +102,7 @@ def whole_number_counts(df, name: str, null_tokens: Sequence[str], temporal: boo
     return np.asarray([found.get(v, 0) for lo, hi in ranges for v in range(lo, hi + 1)], dtype=np.int64)
 
 
-def rows_per_id_cells(df, id_columns: Sequence[str], starts: np.ndarray) -> np.ndarray:
+def rows_per_id_cells(df: Any, id_columns: Sequence[str], starts: np.ndarray) -> np.ndarray:
     """Exact number of ids per cell of a grid of rows per id (``starts``: the cells' first whole numbers);
     a row with a null id is an id of one row. Two aggregations; only (rows, ids) tallies reach the driver."""
     from pyspark.sql import functions as F

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,7 +37,7 @@ BATCH_ROWS = 1 << 16
 """Records per Arrow batch sent to Spark."""
 
 
-def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CHUNK,
+def sample_shard(model: Any, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CHUNK,
                  batch: int = BATCH_ROWS) -> Iterator[np.ndarray]:
     """Shard ``shard``'s ``rows`` records from ``model``: int32 code arrays of at most ``batch`` rows.
 
@@ -51,7 +51,7 @@ def sample_shard(model, rows: int, seed: int, shard: int, chunk: int = SAMPLE_CH
             yield codes[start: start + batch]
 
 
-def fit_model(measurements: Measurements, cell_budget: float | None = DEFAULT_CELL_BUDGET):
+def fit_model(measurements: Measurements, cell_budget: float | None = DEFAULT_CELL_BUDGET) -> Any:
     """``(model, info)``: Private-PGM (mirror descent) fitted to the measurements, as the estimate step fits it."""
     domain = measurements.domain
     cliques = list(dict.fromkeys(domain.canonical(m.attrs) for m in measurements.marginals))
@@ -66,8 +66,8 @@ def fit_model(measurements: Measurements, cell_budget: float | None = DEFAULT_CE
                        "max_clique_cells": tree.max_clique_cells}
 
 
-def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int, model,
-                         shard_rows: int = 1_000_000):
+def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int, model: Any,
+                         shard_rows: int = 1_000_000) -> Any:
     """``(DataFrame of merged codes, info)``: ``rows`` records sampled from ``model``, the graphical
     model the estimate step fitted (or :func:`fit_model`; reused, never fitted here)."""
     import pyarrow as pa
@@ -77,7 +77,7 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
     model = spark.sparkContext.broadcast(model)
 
-    def sample(batches):
+    def sample(batches: Iterator[Any]) -> Any:
         for batch in batches:
             for shard in batch.column(0).to_numpy():
                 for codes in sample_shard(model.value, sizes[int(shard)], seed, int(shard)):

@@ -21,7 +21,7 @@ one); ``pgm``: records sampled from the graphical model itself."""
 
 
 def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
-                     targets: dict[tuple[str, ...], np.ndarray] | None, model=None, sharding: ShardingConfig,
+                     targets: dict[tuple[str, ...], np.ndarray] | None, model: Any = None, sharding: ShardingConfig,
                      gum: GumConfig, checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
     """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
 

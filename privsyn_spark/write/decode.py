@@ -14,7 +14,8 @@ All of it is post-processing of the measurements artifact.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,9 @@ from privsyn_spark.randomness import Stage, uniforms_at
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.synthesis_view import CompoundColumn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
 
 OTHER_LABEL = "__other__"
 _ARROW = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
@@ -130,7 +134,7 @@ class Decoder:
         return pa.RecordBatch.from_arrays(arrays, names=list(self.schema.names))
 
 
-def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None):
+def _expansion(value_map: np.ndarray, weights: np.ndarray, absent: np.ndarray | None = None) -> Any:
     """Original codes sorted by merged code, their search keys (group + cumulative share), group starts,
     and which merged codes are groups of several members.
 
@@ -213,9 +217,9 @@ def _numerical_array(column: NumericalColumn, values: np.ndarray, null: np.ndarr
     return pa.array(values.astype(dtype), type=_ARROW[column.dtype], mask=mask)
 
 
-def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarray],
+def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[str, np.ndarray],
                      one_way_original: Mapping[str, np.ndarray], seed: int,
-                     absent: Mapping[str, np.ndarray] | None = None):
+                     absent: Mapping[str, np.ndarray] | None = None) -> Any:
     """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
 
     Partition ``i`` of ``codes_df`` must hold synthesis shard ``i`` in a fixed order (what both
@@ -227,7 +231,7 @@ def decode_dataframe(codes_df, schema: Schema, value_maps: Mapping[str, np.ndarr
     decoder = Decoder(schema, value_maps, one_way_original, absent)
     names = list(schema.view.names)  # the synthesis domain's attributes (the schema's columns without rules)
 
-    def decode_batches(batches):
+    def decode_batches(batches: Iterator[Any]) -> Any:
         from pyspark import TaskContext
 
         context = TaskContext.get()

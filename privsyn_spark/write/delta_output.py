@@ -34,6 +34,12 @@ def delta_identifier(target: str) -> str:
     return target
 
 
+def warm_write(spark: SparkSession, folder: str) -> None:
+    """A 1-row Delta table into ``folder`` by the output's own path (``createOrReplace``): the session's
+    one-time Delta cost, paid while the driver estimates (:mod:`privsyn_spark.runtime.warmup`)."""
+    spark.range(1).writeTo(delta_identifier(folder)).using("delta").createOrReplace()
+
+
 def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties: Mapping[str, str] | None = None,
                 user_metadata: Mapping[str, object] | None = None, partition_by: Sequence[str] = (),
                 comment: str | None = None, partition: Sequence[tuple[str, str]] = (),
@@ -118,7 +124,7 @@ def partition_column_types(spark: SparkSession, target: str | None, partition: S
     return {c: types.get(c, "string") for c, _ in partition}
 
 
-def _expr(predicate: str):
+def _expr(predicate: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.expr(predicate)

@@ -7,7 +7,6 @@ import pytest
 from pgm_brute_force import (
     STRUCTURES,
     exact_measurements,
-    marginal,
     max_entropy_fit,
     noisy_measurements,
     random_table,
@@ -16,10 +15,8 @@ from pgm_brute_force import (
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.estimation import (
-    AcceleratedMirrorDescent,
     Estimator,
     MirrorDescent,
-    accelerated_mirror_descent,
     estimate_total,
     mirror_descent,
 )
@@ -86,24 +83,11 @@ def test_measurement_axes_in_any_order() -> None:
     np.testing.assert_allclose(model.marginal(("a", "b")), y, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["chain", "cycle", "three_way", "duplicates"])
-def test_accelerated_variant_recovers_noise_free_marginals(name: str) -> None:
-    dom, cliques = structure(name)
-    table = random_table(dom, TOTAL, np.random.default_rng(5))
-    measured = exact_measurements(dom, table, cliques)
-    result = accelerated_mirror_descent(measured, dom, TOTAL, max_iters=300, tol=1e-12, polish_iters=300)
-    for c in cliques:
-        np.testing.assert_allclose(result.model.marginal(c), marginal(dom, table, c), atol=1e-3 * TOTAL)
-    # Algorithm 2 alone gets near the optimum: L(w) falls by orders of magnitude
-    accelerated = result.loss_history[: result.info["accelerated_iterations"] + 1]
-    assert accelerated[-1] < 1e-3 * accelerated[0]
-
-
 def test_estimators_follow_the_protocol() -> None:
     dom, cliques = structure("tree")
     table = random_table(dom, TOTAL, np.random.default_rng(6))
     measured = exact_measurements(dom, table, cliques)
-    estimators: list[Estimator] = [MirrorDescent(max_iters=50), AcceleratedMirrorDescent(max_iters=50, polish_iters=10)]
+    estimators: list[Estimator] = [MirrorDescent(max_iters=50)]
     uniform = sum(float(np.sum(((TOTAL / m.values.size - m.values) / m.sigma) ** 2)) for m in measured)
     for est in estimators:
         result = est.estimate(measured, dom, TOTAL)
@@ -115,20 +99,6 @@ def test_estimators_follow_the_protocol() -> None:
         for m in measured:  # the model is a distribution of TOTAL records
             assert float(fitted[m.attrs].sum()) == pytest.approx(TOTAL, rel=1e-9)
         assert 1 <= result.iterations <= 60
-
-
-def test_accelerated_variant_does_not_stop_in_its_warm_up() -> None:
-    # Algorithm 2's steps grow as t^2, so its first iterations change the loss by little however far
-    # it is from the optimum: a per-iteration relative change below tol is no sign of convergence there.
-    rng = np.random.default_rng(0)
-    attrs = [f"x{i}" for i in range(80)]
-    dom = Domain.from_dict({a: 6 for a in attrs})
-    measured = [NoisyMarginal((a, b), rng.dirichlet(np.ones(36)).reshape(6, 6) * 1e4, 10.0, 0.1)
-                for a, b in zip(attrs, attrs[1:])]
-    result = accelerated_mirror_descent(measured, dom, 1e4, tol=1e-3, polish_iters=0, log_every=0)
-    accelerated = result.loss_history[: result.info["accelerated_iterations"] + 1]
-    assert result.info["accelerated_iterations"] > 10
-    assert accelerated[-1] < 0.5 * accelerated[0]
 
 
 def test_line_search_discards_only_steps_that_raise_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:

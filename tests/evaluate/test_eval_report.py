@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 
-from privsyn_spark.evaluate.report import format_number, to_jsonable, write_report
+from privsyn_spark.evaluate.report import format_number, write_report
+from privsyn_spark.jsonable import to_jsonable
 
 from .report_check import check_report
 

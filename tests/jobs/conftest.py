@@ -57,7 +57,7 @@ def spark_home() -> Path:
 
 def delta_jars() -> str:
     """The Maven-resolved Delta jars and the package's counter jar (comma-separated) for spark-submit --jars."""
-    from privsyn_spark.measure.jvm_counter import JAR_PREFIX, packaged_jar
+    from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
     from privsyn_spark.runtime.session import jars_dir
 
     jars = [j for j in sorted(jars_dir().glob("*.jar")) if not j.name.startswith(JAR_PREFIX)]

@@ -125,7 +125,7 @@ def test_cluster_marginal_engine_counts_in_executor_jvms(spark, standalone_clust
 
 def test_a_counter_jar_on_the_driver_only_fails_clearly(tmp_path):
     """Executors (separate JVMs: local-cluster) without the jar: a CounterDeploymentError saying so."""
-    from privsyn_spark.measure.jvm_counter import packaged_jar
+    from privsyn_spark.runtime.counter_jar import packaged_jar
 
     submit = [str(spark_home() / "bin" / "spark-submit"), "--master", "local-cluster[1,1,1024]",
               "--driver-class-path", str(packaged_jar()),

@@ -10,14 +10,8 @@ import pytest
 from privsyn_spark.measure import jvm_counter
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import count_marginals
-from privsyn_spark.measure.jvm_counter import (
-    JAR_NAME,
-    JAR_PREFIX,
-    CounterDeploymentError,
-    jar_spark_version,
-    jvm_counter_loaded,
-    packaged_jar,
-)
+from privsyn_spark.measure.jvm_counter import CounterDeploymentError, jvm_counter_loaded
+from privsyn_spark.runtime.counter_jar import JAR_NAME, JAR_PREFIX, jar_spark_version, packaged_jar
 from privsyn_spark.runtime.session import _jar_conf
 from privsyn_spark.schema.schema import parse_schema
 

@@ -14,11 +14,11 @@ import pytest
 
 from privsyn_spark import cli, pipeline
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.release_guard import ArtifactLost, Release, guarded_measure, run_fingerprint
 from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release_guard import ArtifactLost, Release, guarded_measure, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
 pytestmark = pytest.mark.slow

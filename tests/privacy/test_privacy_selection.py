@@ -12,9 +12,9 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_eps_delta
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.rare_values import merge_attribute, merge_rare_values
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import allocate_rho, dense_marg, noise_error
 from privsyn_spark.select.noisy_indif import indif_noise_scale, release_noisy_indif

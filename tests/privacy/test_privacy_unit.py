@@ -12,10 +12,10 @@ import pytest
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma
 from privsyn_spark.privacy.discovery import geometric_grid, release_numeric, select_partitions, selection_threshold
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError, count_sensitivity, partition_threshold
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.schema import parse_schema
 

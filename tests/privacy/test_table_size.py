@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from privsyn_spark.errors import BadInputData
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.table_size import check_table_size, default_rows, table_size_warnings, total_noise_sd
+from privsyn_spark.release.measure_privately import measure_privately
 
 SIZES = [4, 5, 3, 6]
 

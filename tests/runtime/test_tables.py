@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 
 from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
+from privsyn_spark.measure.draft_schema import WARNING_HEADER, infer_schema
 from privsyn_spark.runtime.input_table import delta_root, detect_format, read_table
-from privsyn_spark.schema.infer import WARNING_HEADER, infer_schema
 from privsyn_spark.schema.schema import save_schema
 from privsyn_spark.write.delta_output import latest_version, provenance, table_properties, write_delta
 

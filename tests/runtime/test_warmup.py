@@ -6,6 +6,10 @@ import pytest
 
 from privsyn_spark.runtime import warmup
 from privsyn_spark.runtime.warmup import warm_up
+from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
+from privsyn_spark.write.delta_output import warm_write
+
+JOBS = (warm_write, warm_worker)  # the pipeline's
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +24,7 @@ def _warm_up_thread() -> threading.Thread | None:
 
 def test_warm_up_writes_a_delta_table_in_its_folder_and_removes_it(spark, tmp_path):
     folder = tmp_path / "warm-up"
-    with warm_up(spark, str(folder)):
+    with warm_up(spark, str(folder), JOBS):
         thread = _warm_up_thread()
         assert thread is not None
         thread.join()
@@ -28,7 +32,7 @@ def test_warm_up_writes_a_delta_table_in_its_folder_and_removes_it(spark, tmp_pa
         assert sorted(p.name for p in tmp_path.iterdir()) == ["warm-up"]  # nothing else written
     assert not folder.exists()
     assert _warm_up_thread() is None
-    with warm_up(spark, str(folder)):  # once per session: the next run finds it warm
+    with warm_up(spark, str(folder), JOBS):  # once per session: the next run finds it warm
         assert _warm_up_thread() is None
     assert not folder.exists()
 
@@ -36,14 +40,14 @@ def test_warm_up_writes_a_delta_table_in_its_folder_and_removes_it(spark, tmp_pa
 def test_warm_up_errors_only_skip_it(spark, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    with warm_up(spark, str(blocker / "warm-up")):  # a folder under a file cannot be written
+    with warm_up(spark, str(blocker / "warm-up"), JOBS):  # a folder under a file cannot be written
         pass
     assert _warm_up_thread() is None
     assert blocker.read_text() == "not a folder"
 
 
 def test_without_a_folder_nothing_runs(spark):
-    with warm_up(spark, None):
+    with warm_up(spark, None, JOBS):
         assert _warm_up_thread() is None
-    with warm_up(None, "/nonexistent/warm-up"):
+    with warm_up(None, "/nonexistent/warm-up", JOBS):
         assert _warm_up_thread() is None

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privsyn_spark.measure.draft_schema import BOUND_SHARE, draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.schema.infer import BOUND_SHARE, draft_schema_privately
 
 pytestmark = pytest.mark.slow
 

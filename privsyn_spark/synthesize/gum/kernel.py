@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +162,7 @@ class GumResult:
 
 
 def synthesize(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
-               config: GumConfig | None = None, rng: np.random.Generator | None = None, model=None) -> GumResult:
+               config: GumConfig | None = None, rng: np.random.Generator | None = None, model: Any = None) -> GumResult:
     """Synthesise ``n`` records over ``domain`` that match the target marginals (PrivSyn GUM, one shard).
 
     With ``model`` (the graphical model the targets were estimated with), records start as samples of it

@@ -18,9 +18,7 @@ from math import prod
 
 import numpy as np
 
-from privsyn_spark.domain import Domain
-
-Key = tuple[str, ...]
+from privsyn_spark.domain import Domain, Key
 
 
 def cell_index(records: np.ndarray, cols: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:

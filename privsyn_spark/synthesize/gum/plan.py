@@ -12,11 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from privsyn_spark.domain import Domain
+from privsyn_spark.domain import Domain, Key
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, ...]
 
 
 # --------------------------------------------------------------------------------------------- config

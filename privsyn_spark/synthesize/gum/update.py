@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> t
 
 
 def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
-                       rng: np.random.Generator, model=None, chunk: int = 1 << 18) -> np.ndarray:
+                       rng: np.random.Generator, model: Any = None, chunk: int = 1 << 18) -> np.ndarray:
     """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
 
     Without ``model``, every attribute follows its 1-way table exactly (PrivSyn's start). With a fitted
@@ -181,7 +182,7 @@ def _by_group_best_first(score: np.ndarray, group: np.ndarray, groups: int) -> n
 
 
 def _choose(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, pool: int,
-            score, rng: np.random.Generator) -> np.ndarray:
+            score: Any, rng: np.random.Generator) -> np.ndarray:
     """Pick ``counts[g]`` records of each cell group; with ``pool`` > 1, the best-scored of a random pool.
 
     The pool of a cell holds up to ``pool * count`` of its records (random, see :func:`_pick_in_groups`);

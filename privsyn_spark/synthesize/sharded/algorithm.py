@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.randomness import Stage, generator
 from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
     GumConfig,
@@ -67,16 +68,6 @@ from privsyn_spark.synthesize.sharded.reconcile import (  # noqa: F401  (deficit
 
 log = logging.getLogger(__name__)
 
-_INIT, _ROUND, _SPLIT, _APPEND, _TURN, _APPEND_SPLIT = 0, 1, 2, 3, 4, 5  # spawn-key tags of random streams
-
-
-def shard_rng(seed: int, tag: int, shard: int, round_: int) -> np.random.Generator:
-    """The random stream of one shard at one stage: a function of (seed, stage, shard id, round) only."""
-    from privsyn_spark.randomness import generator
-
-    return generator(seed, tag, shard, round_)
-
-
 # ------------------------------------------------------------------------------ shard functions (numpy)
 
 
@@ -85,7 +76,7 @@ def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
     n = ctx.sizes[shard]
     total = float(sum(ctx.sizes))
     tables = {k: v * (n / total) for k, v in ctx.layout.unpack(ctx.targets).items()}
-    rng = shard_rng(ctx.seed, _INIT, shard, 0)
+    rng = generator(ctx.seed, Stage.GUM_INIT, shard, 0)
     records = initialize_records(ctx.plan, tables, n, rng, model=ctx.model)
     k = ctx.sharding.iterations_per_round
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=0, iterations=k)
@@ -95,12 +86,12 @@ def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
 def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray, counts: np.ndarray,
                 deficit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One round of a shard: local target = own counts + share of the deficit, then k iterations."""
-    split = shard_rng(ctx.seed, _SPLIT, 0, round_)  # the same draws in every shard
+    split = generator(ctx.seed, Stage.GUM_SPLIT, 0, round_)  # the same draws in every shard
     u, holder = split.random(deficit.size), split.integers(0, len(ctx.sizes), deficit.size)
     local = np.maximum(counts + deficit_share(deficit, ctx.sizes, shard, u, holder), 0.0)
     tables = ctx.layout.unpack(local)
     k = ctx.sharding.iterations_per_round
-    rng = shard_rng(ctx.seed, _ROUND, shard, round_)
+    rng = generator(ctx.seed, Stage.GUM_ROUND, shard, round_)
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
     return records, layout_counts(ctx.layout, records)
 
@@ -108,7 +99,7 @@ def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray,
 def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, counts: np.ndarray,
                deficit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A shard's Gauss-Seidel turn: the whole deficit, kept only if the union's error does not grow."""
-    rng = shard_rng(ctx.seed, _TURN, shard, step.round)
+    rng = generator(ctx.seed, Stage.GUM_TURN, shard, step.round)
     gum = replace(ctx.gum, best_cell_pairs=ctx.sharding.sweep_best_cell_pairs)
     return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, gum, rng, step,
                               tracked_mask(ctx.layout, ctx.tracked))
@@ -117,13 +108,15 @@ def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, c
 def split_appended(ctx: ShardContext, cores: Sequence[np.ndarray]) -> dict[AppendGroup, GroupSplit]:
     """The driver's exact split of appended counts, from every shard's counts at the append cores."""
     have = core_counts(ctx.plan, ctx.layout, ctx.sizes, cores)
-    return append_split(ctx.plan, ctx.layout.unpack(ctx.targets), have, shard_rng(ctx.seed, _APPEND_SPLIT, 0, 0))
+    return append_split(ctx.plan, ctx.layout.unpack(ctx.targets), have,
+                        generator(ctx.seed, Stage.GUM_APPEND_SPLIT, 0, 0))
 
 
 def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
                  split: Mapping[AppendGroup, GroupSplit]) -> tuple[np.ndarray, np.ndarray]:
     """Attach a shard's appended attributes: its part of the exact split of the union's counts."""
-    append_attributes(records, ctx.plan, ctx.layout.unpack(ctx.targets), shard_rng(ctx.seed, _APPEND, shard, 0),
+    rng = generator(ctx.seed, Stage.GUM_APPEND, shard, 0)
+    append_attributes(records, ctx.plan, ctx.layout.unpack(ctx.targets), rng,
                       counts_for=lambda g, cond, have: split[g].counts(cond, have, shard))
     return records, layout_counts(ctx.layout, records)
 

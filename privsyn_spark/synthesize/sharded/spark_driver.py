@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -37,14 +37,14 @@ from privsyn_spark.synthesize.sharded.context import ShardContext, ShardingConfi
 from privsyn_spark.synthesize.sharded.reconcile import Step, core_cells
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 STATE_SCHEMA = "shard_id int, n long, codes binary, counts binary"
 
 
-def _pack_state(pa, rows: list[tuple[int, np.ndarray, np.ndarray]]):
+def _pack_state(pa: Any, rows: list[tuple[int, np.ndarray, np.ndarray]]) -> Any:
     return pa.RecordBatch.from_pydict({
         "shard_id": pa.array([r[0] for r in rows], pa.int32()),
         "n": pa.array([r[1].shape[0] for r in rows], pa.int64()),
@@ -53,7 +53,7 @@ def _pack_state(pa, rows: list[tuple[int, np.ndarray, np.ndarray]]):
     })
 
 
-def _unpack_state(ctx: ShardContext, batch) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+def _unpack_state(ctx: ShardContext, batch: Any) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     d = len(ctx.plan.domain)
     dtype = codes_dtype(ctx.plan.domain)
     ids, sizes = batch.column("shard_id").to_pylist(), batch.column("n").to_pylist()
@@ -63,8 +63,8 @@ def _unpack_state(ctx: ShardContext, batch) -> Iterator[tuple[int, np.ndarray, n
         yield shard, records, np.frombuffer(counts[i].as_buffer(), dtype=np.int64).copy()
 
 
-def _init_fn(bc):
-    def init(batches):
+def _init_fn(bc: Any) -> Any:
+    def init(batches: Iterator[Any]) -> Any:
         import pyarrow as pa
 
         ctx = bc.value
@@ -78,9 +78,9 @@ def _init_fn(bc):
     return init
 
 
-def _round_fn(bc, bc_deficit, step: Step):
+def _round_fn(bc: Any, bc_deficit: Any, step: Step) -> Any:
     """A Jacobi round (every shard) or one shard's Gauss-Seidel turn (the other shards' rows pass through)."""
-    def run_step(batches):
+    def run_step(batches: Iterator[Any]) -> Any:
         import pyarrow as pa
 
         ctx, deficit = bc.value, bc_deficit.value
@@ -101,8 +101,8 @@ def _round_fn(bc, bc_deficit, step: Step):
     return run_step
 
 
-def _append_fn(bc, bc_split):
-    def finish(batches):
+def _append_fn(bc: Any, bc_split: Any) -> Any:
+    def finish(batches: Iterator[Any]) -> Any:
         import pyarrow as pa
 
         ctx, split = bc.value, bc_split.value
@@ -114,8 +114,8 @@ def _append_fn(bc, bc_split):
     return finish
 
 
-def _decode_fn(bc, chunk: int = 1 << 16):
-    def decode(batches):
+def _decode_fn(bc: Any, chunk: int = 1 << 16) -> Any:
+    def decode(batches: Iterator[Any]) -> Any:
         import pyarrow as pa
 
         ctx = bc.value
@@ -129,7 +129,7 @@ def _decode_fn(bc, chunk: int = 1 << 16):
     return decode
 
 
-def codes_schema(domain: Domain):
+def codes_schema(domain: Domain) -> Any:
     """Spark schema of the output: one int column per attribute, in the domain's order."""
     from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -148,7 +148,7 @@ class _Checkpointer:
         self.local_dir = _local_path(self.dir) if self.reliable else None
         self.mine: list[set[str]] = []
 
-    def __call__(self, df):
+    def __call__(self, df: DataFrame) -> Any:
         if not self.reliable:
             return df.localCheckpoint(eager=True)
         before = self._listing()
@@ -173,7 +173,7 @@ def _local_path(uri: str | None) -> str | None:
     return parsed.path if parsed.scheme in ("", "file") else None
 
 
-def _collect_cores(state, ctx: ShardContext) -> list[np.ndarray]:
+def _collect_cores(state: DataFrame, ctx: ShardContext) -> list[np.ndarray]:
     """Every shard's counts at the append cores, in shard order."""
     cells = core_cells(ctx.plan, ctx.layout)
     if cells.size == 0:
@@ -184,11 +184,22 @@ def _collect_cores(state, ctx: ShardContext) -> list[np.ndarray]:
     return [got[j] for j in range(len(ctx.sizes))]
 
 
-def _sum_counts(state) -> np.ndarray:
+def _sum_counts(state: DataFrame) -> np.ndarray:
     """Tree-aggregate the shards' count vectors (only counts reach the driver)."""
     return (state.select("counts").rdd
             .map(lambda row: np.frombuffer(row[0], dtype=np.int64))
             .treeReduce(np.add, depth=2))
+
+
+def _pass_through(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body of :func:`warm_worker`: unpickling it imports this module in the worker."""
+    yield from batches
+
+
+def warm_worker(spark: SparkSession, folder: str) -> None:
+    """A 1-row Arrow job whose Python worker imports the synthesizer (numpy, pyarrow, GUM) and stays for the
+    synthesis (Spark reuses idle workers); ``folder`` is not used (:mod:`privsyn_spark.runtime.warmup`)."""
+    spark.range(1).mapInArrow(_pass_through, "id long").collect()
 
 
 @dataclass

@@ -9,16 +9,16 @@ request of :func:`privsyn_spark.privacy.release.measure_privately`, which adds t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, check_domain_policies, count_marginals, one_and_two_way
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
 from privsyn_spark.privacy.accounting import BudgetSplit
-from privsyn_spark.privacy.measure_privately import measure_privately
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
 
     counting = [0.0]  # seconds of the second engine pass, inside measure_privately
 
-    def engine(marginals, recode):
+    def engine(marginals: Any, recode: Any) -> Any:
         start = time.perf_counter()
         with record.step("count selected"):
             tables = count_marginals(packed, marginals, recode, max_cells=max_cells).tables

@@ -83,7 +83,7 @@ class Release:
     @property
     def rho(self) -> float:
         """The zCDP budget of the release (its epsilon at its delta)."""
-        from privsyn_spark.privacy.measure_privately import resolve_budget
+        from privsyn_spark.privacy.accounting import resolve_budget
 
         return resolve_budget(self.epsilon, self.delta, None)[0]
 
@@ -208,7 +208,7 @@ def _lost_message(release: Release, held: RunReservation) -> str:
             f"measurements")
 
 
-def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation, draw: Draw,
+def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation: Any, draw: Draw,
             sampler: NoiseSampler, provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
     from privsyn_spark.budget import ledger as L

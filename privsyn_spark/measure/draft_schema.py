@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES
 from privsyn_spark.schema.schema import Schema, parse_schema
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ _NUMERIC = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "long",
             "double": "double", "date": "date", "timestamp": "timestamp", "timestamp_ntz": "timestamp"}
 
 
-def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
+def infer_schema(df: Any, null_tokens: tuple[str, ...] = (), bins: int = 16,
                  max_categories: int = 200) -> Schema:
     """NOT private (``--non-private``): strings/booleans as categorical, numbers and dates as numerical.
 
@@ -67,9 +68,7 @@ def infer_schema(df, null_tokens: tuple[str, ...] = (), bins: int = 16,
     log.warning("infer-schema reads the data: the draft is not private; review it before use")
     columns: list[dict[str, Any]] = []
     for name, spark_type in df.dtypes:
-        col = F.col(f"`{name}`")
-        if null_tokens:
-            col = F.when(F.trim(col.cast("string")).isin(*null_tokens), F.lit(None)).otherwise(col)
+        col = cleaned(name, null_tokens)
         base = spark_type.split("(")[0]
         if base in _NUMERIC or base.startswith("decimal"):
             dtype = _NUMERIC.get(base, "double")
@@ -155,10 +154,10 @@ def _number_dtype(spark_type: str) -> str | None:
     return "double" if base.startswith("decimal") else None
 
 
-def draft_schema_privately(df, epsilon: float, delta: float, *, null_tokens: tuple[str, ...] = (),
+def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_tokens: tuple[str, ...] = (),
                            bins: int = 16, bounds: Mapping[str, tuple[float, float]] | None = None,
                            max_categories: int = 200, spike_share: float | None = None,
-                           sampler=None, privacy_id: Sequence[str] = (),
+                           sampler: Any = None, privacy_id: Sequence[str] = (),
                            max_rows_per_id: int | None = None) -> PrivateDraft:
     """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
 
@@ -273,8 +272,8 @@ BOUND_SHARE = 0.1
 """Share of a private draft's rho that chooses K (when a privacy id is given without a bound)."""
 
 
-def _bounded_for_draft(df, ids: list[str], max_rows_per_id: int | None, rho: float, accountant: Accountant,
-                       sampler, notes: list[str]):
+def _bounded_for_draft(df: Any, ids: list[str], max_rows_per_id: int | None, rho: float, accountant: Accountant,
+                       sampler: Any, notes: list[str]) -> Any:
     """The table bounded to K rows per id (K proposed privately unless given), the unit, the rho left."""
     from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
     from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
@@ -301,7 +300,7 @@ def _edge(value: float, integer: bool) -> float | int:
 
 
 def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,
-                         draft_path: str, privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None):
+                         draft_path: str, privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None) -> Any:
     """Reserve a private draft's rho in the budget ledger, against the dataset's budget (``budget set``),
     before any count; the reservation's fingerprint marks it as an ``infer-schema`` draft.
 

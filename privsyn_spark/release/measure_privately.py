@@ -28,13 +28,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget
-from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.rare_values import merge_rare_values
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
@@ -64,22 +63,15 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       split: BudgetSplit = BudgetSplit(),
                       selection: SelectionConfig = SelectionConfig(),
                       sampler: NoiseSampler | None = None,
-                      artifact_dir: str | Path | None = None,
                       unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
     ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif_scores``); ``exact_counter``:
     the injected marginal engine (all of them on the table bounded to ``unit``'s K rows per id).
-    ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. If
-    ``artifact_dir`` holds this run's artifact it is returned unchanged (nothing is spent); otherwise
-    the new artifact is saved there.
+    ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. Reusing a run's measurements
+    (nothing spent) is the ledger's job: :mod:`privsyn_spark.release_guard`.
     """
-    if artifact_dir is not None:
-        found = Measurements.load_for_run(artifact_dir, run_id, schema_hash)
-        if found is not None:
-            logger.info("run %s: reusing measurements in %s (no privacy spent)", run_id, artifact_dir)
-            return found
     if len(domain) == 0:
         raise ValueError("measure_privately: the domain has no attributes")
     total_rho, epsilon, delta = resolve_budget(epsilon, delta, rho)
@@ -157,15 +149,12 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
 
     if not accountant.is_exhausted():  # every path above spends the whole budget
         raise RuntimeError(f"privacy core spent rho={accountant.spent} of {total_rho}")
-    result = Measurements(
+    return Measurements(
         run_id=run_id, schema_hash=schema_hash, original_domain=domain, domain=mdomain,
         value_maps=merged.value_maps, one_way_original=one_way_noisy,
         noisy_total=noisy_total(one_way_noisy, sigma_one_way, marginals[d:]),
         marginals=marginals, ledger=accountant.ledger, rho=total_rho, epsilon=epsilon, delta=delta,
         selected_pairs=list(selected), privacy_unit=unit_record)
-    if artifact_dir is not None:
-        result.save(artifact_dir)
-    return result
 
 
 def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others: Sequence[NoisyMarginal] = ()) -> float:
@@ -175,16 +164,9 @@ def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others:
     Uses the 1-way tables on the original domain and ``others`` (the selected marginals, which cover
     every record); the merged 1-way tables are left out (their zeroed cells bias the sum). Clipped at 0.
     """
-    sums, weights = [], []
-    for table in one_way.values():
-        sums.append(float(np.sum(table)))
-        weights.append(1.0 / (table.size * sigma_one_way ** 2))
-    for m in others:
-        sums.append(float(np.sum(m.values)))
-        weights.append(1.0 / (m.values.size * m.sigma ** 2))
-    if not sums:
-        return 0.0
-    return max(0.0, float(np.dot(sums, weights) / np.sum(weights)))
+    tables = [(table, sigma_one_way) for table in one_way.values()] + [(m.values, m.sigma) for m in others]
+    total = weighted_total(tables)
+    return 0.0 if total is None else max(0.0, total)
 
 
 def _one_way(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray], attr: str, size: int) -> np.ndarray:

@@ -1,0 +1,99 @@
+"""The operator's calls around the runs (the public API the CLI, jobs/ and the Airflow DAG use besides
+:class:`~privsyn_spark.PrivSyn`): a dataset's budget in the ledger, an output table's provenance, a
+schema drafted from a table, checks of the locations a run names, a Spark session.
+
+>>> from privsyn_spark import set_budget, budget_states, provenance  # doctest: +SKIP
+>>> set_budget(spark, "ledger", "adult", epsilon=3.0, delta=1e-9)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from privsyn_spark.budget.ledger import all_datasets, dataset_state, set_budget
+from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
+from privsyn_spark.budget.ledger_state import describe as describe_budget
+from privsyn_spark.errors import UsageError
+from privsyn_spark.measure.bounding import check_id_columns
+from privsyn_spark.measure.draft_schema import (
+    WARNING_HEADER,
+    draft_schema_privately,
+    infer_schema,
+    reserve_draft_budget,
+)
+from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.runtime.input_table import read_table
+from privsyn_spark.runtime.locations import is_path
+from privsyn_spark.runtime.output_check import check_output_path
+from privsyn_spark.runtime.session import build_spark_session
+from privsyn_spark.schema.schema import save_schema
+from privsyn_spark.write.delta_output import provenance
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
+"""The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
+
+__all__ = ["REVIEW_NOTE", "DatasetState", "budget_states", "build_spark_session", "check_budget", "check_draft",
+           "check_locations", "describe_budget", "draft_schema", "provenance", "set_budget"]
+
+
+def budget_states(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> list[DatasetState]:
+    """What the ledger holds for ``dataset_id`` (every dataset when None): budget, spent, left, runs."""
+    return [dataset_state(spark, ledger, dataset_id)] if dataset_id else all_datasets(spark, ledger)
+
+
+def check_locations(source: str, target: str | None, write_mode: str) -> None:
+    """Refuse (UsageError), before Spark starts, a local input that does not exist and an output path the
+    write would fail on (``target`` None: the step writes nothing)."""
+    local = is_path(source) and "://" not in source and not any(c in source for c in "*?[{")
+    if local and not Path(source).expanduser().exists():
+        raise UsageError(f"--input {source}: no such file or folder")
+    if target:
+        check_output_path(target, write_mode)
+
+
+def check_draft(epsilon: float | None, delta: float, ledger: str | None, dataset_id: str | None,
+                no_ledger: bool) -> None:
+    """The rules of a schema draft, before Spark starts: a private draft (``epsilon``) spends budget
+    (a ledger with a dataset id, or an explicit ``no_ledger``); a non-private one (None) needs none."""
+    if epsilon is not None:
+        check_epsilon_delta(epsilon, delta)
+    check_ledger_choice(ledger, dataset_id, no_ledger, required=epsilon is not None)
+
+
+def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: str | None = None,
+                 epsilon: float | None = None, delta: float, ledger: str | None = None,
+                 dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
+                 null_tokens: Sequence[str] = (), bins: int = 16,
+                 bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
+                 privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None) -> None:
+    """Write a DRAFT schema of table ``source`` to ``out``: private at ``epsilon`` (charged to the ledger
+    first, when there is one), or with ``epsilon`` None a labelled NOT private one. Either is refused by
+    private runs until reviewed. ``privacy_id``: the id column(s) of a person (the draft proposes the
+    bound K privately unless ``max_rows_per_id`` gives it)."""
+    check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
+    if epsilon is None:
+        save_schema(infer_schema(read_table(spark, source, input_format), tuple(null_tokens), bins), out,
+                    header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
+        log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", out)
+        return
+    ids = tuple(privacy_id)
+    table = read_table(spark, source, input_format)
+    if ids:  # a missing id column: refused before the draft's budget is reserved
+        check_id_columns(PrivacyUnit(ids), list(table.columns), ())
+    if ledger and dataset_id:
+        reserve_draft_budget(spark, ledger, dataset_id, run_id or uuid.uuid4().hex[:12], epsilon, delta, out, ids,
+                             max_rows_per_id)
+    draft = draft_schema_privately(table, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
+                                   spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+    draft.write(out)
+    log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
+             out, epsilon, delta)
