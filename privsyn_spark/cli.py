@@ -38,7 +38,7 @@ from privsyn_spark.pipeline import RunConfig
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from privsyn_spark.resample import SampleConfig
+    from privsyn_spark.operations import SampleConfig
 
 log = logging.getLogger("privsyn_spark")
 
@@ -60,7 +60,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
-    from privsyn_spark.runtime.stale_scratch import install_sigterm_handler
+    from privsyn_spark.operations import install_sigterm_handler
 
     args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
     install_sigterm_handler()
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     """Everything checkable without Spark, before its session starts: options (the run's
     :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
-    from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.operations import load_schema
 
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
@@ -87,7 +87,7 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     config = validate_run_args(args)
     schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
     if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
-        from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
+        from privsyn_spark.operations import check_cell_cap, first_pass_tables
 
         check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
@@ -123,7 +123,8 @@ def _main(args: argparse.Namespace) -> int:
     config = _check_before_spark(args)  # before Spark starts
     if config is None:
         return _run_step(args, None, sample)
-    from privsyn_spark.runtime.stale_scratch import release, sweep_and_claim, terminated
+    from privsyn_spark.operations import release_claim as release
+    from privsyn_spark.operations import sweep_and_claim, terminated
 
     claimed = sweep_and_claim(config.runs_dir, config.run_id)
     try:
@@ -153,7 +154,7 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         _print_provenance(spark, args.table, args.json)
         return 0
     if sample is not None:
-        from privsyn_spark.resample import run_sample
+        from privsyn_spark.operations import run_sample
 
         run_sample(spark, sample)
         return 0
@@ -169,16 +170,14 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
 def _budget_unit(args: argparse.Namespace) -> str:
     """The privacy unit `budget set --privacy-id` names (``row`` without it)."""
     from privsyn_spark.cli_options import privacy_ids
-    from privsyn_spark.privacy.unit import PrivacyUnit
+    from privsyn_spark.operations import PrivacyUnit
 
     return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
 
 
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
     """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
-    from privsyn_spark.resample import SampleConfig
-    from privsyn_spark.runtime.input_scope import Scope
-    from privsyn_spark.runtime.output_check import check_output_path
+    from privsyn_spark.operations import SampleConfig, Scope, check_output_path
 
     config = SampleConfig(output=args.output, from_run=args.from_run or None, model=args.model or None,
                           schema=args.schema or None, runs_dir=args.runs_dir, ledger=args.ledger or None,
@@ -187,7 +186,7 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
                           settings=settings_from_args(args))
     config.check()
     if config.schema:
-        from privsyn_spark.schema.schema import load_schema
+        from privsyn_spark.operations import load_schema
 
         config.scope.check_schema(load_schema(config.schema).names)
     if config.model and "://" not in config.model and not (Path(config.model) / "model.json").is_file():
@@ -198,8 +197,7 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
-    from privsyn_spark.budget.ledger_state import check_epsilon_delta
-    from privsyn_spark.runtime.input_scope import Scope
+    from privsyn_spark.operations import Scope, check_epsilon_delta
 
     if args.action == "set":
         check_budget(args.epsilon, args.delta, _budget_unit(args))
@@ -215,9 +213,9 @@ def _check_budget_args(args: argparse.Namespace) -> None:
 
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
-    from privsyn_spark.budget import ledger
-    from privsyn_spark.budget.ledger_state import describe
-    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+    from privsyn_spark import operations as ledger
+    from privsyn_spark.operations import describe_budget as describe
+    from privsyn_spark.operations import rho_from_eps_delta
 
     forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
         if args.action != "set" and args.epsilon is not None else None
@@ -240,7 +238,7 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
 
 
 def _scope_values(args: argparse.Namespace) -> dict[str, str]:
-    from privsyn_spark.runtime.input_scope import Scope
+    from privsyn_spark.operations import Scope
 
     return Scope.parse(args.partition).values()
 

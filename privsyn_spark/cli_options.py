@@ -11,9 +11,8 @@ from typing import Any
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
-from privsyn_spark.operations import check_draft
+from privsyn_spark.operations import Scope, check_draft
 from privsyn_spark.pipeline import RunConfig, synthesizer
-from privsyn_spark.runtime.input_scope import Scope
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
@@ -108,7 +107,7 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
     check_draft(args.epsilon, args.delta, args.ledger, args.dataset_id, args.no_ledger)
     if args.max_rows_per_id is not None:
-        from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+        from privsyn_spark.operations import PrivacyUnit, PrivacyUnitError
 
         try:
             PrivacyUnit(privacy_ids(args.privacy_id) or (), args.max_rows_per_id)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.budget.ledger import all_datasets, dataset_state, set_budget
+from privsyn_spark.budget.ledger import all_datasets, check_run, dataset_state, set_budget
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger_state import describe as describe_budget
 from privsyn_spark.errors import UsageError
@@ -25,12 +25,18 @@ from privsyn_spark.measure.draft_schema import (
     infer_schema,
     reserve_draft_budget,
 )
-from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
+from privsyn_spark.privacy.accounting import rho_from_eps_delta
+from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.resample import SampleConfig, run_sample
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
 from privsyn_spark.runtime.output_check import check_output_path
 from privsyn_spark.runtime.session import build_spark_session
-from privsyn_spark.schema.schema import save_schema
+from privsyn_spark.runtime.stale_scratch import install_sigterm_handler, sweep_and_claim, terminated
+from privsyn_spark.runtime.stale_scratch import release as release_claim
+from privsyn_spark.schema.schema import load_schema, save_schema
 from privsyn_spark.write.delta_output import provenance
 
 if TYPE_CHECKING:
@@ -41,8 +47,13 @@ log = logging.getLogger(__name__)
 REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 """The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
 
-__all__ = ["REVIEW_NOTE", "DatasetState", "budget_states", "build_spark_session", "check_budget", "check_draft",
-           "check_locations", "describe_budget", "draft_schema", "provenance", "set_budget"]
+__all__ = ["REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError", "SampleConfig", "Scope", "all_datasets",
+           "budget_states", "build_spark_session", "check_budget", "check_cell_cap", "check_draft",
+           "check_epsilon_delta", "check_locations", "check_output_path", "check_run", "dataset_state",
+           "describe_budget", "draft_schema", "first_pass_tables", "install_sigterm_handler", "load_schema",
+           "provenance", "release_claim", "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim",
+           "terminated"]
+"""The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 
 def budget_states(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> list[DatasetState]:

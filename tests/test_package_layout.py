@@ -20,7 +20,7 @@ SPARK = ("pyspark", "py4j", "delta")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base types", ("errors", "version", "domain", "count_layout", "randomness", "jsonable", "run_record",
-                    "schema", "runtime", "sample")),
+                    "document_file", "privacy.unit", "schema", "runtime", "sample")),  # privacy.unit: a declared type
     ("privacy math", ("privacy",)),
     ("budget ledger", ("budget",)),
     ("measure", ("measure",)),
