@@ -183,6 +183,9 @@ class PrivSyn:
                                      "left_rho": held.left_rho}
         model = self._model(measurements, record, folder)
         model.save_state()
+        from privsyn_spark.privacy.policy_checks import check_policies
+
+        check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
     def fit(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:

@@ -19,16 +19,20 @@ from typing import TYPE_CHECKING
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
     COMMIT,
+    DRAWN,
+    NONPRIVATE,
     REFUND,
     RESERVE,
     Budget,
     DatasetState,
+    NoBudget,
     RunReservation,
     check_budget,
     fingerprint_mismatch,
 )
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
     LedgerContention,
+    LedgerMissing,
     all_datasets,
     append_row,
     dataset_state,
@@ -43,18 +47,20 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 class BudgetExhausted(BudgetRefused):
-    """The dataset's cumulative rho plus the run's own would exceed its total budget."""
+    """The dataset's cumulative spending plus the run's own would exceed its total budget."""
 
-    def __init__(self, dataset_id: str, spent: float, asked: float, budget: float, run_id: str | None = None):
-        self.dataset_id, self.spent, self.asked, self.budget, self.run_id = dataset_id, spent, asked, budget, run_id
-        who = f"run {run_id!r} " if run_id else ""
-        super().__init__(f"privacy budget of dataset {dataset_id!r} exhausted: {who}asks rho={asked:.6g}, "
-                         f"already spent rho={spent:.6g} of budget rho={budget:.6g} "
-                         f"(left {max(budget - spent, 0.0):.6g})")
-
-
-class NoBudget(BudgetRefused):
-    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
+    def __init__(self, state: DatasetState, asked: float, epsilon: float, delta: float, extra_delta: float = 0.0,
+                 run_id: str | None = None):
+        assert state.budget is not None
+        self.dataset_id, self.spent, self.asked, self.run_id = state.dataset_id, state.spent_rho, asked, run_id
+        self.budget = state.budget_rho(extra_delta)
+        b, who = state.budget, f"run {run_id!r} " if run_id else ""
+        extra = f" + delta={extra_delta:.3g} outside zCDP" if extra_delta else ""
+        super().__init__(f"privacy budget of dataset {state.dataset_id!r} exhausted: {who}asks epsilon="
+                         f"{epsilon:.6g} at delta={delta:.3g} (rho={asked:.6g}{extra}); already spent epsilon="
+                         f"{state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} (rho={state.spent_rho:.6g}) "
+                         f"of the budget epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (left epsilon="
+                         f"{state.epsilon_of(state.left_rho):.6g}, rho={state.left_rho:.6g})")
 
 
 class RunMismatch(UsageError):
@@ -100,7 +106,7 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
                              f"delta={state.budget.delta:g}); changing it needs --replace")
         return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta}
 
-    row, _ = append_row(spark, ledger, dataset_id, decide)
+    row, _ = append_row(spark, ledger, dataset_id, decide, create=True)
     if row is not None:
         log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g)", ledger, dataset_id,
                  budget.epsilon, budget.delta, budget.rho)
@@ -109,14 +115,15 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
 
 def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
-            recharge_of: int | None = None) -> Reservation:
+            recharge_of: int | None = None, extra_delta: float = 0.0) -> Reservation:
     """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
 
     A run id with a reservation gets it back uncharged (``charged=False``: the caller must reuse its
     artifact and draw nothing); asking it with another fingerprint raises :class:`RunMismatch`.
     ``recharge_of=seq`` charges a fresh reservation in place of the run's reservation ``seq`` (its
     artifact was lost; the lost release stays charged). Raises :class:`NoBudget` without a budget,
-    :class:`BudgetExhausted` when spent + ``rho`` would exceed it.
+    :class:`BudgetExhausted` when spent + ``rho`` would exceed it (the budget's rho after the extra
+    deltas spent outside zCDP, this one's ``extra_delta`` included: :mod:`~privsyn_spark.budget.ledger_state`).
     """
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
@@ -136,11 +143,11 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
             if recharge_of is None or held.seq != recharge_of:
                 found.append(held)
                 return None
-        if state.spent_rho + rho > state.budget.rho * (1.0 + RHO_TOLERANCE):
-            raise BudgetExhausted(dataset_id, state.spent_rho, rho, state.budget.rho, run_id)
+        if state.spent_rho + rho > state.budget_rho(extra_delta) * (1.0 + RHO_TOLERANCE):
+            raise BudgetExhausted(state, rho, epsilon, delta, extra_delta, run_id)
         return {"kind": RESERVE, "run_id": run_id, "rho": float(rho), "epsilon": float(epsilon),
                 "delta": float(delta), "attempt": attempt, "artifact": artifact,
-                "fingerprint": json.dumps(fingerprint, sort_keys=True)}
+                "fingerprint": json.dumps(fingerprint, sort_keys=True), "extra_delta": float(extra_delta)}
 
     row, state = append_row(spark, ledger, dataset_id, decide)
     if row is None:
@@ -149,7 +156,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
                  dataset_id, held.status)
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
     held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
-                          artifact, None, False, row["recorded_at"])
+                          artifact, None, False, row["recorded_at"], float(extra_delta))
     assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)
@@ -175,13 +182,13 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
 
 
 def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
-    """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks
-    both); never after a commit. True if it was refunded."""
+    """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks the
+    artifact); never after a commit nor after its attempt's ``drawn`` row. True if it was refunded."""
     attempt = reservation.held.attempt
 
     def decide(state: DatasetState):
         mine = state.of_attempt(attempt)
-        if mine is None or mine.refunded or mine.artifact_sha256 is not None:
+        if mine is None or mine.refunded or mine.drawn or mine.artifact_sha256 is not None:
             return None
         return {"kind": REFUND, "run_id": reservation.run_id, "attempt": attempt, "rho": mine.rho}
 
@@ -190,3 +197,30 @@ def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
         log.info("run %s failed before drawing noise: reservation #%d of dataset %s refunded",
                  reservation.run_id, reservation.seq, reservation.dataset_id)
     return row is not None
+
+
+class ReservationTakenOver(RuntimeError):
+    """The attempt's reservation was refunded (a retry took it over) before it drew any noise: it must not draw."""
+
+
+def mark_drawn(spark: SparkSession, ledger: str, reservation: Reservation) -> None:
+    """Record, before the attempt's first noise draw, that it is drawing: from then on its reservation is
+    never refunded nor taken over. Raises :class:`ReservationTakenOver` when it no longer holds it."""
+    attempt = reservation.held.attempt
+
+    def decide(state: DatasetState):
+        mine = state.of_attempt(attempt)
+        if mine is None or mine.refunded:
+            raise ReservationTakenOver(f"run {reservation.run_id!r}: attempt {attempt} no longer holds its "
+                                       f"reservation (a retry took it over); no noise drawn")
+        return None if mine.drawn else {"kind": DRAWN, "run_id": reservation.run_id, "attempt": attempt}
+
+    append_row(spark, ledger, reservation.dataset_id, decide)
+
+
+def record_nonprivate(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, what: str) -> None:
+    """Record a non-private read of the dataset (``what``, e.g. ``infer-schema --non-private``) before it
+    happens: ``budget show`` then states that the dataset has no (epsilon, delta) guarantee."""
+    append_row(spark, ledger, dataset_id, lambda state: {
+        "kind": NONPRIVATE, "run_id": run_id, "fingerprint": json.dumps({"step": what})})
+    log.warning("ledger %s: recorded a NON-PRIVATE read of dataset %s (%s)", ledger, dataset_id, what)

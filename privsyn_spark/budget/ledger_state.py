@@ -8,10 +8,19 @@ The ledger is insert-only; every row has a ``kind``:
   fingerprint (input, schema hash, ...), the attempt that holds it and where its artifact goes;
 - ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256;
 - ``refund``: the attempt failed before drawing any noise and its artifact provably does not
-  exist; its rho no longer counts.
+  exist; its rho no longer counts;
+- ``drawn``: the attempt is about to draw its first noise (written before the draw): from then on
+  its reservation is never refunded; an attempt without it provably drew nothing, so a retry may
+  take its reservation over (refund it and charge its own) instead of being refused;
+- ``nonprivate``: a non-private read of the dataset (``infer-schema --non-private``): from then on
+  the dataset has no differential-privacy guarantee, and ``budget show`` says so.
 
-zCDP composes additively (Bun-Steinke 2016, Lemma 2.3): the dataset's spent rho is the sum of its
-unrefunded reservations, and its spent epsilon is that rho converted at the dataset's delta.
+Composition: zCDP composes additively (Bun-Steinke 2016, Lemma 2.3), so the dataset's spent rho is
+the sum of its unrefunded reservations; a reservation may also spend a pure ``extra_delta`` outside
+zCDP (a draft's partition selection), and those add up too (basic composition). The dataset keeps
+its stated budget (epsilon_B, delta_B) when its rho is converted at ``delta_B - sum(extra_delta)``
+(CKS20 Cor. 13): its rho budget shrinks by what the extra deltas take, and ``budget show`` states
+the dataset's guarantee as (epsilon of the spent rho at that delta, delta_B).
 """
 
 from __future__ import annotations
@@ -22,10 +31,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from privsyn_spark.errors import UsageError
+from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 
-BUDGET, RESERVE, COMMIT, REFUND = "budget", "reserve", "commit", "refund"
+BUDGET, RESERVE, COMMIT, REFUND, DRAWN, NONPRIVATE = "budget", "reserve", "commit", "refund", "drawn", "nonprivate"
+
+
+class NoBudget(BudgetRefused):
+    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +79,13 @@ class RunReservation:
     artifact_sha256: str | None
     refunded: bool
     recorded_at: Any = None
+    extra_delta: float = 0.0  # delta spent outside zCDP (a draft's partition selection)
+    drawn: bool = False       # its attempt recorded that it was about to draw noise
 
     @property
     def status(self) -> str:
-        """``committed``, ``refunded`` or ``uncommitted`` (in flight, or crashed after drawing noise)."""
+        """``committed``, ``refunded`` or ``uncommitted`` (in flight, or crashed; ``drawn`` tells whether
+        its attempt drew noise)."""
         return "refunded" if self.refunded else "committed" if self.artifact_sha256 else "uncommitted"
 
 
@@ -82,6 +98,7 @@ class DatasetState:
     budget_history: list[Budget] = field(default_factory=list)
     reservations: list[RunReservation] = field(default_factory=list)
     next_seq: int = 1
+    nonprivate: list[Mapping[str, Any]] = field(default_factory=list)  # non-private reads (``nonprivate`` rows)
 
     @property
     def spent_rho(self) -> float:
@@ -89,13 +106,45 @@ class DatasetState:
         return float(sum(r.rho for r in self.reservations if not r.refunded))
 
     @property
+    def spent_extra_delta(self) -> float:
+        """Sum of the pure delta every unrefunded reservation spent outside zCDP (basic composition)."""
+        return float(sum(r.extra_delta for r in self.reservations if not r.refunded))
+
+    def budget_rho(self, extra_delta: float = 0.0) -> float:
+        """The rho the budget allows once ``spent_extra_delta + extra_delta`` of its delta is taken
+        outside zCDP: its (epsilon, delta - extra) in rho (0 without a budget, or no delta left)."""
+        if self.budget is None:
+            return 0.0
+        extra = self.spent_extra_delta + extra_delta
+        if extra <= 0:
+            return self.budget.rho
+        if extra >= self.budget.delta:
+            return 0.0
+        return rho_from_eps_delta(self.budget.epsilon, self.budget.delta - extra)
+
+    @property
     def left_rho(self) -> float:
         """rho still unspent (0 without a budget)."""
-        return max(self.budget.rho - self.spent_rho, 0.0) if self.budget else 0.0
+        return max(self.budget_rho() - self.spent_rho, 0.0) if self.budget else 0.0
 
     def epsilon_of(self, rho: float) -> float | None:
-        """``rho`` as epsilon at the dataset's delta (None without a budget)."""
-        return eps_from_rho(rho, self.budget.delta) if self.budget else None
+        """``rho`` as epsilon at the delta left for zCDP (the budget's delta minus the extra deltas
+        spent), so that (epsilon, the budget's delta) holds overall (None without a budget)."""
+        if self.budget is None:
+            return None
+        conversion = self.budget.delta - self.spent_extra_delta
+        return eps_from_rho(rho, conversion) if conversion > 0 else math.inf
+
+    def guarantee(self) -> str:
+        """The dataset's differential-privacy guarantee after what the ledger records, in words."""
+        if self.nonprivate:
+            return (f"NONE: {len(self.nonprivate)} non-private read(s) of the dataset (infer-schema --non-private, "
+                    f"first {self.nonprivate[0].get('recorded_at') or '?'}) void any (epsilon, delta) guarantee")
+        if self.budget is None:
+            return "not set"
+        return (f"({self.epsilon_of(self.spent_rho):.6g}, {self.budget.delta:.3g})-DP: rho={self.spent_rho:.6g} "
+                f"zCDP at delta={self.budget.delta - self.spent_extra_delta:.3g} plus delta="
+                f"{self.spent_extra_delta:.3g} spent outside zCDP (partition selection)")
 
     def active(self, run_id: str) -> RunReservation | None:
         """The run's latest unrefunded reservation (a recharge supersedes an earlier one)."""
@@ -113,8 +162,11 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
     state = DatasetState(dataset_id, next_seq=max((int(r["seq"]) for r in rows), default=0) + 1)
     commits = {r["attempt"]: r for r in rows if r["kind"] == COMMIT}
     refunds = {r["attempt"] for r in rows if r["kind"] == REFUND}
+    drawn = {r["attempt"] for r in rows if r["kind"] == DRAWN}
     for r in rows:
-        if r["kind"] == BUDGET:
+        if r["kind"] == NONPRIVATE:
+            state.nonprivate.append(dict(r))
+        elif r["kind"] == BUDGET:
             state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]))
             state.budget_history.append(state.budget)
         elif r["kind"] == RESERVE:
@@ -123,7 +175,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 run_id=r["run_id"], seq=int(r["seq"]), attempt=r["attempt"], rho=float(r["rho"]),
                 epsilon=float(r["epsilon"]), delta=float(r["delta"]), fingerprint=json.loads(r["fingerprint"] or "{}"),
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
-                refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at")))
+                refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
+                extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn))
     return state
 
 
@@ -135,7 +188,8 @@ def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> s
 
 
 def describe(state: DatasetState) -> list[str]:
-    """Lines of ``budget show`` for one dataset: total, spent, left (epsilon at its delta), releases."""
+    """Lines of ``budget show`` for one dataset: total, spent, left (in (epsilon, delta)), its guarantee,
+    releases."""
     lines = [f"dataset {state.dataset_id!r}"]
     if state.budget is None:
         lines.append("  budget: not set (runs are refused until `privsyn-spark budget set`)")
@@ -143,10 +197,20 @@ def describe(state: DatasetState) -> list[str]:
         b = state.budget
         lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g})"
                      + (f"; changed {len(state.budget_history) - 1} time(s)" if len(state.budget_history) > 1 else ""))
-        lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} (rho={state.spent_rho:.6g}, "
-                     f"zCDP composition of {sum(not r.refunded for r in state.reservations)} releases)")
-        lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} (rho={state.left_rho:.6g})")
+        extra, releases = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
+        lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} "
+                     f"(rho={state.spent_rho:.6g}, zCDP composition of {releases} "
+                     f"releases" + (f", converted at delta={b.delta - extra:.3g}: delta={extra:.3g} went to "
+                                   f"partition selection" if extra else "") + ")")
+        lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} at delta={b.delta:.3g} "
+                     f"(rho={state.left_rho:.6g})")
+    if state.budget is not None or state.nonprivate:
+        lines.append(f"  guarantee: {state.guarantee()}")
     for r in state.reservations:
-        lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g} rho={r.rho:.6g} "
-                     f"{r.status} {r.recorded_at or ''}".rstrip())
+        extra = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
+        lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{extra} rho={r.rho:.6g} "
+                     f"{r.status}{'' if r.status != 'uncommitted' or r.drawn else ' (no noise drawn)'} "
+                     f"{r.recorded_at or ''}".rstrip())
+    for row in state.nonprivate:
+        lines.append(f"  #{row['seq']} NON-PRIVATE read {row.get('run_id')!r} {row.get('recorded_at') or ''}".rstrip())
     return lines

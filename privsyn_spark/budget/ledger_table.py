@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.ledger_state import DatasetState, fold
+from privsyn_spark.budget.ledger_state import DatasetState, NoBudget, fold
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.locations import is_path
 
@@ -41,8 +41,16 @@ log = logging.getLogger(__name__)
 
 LEDGER_COLUMNS = ("dataset_id STRING, seq BIGINT, kind STRING, run_id STRING, rho DOUBLE, epsilon DOUBLE, "
                   "delta DOUBLE, attempt STRING, artifact STRING, artifact_sha256 STRING, fingerprint STRING, "
-                  "recorded_at TIMESTAMP")
-"""The ledger table's schema (a DDL string)."""
+                  "recorded_at TIMESTAMP, extra_delta DOUBLE")
+"""The ledger table's schema (a DDL string). Columns are only ever added at the end: an older ledger
+(a prefix of these columns) gets the new ones on its first write (rows before: null, read as the
+default)."""
+
+EXCLUSIVE_OVERRIDE = "spark.privsyn.ledger.singleDriver"
+"""Spark conf an operator sets to ``true`` to state that only one driver at a time ever writes a ledger
+whose store cannot give mutual exclusion (S3 without a multi-writer LogStore): see :func:`check_exclusive`."""
+
+_SINGLE_DRIVER_SCHEMES = ("s3", "s3a", "s3n")
 
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
@@ -51,6 +59,11 @@ _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "Proto
 
 class LedgerContention(RuntimeError):
     """Too many concurrent writers kept winning the race; nothing was written."""
+
+
+class LedgerMissing(NoBudget):
+    """No ledger at the given location: only ``budget set`` creates one (a mistyped ``--ledger`` must
+    not silently start an empty ledger)."""
 
 
 def _location(ledger: str) -> str:
@@ -100,13 +113,18 @@ def _ledger_schema():
     return schema
 
 
-def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0) -> None:
-    """Create the (empty) ledger if it does not exist; several first writers at once all succeed
-    (a loser of the create race waits for the winner's first commit, then uses it)."""
+def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0, create: bool = True) -> None:
+    """Create the (empty) ledger if it does not exist (``create``; otherwise :class:`LedgerMissing`);
+    several first writers at once all succeed (a loser of the create race waits for the winner's first
+    commit, then uses it). An older ledger gets this version's new columns (:data:`LEDGER_COLUMNS`)."""
     from delta.tables import DeltaTable
 
     deadline = time.monotonic() + wait_seconds
     rng = random.Random()
+    if not create and not _ready(spark, ledger):
+        raise LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
+                            f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
+                            f"--delta D`)")
     while not _ready(spark, ledger):
         location = _location(ledger)
         builder = DeltaTable.createIfNotExists(spark)
@@ -121,11 +139,63 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0)
                 raise
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
-    columns = set(_delta_table(spark, ledger).toDF().columns)
-    missing = [c.split()[0] for c in LEDGER_COLUMNS.split(", ") if c.split()[0] not in columns]
-    if missing:
+    columns = list(_delta_table(spark, ledger).toDF().columns)
+    names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
+    if columns != names[:len(columns)]:
+        missing = [n for n in names if n not in columns]
         raise UsageError(f"{ledger} is not a budget ledger of this version (no columns {missing}); "
                          f"use a new ledger location")
+    if len(columns) < len(names):
+        _add_columns(spark, ledger, names[len(columns):])
+
+
+def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
+    """Add this version's new columns to an older ledger: an empty append with schema merging (one
+    metadata commit; a concurrent writer doing the same is a conflict, then both see the columns)."""
+    empty = spark.createDataFrame([], _ledger_schema()).write.format("delta").mode("append") \
+        .option("mergeSchema", "true")
+    try:
+        empty.save(_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
+        log.info("ledger %s: added the columns %s of this version", ledger, names)
+    except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine if the columns are there now
+        if not _is_conflict(exc) or set(names) - set(_delta_table(spark, ledger).toDF().columns):
+            raise
+
+
+def check_exclusive(spark: SparkSession, ledger: str) -> None:
+    """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion.
+
+    The ledger's safety rests on Delta's commit: two writers of one ``seq`` never both succeed. On
+    S3 (``s3``/``s3a``/``s3n``) that holds only with a multi-writer LogStore (Delta's default S3 one
+    is single-driver: two clusters can both "win"). So an S3 ledger needs
+    ``spark.delta.logStore.<scheme>.impl`` (or ``spark.delta.logStore.class``) set to a multi-writer
+    LogStore such as ``io.delta.storage.S3DynamoDBLogStore``, or the operator's statement
+    :data:`EXCLUSIVE_OVERRIDE` ``=true`` that one driver at a time ever writes it. HDFS, ABFS, GCS and
+    local file systems give mutual exclusion with Delta's defaults."""
+    location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
+    scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
+    if scheme not in _SINGLE_DRIVER_SCHEMES:
+        return
+    conf = spark.conf
+    impl = conf.get(f"spark.delta.logStore.{scheme}.impl", None) or conf.get("spark.delta.logStore.class", None)
+    if impl and "SingleDriver" not in impl:
+        return
+    if str(conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
+        log.warning("ledger %s: its store (%s) gives no mutual exclusion between drivers; %s=true says only one "
+                    "driver writes it at a time", ledger, scheme, EXCLUSIVE_OVERRIDE)
+        return
+    raise UsageError(f"ledger {ledger}: {scheme}:// gives concurrent writers no mutual exclusion with Delta's "
+                     f"default LogStore (two runs could both spend the last of a budget); configure a multi-writer "
+                     f"LogStore (spark.delta.logStore.{scheme}.impl=io.delta.storage.S3DynamoDBLogStore), or, if "
+                     f"only one driver ever writes this ledger at a time, --conf {EXCLUSIVE_OVERRIDE}=true")
+
+
+def _table_location(spark: SparkSession, name: str) -> str:
+    """A catalog table's storage location (empty when the catalog does not say)."""
+    try:
+        return str(spark.sql(f"DESCRIBE DETAIL {name}").first()["location"] or "")
+    except Exception:  # noqa: BLE001 - not a Delta table yet, or a catalog without DESCRIBE DETAIL
+        return ""
 
 
 def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None):
@@ -154,13 +224,15 @@ Decision = Callable[[DatasetState], "dict | None"]
 
 
 def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
-            backoff_seconds: float = 0.05) -> tuple[dict | None, DatasetState]:
+            backoff_seconds: float = 0.05, create: bool = False) -> tuple[dict | None, DatasetState]:
     """Insert the row ``decide(state)`` returns at the next ``seq`` (see the module docstring).
 
     ``decide`` may raise (a refusal) or return None (nothing to write). Returns the inserted row (or
-    None) and the state it was decided on.
+    None) and the state it was decided on. Only ``create`` (``budget set``) makes a missing ledger;
+    a store without mutual exclusion is refused first (:func:`check_exclusive`).
     """
-    ensure_ledger(spark, ledger)
+    check_exclusive(spark, ledger)
+    ensure_ledger(spark, ledger, create=create)
     rng = random.Random()
     for attempt in range(1, max_attempts + 1):
         state = dataset_state(spark, ledger, dataset_id)

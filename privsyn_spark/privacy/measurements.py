@@ -69,6 +69,7 @@ class Measurements:
     delta: float | None = None
     selected_pairs: list[tuple[str, ...]] = field(default_factory=list)  # DenseMarg picks, before combining
     provenance: dict = field(default_factory=dict)  # what the run measured (input, attempt), set by the caller
+    policy_checks: dict = field(default_factory=dict)  # the `fail` policies' noisy tallies (privacy/policy_checks.py)
 
     @property
     def spent_rho(self) -> float:
@@ -98,6 +99,7 @@ class Measurements:
             "selected_pairs": [list(p) for p in self.selected_pairs],
             "ledger": self.ledger,
             "provenance": self.provenance,
+            "policy_checks": self.policy_checks,
         }
         text = json.dumps(meta, default=_json_default).encode("utf-8")
         arrays[_META] = np.frombuffer(text, dtype=np.uint8)
@@ -128,7 +130,7 @@ class Measurements:
                    noisy_total=float(meta["noisy_total"]), marginals=marginals, ledger=meta["ledger"],
                    rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
                    selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])],
-                   provenance=meta.get("provenance", {}))
+                   provenance=meta.get("provenance", {}), policy_checks=meta.get("policy_checks", {}))
 
     def save(self, folder: str | Path) -> Path:
         """Write ``folder/measurements.npz`` atomically (a temporary file, then a rename)."""

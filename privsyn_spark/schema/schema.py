@@ -76,6 +76,18 @@ class Schema:
         """
         return parse_schema(doc)
 
+    def policy_checks(self) -> dict[str, tuple[str, str]]:
+        """The noisy checks a run releases for the ``fail`` policies: ``{name: (column, kind)}``, kind
+        ``out_of_domain`` or ``nulls``, named ``"column 'x': values outside the declared domain"`` /
+        ``"column 'x': nulls"`` (from the schema alone: which checks exist reveals nothing of the data)."""
+        checks: dict[str, tuple[str, str]] = {}
+        for c in self.columns:
+            if "fail" in (getattr(c, "unseen", None), getattr(c, "out_of_range", None)):
+                checks[f"column {c.name!r}: values outside the declared domain"] = (c.name, "out_of_domain")
+            if c.nulls == "fail":
+                checks[f"column {c.name!r}: nulls"] = (c.name, "nulls")
+        return checks
+
     def check_table_columns(self, table_columns: Iterable[str]) -> None:
         """Raise SchemaError naming every declared column the table lacks."""
         present = set(table_columns)
