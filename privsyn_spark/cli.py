@@ -21,7 +21,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
+from privsyn_spark.cli_options import (
+    config_from_args,
+    draft_bounds,
+    draft_dtypes,
+    settings_from_args,
+    validate_run_args,
+)
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
@@ -91,9 +97,14 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     from privsyn_spark.runtime.input_table import read_table
     from privsyn_spark.schema import infer
 
+    draft_id = args.run_id or uuid.uuid4().hex[:12]
     if args.non_private:
         from privsyn_spark.schema.schema import save_schema
 
+        if args.ledger:  # before the read: the dataset's guarantee is void from here on
+            from privsyn_spark.budget.ledger import record_nonprivate
+
+            record_nonprivate(spark, args.ledger, args.dataset_id, draft_id, "infer-schema --non-private")
         inferred = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
                                       args.bins)
         save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
@@ -101,11 +112,12 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
         return
     bounds = draft_bounds(args)
     if args.ledger:
-        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out)
-    draft = infer.draft_schema_privately(read_table(spark, args.input, args.input_format), args.epsilon, args.delta,
-                                         null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share)
+        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, draft_id, args.epsilon, args.delta, args.out)
+    # types from the operator or the table's declared types, never from the values (no CSV type inference)
+    table = infer.with_declared_types(read_table(spark, args.input, args.input_format, infer_types=False),
+                                      draft_dtypes(args))
+    draft = infer.draft_schema_privately(table, args.epsilon, args.delta, null_tokens=tuple(args.null_token),
+                                         bins=args.bins, bounds=bounds, spike_share=args.spike_share)
     draft.write(args.out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              args.out, args.epsilon, args.delta)
@@ -157,6 +169,7 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
         ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace)
         states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
     else:
+        ledger.require_ledger(spark, args.ledger)
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
                   else ledger.all_datasets(spark, args.ledger))
         if not states:

@@ -54,7 +54,7 @@ def validate_run_args(args: argparse.Namespace) -> None:
         from privsyn_spark.pipeline import synthesizer
 
         config = config_from_args(args)
-        found = local_artifact(config.runs_dir, config.run_id)
+        found = local_artifact(config.runs_dir, config.run_id, skip_unreadable=bool(config.ledger))
         if found is not None:
             check_same_run(found, synthesizer(config).fingerprint(config.input), config.run_id)
 
@@ -118,6 +118,10 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     if args.epsilon is not None and not args.ledger and not args.no_ledger:
         raise UsageError("a private draft spends budget: pass --ledger L --dataset-id ID (the dataset's budget "
                          "from `privsyn-spark budget set`), or --no-ledger to draft without any record")
+    if args.non_private and not args.ledger and not args.no_ledger:
+        raise UsageError("a --non-private draft voids the dataset's privacy guarantee: pass --ledger L --dataset-id "
+                         "ID to record it there, or --no-ledger to draft without any record")
+    draft_dtypes(args)
     if args.ledger and args.no_ledger:
         raise UsageError("give --ledger or --no-ledger, not both")
     bounds = {}
@@ -133,3 +137,16 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     return bounds
 
 
+
+
+def draft_dtypes(args: argparse.Namespace) -> dict[str, str]:
+    """infer-schema's ``--dtype COLUMN=TYPE`` options (checked before Spark starts)."""
+    from privsyn_spark.schema.infer import DECLARED_DTYPES
+
+    dtypes = {}
+    for item in args.dtype:
+        column, _, dtype = item.rpartition("=")
+        if not column or dtype not in DECLARED_DTYPES:
+            raise UsageError(f"--dtype {item!r}: expected COLUMN=TYPE with TYPE one of {list(DECLARED_DTYPES)}")
+        dtypes[column] = dtype
+    return dtypes

@@ -37,6 +37,7 @@ from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the
     append_row,
     dataset_state,
     read_ledger,
+    require_ledger,
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE

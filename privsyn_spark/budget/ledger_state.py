@@ -180,10 +180,18 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
     return state
 
 
+OPTIONAL_FINGERPRINT = ("input_version",)
+"""Fingerprint fields compared only when both sides have them (a run checked before Spark starts, or
+a reservation of an older version, has no input version)."""
+
+
 def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> str | None:
     """``name: held vs asked`` for every field that differs (None when the run asks the same)."""
-    diffs = [f"{k} {held.get(k)!r} (now {asked.get(k)!r})" for k in sorted(set(held) | set(asked))
-             if held.get(k) != asked.get(k)]
+    keys = [k for k in sorted(set(held) | set(asked)) if k not in OPTIONAL_FINGERPRINT or (k in held and k in asked)]
+    diffs = [f"{k} {held.get(k)!r} (now {asked.get(k)!r})" for k in keys if held.get(k) != asked.get(k)]
+    if "input_version" in keys and held.get("input_version") != asked.get("input_version"):
+        diffs = [d for d in diffs if not d.startswith("input_version")] + [
+            "input_version: the input's files changed since it was measured"]
     return ", ".join(diffs) or None
 
 

@@ -121,10 +121,8 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
 
     deadline = time.monotonic() + wait_seconds
     rng = random.Random()
-    if not create and not _ready(spark, ledger):
-        raise LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
-                            f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
-                            f"--delta D`)")
+    if not create:
+        require_ledger(spark, ledger)
     while not _ready(spark, ledger):
         location = _location(ledger)
         builder = DeltaTable.createIfNotExists(spark)
@@ -147,6 +145,14 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
                          f"use a new ledger location")
     if len(columns) < len(names):
         _add_columns(spark, ledger, names[len(columns):])
+
+
+def require_ledger(spark: SparkSession, ledger: str) -> None:
+    """:class:`LedgerMissing` unless a ledger exists at ``ledger`` (a mistyped path creates nothing)."""
+    if not _ready(spark, ledger):
+        raise LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
+                            f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
+                            f"--delta D`)")
 
 
 def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:

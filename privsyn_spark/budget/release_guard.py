@@ -99,12 +99,16 @@ class Release:
         return self.ledger, self.dataset_id
 
 
-def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None) -> dict:
+def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None,
+                    input_version: str | None = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
-    (and the same budget split and selection settings when ``settings`` are not the defaults)."""
+    (and the same budget split and selection settings when ``settings`` are not the defaults, and the
+    same ``input_version`` of its files when both sides know it: ``runtime.input_table.input_version``)."""
     if "://" not in source and ("/" in source or Path(source).exists()):
         source = str(Path(source).expanduser().absolute())
     fingerprint = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash, "input": source}
+    if input_version:
+        fingerprint["input_version"] = input_version
     if settings is not None:  # a non-default budget split or selection changes what is released
         from privsyn_spark.config import Settings
 
@@ -122,8 +126,10 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
         raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
 
 
-def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None) -> Measurements | None:
-    """The runs dir's artifact of ``run_id`` (None if there is none)."""
+def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None,
+                   skip_unreadable: bool = False) -> Measurements | None:
+    """The runs dir's artifact of ``run_id`` (None if there is none, or with ``skip_unreadable`` if it
+    cannot be read: with a ledger, the ledger decides what a damaged copy means, as from any runs dir)."""
     artifacts = RunArtifacts(runs_dir, run_id, spark)
     data = artifacts.read("measurements", ARTIFACT_FILE)
     if data is None:
@@ -131,6 +137,9 @@ def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None
     try:
         return Measurements.from_bytes(data)
     except ArtifactUnreadable as err:
+        if skip_unreadable:
+            log.warning("run %s: %s cannot be read (%s); the ledger decides", run_id, artifacts.measurements, err)
+            return None
         raise UsageError(f"run id {run_id!r}: {artifacts.measurements} cannot be read ({err}); "
                          f"use a new run id or runs dir") from err
 

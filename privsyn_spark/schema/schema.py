@@ -108,13 +108,7 @@ def load_schema(path: str | Path) -> Schema:
         doc = yaml.safe_load(text)
     else:
         doc = json.loads(text)
-    if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
-        if not isinstance(doc["reviewed"], bool):
-            raise SchemaError(f"schema {path}: 'reviewed' must be true or false, got {doc['reviewed']!r}")
-        if not doc["reviewed"]:
-            raise SchemaError(f"schema {path} is an unreviewed infer-schema draft (reviewed: false); review it "
-                              f"and set reviewed: true before a private run")
-    return parse_schema(doc)
+    return parse_schema(doc, f"schema {path}")
 
 
 def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bool | None = None) -> None:
@@ -132,6 +126,13 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
 
 
-def parse_schema(doc: Mapping[str, Any]) -> Schema:
-    """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema."""
+def parse_schema(doc: Mapping[str, Any], what: str = "the schema") -> Schema:
+    """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema;
+    an unreviewed ``infer-schema`` draft (``reviewed: false``) is refused, from a file or a dict alike."""
+    if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
+        if not isinstance(doc["reviewed"], bool):
+            raise SchemaError(f"{what}: 'reviewed' must be true or false, got {doc['reviewed']!r}")
+        if not doc["reviewed"]:
+            raise SchemaError(f"{what} is an unreviewed infer-schema draft (reviewed: false); review it "
+                              f"and set reviewed: true before a private run")
     return Schema(*parse_document(doc))
