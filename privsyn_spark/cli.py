@@ -153,6 +153,10 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
+    if config.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
+        from privsyn_spark.budget.ledger_table import check_exclusive
+
+        check_exclusive(spark, config.ledger)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]

@@ -159,9 +159,13 @@ class SynthModel:
                 "privsyn.synthesizer": self.synthesizer, "privsyn.seed": str(0 if seed is None else seed)}
 
     def save_state(self) -> None:
-        """Keep what the steps found in the run folder's ``state.json`` (for a later step's report)."""
+        """Keep what the steps found in the run folder's ``state.json`` (for a later step's report; operators
+        only), and refresh the run folder's ``release/``: this model saved (:meth:`save`), the only part of
+        the run folder that may be handed on (:data:`privsyn_spark.run_artifacts.RUN_FOLDER_NOTE`)."""
         if self.run_folder is not None:
             self.run_folder.write_json(self.record.to_state(), STATE_FILE)
+            self.save(self.run_folder.release, self.run_folder.spark)
+            self.run_folder.write_note()
 
     def write_report(self, run: dict[str, Any]) -> dict:
         """The run report (:func:`privsyn_spark.evaluate.run_report.build_report`; ``run`` describes the

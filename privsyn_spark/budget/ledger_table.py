@@ -169,31 +169,39 @@ def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
 
 
 def check_exclusive(spark: SparkSession, ledger: str) -> None:
-    """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion.
+    """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion
+    (:func:`exclusion_problem`); the operator's :data:`EXCLUSIVE_OVERRIDE` turns it into a warning."""
+    location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
+    problem = exclusion_problem(location, lambda key: spark.conf.get(key, None))
+    if problem is None:
+        return
+    if str(spark.conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
+        log.warning("ledger %s: %s; %s=true says only one driver writes it at a time", ledger, problem,
+                    EXCLUSIVE_OVERRIDE)
+        return
+    raise UsageError(f"ledger {ledger}: {problem} (two runs could both spend the last of a budget); configure a "
+                     f"multi-writer LogStore, or, if only one driver ever writes this ledger at a time, "
+                     f"--conf {EXCLUSIVE_OVERRIDE}=true")
+
+
+def exclusion_problem(location: str, conf: Callable[[str], str | None]) -> str | None:
+    """Why the store at ``location`` gives concurrent writers no mutual exclusion, or None.
 
     The ledger's safety rests on Delta's commit: two writers of one ``seq`` never both succeed. On
     S3 (``s3``/``s3a``/``s3n``) that holds only with a multi-writer LogStore (Delta's default S3 one
-    is single-driver: two clusters can both "win"). So an S3 ledger needs
-    ``spark.delta.logStore.<scheme>.impl`` (or ``spark.delta.logStore.class``) set to a multi-writer
-    LogStore such as ``io.delta.storage.S3DynamoDBLogStore``, or the operator's statement
-    :data:`EXCLUSIVE_OVERRIDE` ``=true`` that one driver at a time ever writes it. HDFS, ABFS, GCS and
-    local file systems give mutual exclusion with Delta's defaults."""
-    location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
+    is single-driver: two clusters can both "win"), i.e. ``spark.delta.logStore.<scheme>.impl`` (or
+    ``spark.delta.logStore.class``) set to one such as ``io.delta.storage.S3DynamoDBLogStore``. HDFS,
+    ABFS, GCS and local file systems give mutual exclusion with Delta's defaults (a local ledger is
+    tested with two processes racing: ``tests/jobs/test_ledger_processes.py``)."""
     scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
     if scheme not in _SINGLE_DRIVER_SCHEMES:
-        return
-    conf = spark.conf
-    impl = conf.get(f"spark.delta.logStore.{scheme}.impl", None) or conf.get("spark.delta.logStore.class", None)
+        return None
+    impl = conf(f"spark.delta.logStore.{scheme}.impl") or conf("spark.delta.logStore.class")
     if impl and "SingleDriver" not in impl:
-        return
-    if str(conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
-        log.warning("ledger %s: its store (%s) gives no mutual exclusion between drivers; %s=true says only one "
-                    "driver writes it at a time", ledger, scheme, EXCLUSIVE_OVERRIDE)
-        return
-    raise UsageError(f"ledger {ledger}: {scheme}:// gives concurrent writers no mutual exclusion with Delta's "
-                     f"default LogStore (two runs could both spend the last of a budget); configure a multi-writer "
-                     f"LogStore (spark.delta.logStore.{scheme}.impl=io.delta.storage.S3DynamoDBLogStore), or, if "
-                     f"only one driver ever writes this ledger at a time, --conf {EXCLUSIVE_OVERRIDE}=true")
+        return None
+    return (f"{scheme}:// gives concurrent writers no mutual exclusion with "
+            f"{'the LogStore ' + impl if impl else 'Delta default LogStore'} "
+            f"(set spark.delta.logStore.{scheme}.impl=io.delta.storage.S3DynamoDBLogStore)")
 
 
 def _table_location(spark: SparkSession, name: str) -> str:
