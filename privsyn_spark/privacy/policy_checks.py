@@ -10,10 +10,10 @@ adds 1 to at most one tally per check; ``BudgetSplit.policy_checks`` of the run'
 over the checks, through the run's accountant), and stored in the measurements artifact.
 
 The run stops (:class:`~privsyn_spark.errors.BadInputData`, exit 4) when a noisy tally exceeds
-``FAIL_SIGMAS`` (3) noise standard deviations: post-processing of the committed artifact, so the
+``FAIL_SIGMAS`` (5) noise standard deviations: post-processing of the committed artifact, so the
 run's budget is spent (never refunded) and a retry of the run id stops the same way for free. The
 error names the checks whose noisy tally passed, nothing exact. A clean table stops by chance with
-probability about 0.13 % per check; below the threshold, the values are handled as documented
+probability about 3e-7 per check (a spurious stop would spend a scheduled run's budget); below the threshold, the values are handled as documented
 (outside numbers clipped to the edge bin, unseen categories and such nulls counted as the column's
 first code) and their noisy tally is in the run report.
 """
@@ -28,7 +28,7 @@ from privsyn_spark.errors import BadInputData
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
 
-FAIL_SIGMAS = 3.0
+FAIL_SIGMAS = 5.0
 
 
 def release_policy_checks(exact: Mapping[str, int], names: Sequence[str], rho: float, *, accountant: Accountant,
