@@ -157,7 +157,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
                  dataset_id, held.status)
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
     held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
-                          artifact, None, False, row["recorded_at"], float(extra_delta))
+                          artifact, None, False, row["recorded_at"], float(extra_delta), records_draws=True)
     assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)

@@ -81,6 +81,12 @@ class RunReservation:
     recorded_at: Any = None
     extra_delta: float = 0.0  # delta spent outside zCDP (a draft's partition selection)
     drawn: bool = False       # its attempt recorded that it was about to draw noise
+    records_draws: bool = False  # made by a version that records ``drawn`` (an older one's may have drawn)
+
+    @property
+    def provably_undrawn(self) -> bool:
+        """Uncommitted, unrefunded, and its attempt provably drew no noise (it records draws and did not)."""
+        return self.records_draws and not (self.drawn or self.refunded or self.artifact_sha256)
 
     @property
     def status(self) -> str:
@@ -176,7 +182,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 epsilon=float(r["epsilon"]), delta=float(r["delta"]), fingerprint=json.loads(r["fingerprint"] or "{}"),
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
                 refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
-                extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn))
+                extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn,
+                records_draws=r.get("extra_delta") is not None))  # this version writes it on every reserve
     return state
 
 
@@ -217,7 +224,7 @@ def describe(state: DatasetState) -> list[str]:
     for r in state.reservations:
         extra = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
         lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{extra} rho={r.rho:.6g} "
-                     f"{r.status}{'' if r.status != 'uncommitted' or r.drawn else ' (no noise drawn)'} "
+                     f"{r.status}{' (no noise drawn)' if r.provably_undrawn else ''} "
                      f"{r.recorded_at or ''}".rstrip())
     for row in state.nonprivate:
         lines.append(f"  #{row['seq']} NON-PRIVATE read {row.get('run_id')!r} {row.get('recorded_at') or ''}".rstrip())

@@ -51,6 +51,7 @@ EXCLUSIVE_OVERRIDE = "spark.privsyn.ledger.singleDriver"
 whose store cannot give mutual exclusion (S3 without a multi-writer LogStore): see :func:`check_exclusive`."""
 
 _SINGLE_DRIVER_SCHEMES = ("s3", "s3a", "s3n")
+_EXCLUSIVE: set[str] = set()  # ledgers found to give mutual exclusion in this process
 
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
@@ -171,9 +172,12 @@ def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
 def check_exclusive(spark: SparkSession, ledger: str) -> None:
     """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion
     (:func:`exclusion_problem`); the operator's :data:`EXCLUSIVE_OVERRIDE` turns it into a warning."""
+    if ledger in _EXCLUSIVE:
+        return
     location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
     problem = exclusion_problem(location, lambda key: spark.conf.get(key, None))
     if problem is None:
+        _EXCLUSIVE.add(ledger)
         return
     if str(spark.conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
         log.warning("ledger %s: %s; %s=true says only one driver writes it at a time", ledger, problem,

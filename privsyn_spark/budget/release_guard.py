@@ -200,8 +200,7 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
                      release.run_id, where, reservation.seq)
             return measurements
-        if reservation.held.artifact_sha256 is None and not reservation.held.drawn \
-                and L.refund(spark, ledger, reservation):  # its attempt provably drew nothing: take it over
+        if reservation.held.provably_undrawn and L.refund(spark, ledger, reservation):  # take it over
             log.warning("run %s: reservation #%d was never drawn on (its attempt stopped before any noise): "
                         "refunded and charged again for this attempt", release.run_id, reservation.seq)
             reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,

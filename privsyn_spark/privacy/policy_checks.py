@@ -13,9 +13,10 @@ The run stops (:class:`~privsyn_spark.errors.BadInputData`, exit 4) when a noisy
 ``FAIL_SIGMAS`` (5) noise standard deviations: post-processing of the committed artifact, so the
 run's budget is spent (never refunded) and a retry of the run id stops the same way for free. The
 error names the checks whose noisy tally passed, nothing exact. A clean table stops by chance with
-probability about 3e-7 per check (a spurious stop would spend a scheduled run's budget); below the threshold, the values are handled as documented
-(outside numbers clipped to the edge bin, unseen categories and such nulls counted as the column's
-first code) and their noisy tally is in the run report.
+probability about 3e-7 per check (a spurious stop would spend a scheduled run's budget). Below the
+threshold the values are handled as documented (outside numbers clipped to the edge bin, unseen
+categories and such nulls counted as the column's first code) and their noisy tally is in the run
+report.
 """
 
 from __future__ import annotations
