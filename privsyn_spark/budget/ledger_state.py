@@ -222,8 +222,9 @@ def describe(state: DatasetState) -> list[str]:
     if state.budget is not None or state.nonprivate:
         lines.append(f"  guarantee: {state.guarantee()}")
     for r in state.reservations:
-        extra = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
-        lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{extra} rho={r.rho:.6g} "
+        selection = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
+        lines.append(f"  #{r.seq} run {r.run_id!r}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{selection} "
+                     f"rho={r.rho:.6g} "
                      f"{r.status}{' (no noise drawn)' if r.provably_undrawn else ''} "
                      f"{r.recorded_at or ''}".rstrip())
     for row in state.nonprivate:

@@ -211,7 +211,8 @@ def exclusion_problem(location: str, conf: Callable[[str], str | None]) -> str |
 def _table_location(spark: SparkSession, name: str) -> str:
     """A catalog table's storage location (empty when the catalog does not say)."""
     try:
-        return str(spark.sql(f"DESCRIBE DETAIL {name}").first()["location"] or "")
+        row = spark.sql(f"DESCRIBE DETAIL {name}").first()
+        return str(row["location"] or "") if row is not None else ""
     except Exception:  # noqa: BLE001 - not a Delta table yet, or a catalog without DESCRIBE DETAIL
         return ""
 
