@@ -77,7 +77,8 @@ def test_cli_draft_is_charged_to_the_ledger_with_the_later_run(spark, tmp_path):
     # issue 24, P4: the partition selections' delta is composed too; the budget keeps its stated delta
     assert state.spent_extra_delta == pytest.approx(0.5e-9)
     assert state.reservations[0].extra_delta == draft.delta_selection
-    assert state.budget_rho() == pytest.approx(rho_from_eps_delta(3.0, 0.5e-9)) < state.budget.rho
+    assert state.budget_rho() == pytest.approx(rho_from_eps_delta(3.0, 0.5e-9))
+    assert state.budget_rho() < state.budget.rho
     assert state.epsilon_of(state.spent_rho) == pytest.approx(eps_from_rho(draft_rho, 0.5e-9))
     shown = "\n".join(describe(state))
     assert f"guarantee: ({eps_from_rho(draft_rho, 0.5e-9):.6g}, 1e-09)-DP" in shown
