@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gum_pandas_reference import gum_pandas  # noqa: E402
 from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize  # noqa: E402
-from privsyn_spark.synthesize.sharded.context import ShardedGumConfig  # noqa: E402
+from privsyn_spark.synthesize.sharded.context import ShardingConfig  # noqa: E402
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded  # noqa: E402
 from tests.synthesize.adult_data import adult_targets  # noqa: E402
 from tests.synthesize.test_gum import DENSE  # noqa: E402
@@ -194,10 +194,10 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
             if start == "model":
                 model, targets, fit_secs = fitted_model(domain, exact)
                 print(f"{width} columns: model fitted in {fit_secs:.1f} s", file=sys.stderr)
-            cfg = ShardedGumConfig(shard_size=n, iterations_per_round=k, max_rounds=rounds)
+            cfg = ShardingConfig(shard_rows=n, iterations_per_round=k, gum_rounds=rounds)
             started, cpu = time.perf_counter(), time.process_time()
             with _UpdateWork() as work:
-                _, run = run_shards_locally(domain, targets, n, seed=0, config=cfg, model=model)
+                _, run = run_shards_locally(domain, targets, n, seed=0, sharding=cfg, model=model)
             wall, secs = time.perf_counter() - started, time.process_time() - cpu  # CPU: the machine is shared
             overlap, touched = overlap_stats(domain, targets, cfg.gum)
             updated = max(1, len(plan_updates(domain, targets, cfg.gum)))
@@ -254,10 +254,10 @@ def bench_sharded(n: int, shards: list[int], rounds: int, k: int, sigma: float, 
 
     summary = []
     for p in shards:
-        cfg = ShardedGumConfig(shard_size=-(-n // p), iterations_per_round=k, max_rounds=rounds)
+        cfg = ShardingConfig(shard_rows=-(-n // p), iterations_per_round=k, gum_rounds=rounds)
         with tempfile.TemporaryDirectory(prefix="bench-gum-") as work:
             started = time.perf_counter()
-            result = synthesize_sharded(spark, domain, targets, n, seed=0, config=cfg,
+            result = synthesize_sharded(spark, domain, targets, n, seed=0, sharding=cfg,
                                         checkpoint_dir=f"{work}/checkpoints")
             gum_secs = time.perf_counter() - started
             written = time.perf_counter()
@@ -304,11 +304,11 @@ def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: i
     targets, _ = loaded
     model = artifacts.load_model(run_id, domain)
     n = default_rows(measurements)
-    base = ShardedGumConfig(iterations_per_round=k, max_rounds=rounds)
+    base = ShardingConfig(iterations_per_round=k, gum_rounds=rounds)
     print(f"\nrun {run_id}: {n:,} records, {len(domain)} columns, {len(targets)} targets,"
           f" start: {'model' if model is not None else '1-way'}")
     if model is not None:  # the error of the model's samples alone (one shard)
-        ctx = make_context(domain, targets, n, seed, replace(base, shard_size=n), model)
+        ctx = make_context(domain, targets, n, seed, replace(base, shard_rows=n), model=model)
         tables = ctx.layout.unpack(ctx.targets)
         started, cpu = time.perf_counter(), time.process_time()
         records = initialize_records(ctx.plan, tables, n, np.random.default_rng(seed), model=model)
@@ -325,21 +325,21 @@ def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: i
         spark.range(0, 2, 1, 2).mapInArrow(lambda it: it, "id long").count()  # warm the Python workers
     summary = []
     for p in shards:
-        cfg = replace(base, shard_size=-(-n // p))
+        cfg = replace(base, shard_rows=-(-n // p))
         started, cpu = time.perf_counter(), time.process_time()
         if spark is None:
-            _, run = run_shards_locally(domain, targets, n, seed=seed, config=cfg, model=model)
+            _, run = run_shards_locally(domain, targets, n, seed=seed, sharding=cfg, model=model)
         else:
             with tempfile.TemporaryDirectory(prefix="bench-gum-width-") as work:
-                run = synthesize_sharded(spark, domain, targets, n, seed=seed, config=cfg, model=model,
+                run = synthesize_sharded(spark, domain, targets, n, seed=seed, sharding=cfg, model=model,
                                          checkpoint_dir=f"{work}/checkpoints")
                 run.records.write.format("noop").mode("overwrite").save()
         secs, cpu = time.perf_counter() - started, time.process_time() - cpu
         load = os.getloadavg()[0]
         where = "local, one process" if spark is None else spark.sparkContext.master
-        used = run.context.config  # a model start caps rounds and k (ShardedGumConfig.model_*)
+        used = run.context.config  # a model start caps rounds and k (ShardingConfig.model_*)
         print(f"\n{len(run.context.sizes)} shard(s) of ~{max(run.context.sizes):,} ({where}),"
-              f" k={used.iterations_per_round}, up to {used.max_rounds} rounds; load {load:.1f}")
+              f" k={used.iterations_per_round}, up to {used.gum_rounds} rounds; load {load:.1f}")
         print(f"| {'round':>5} | {'wall s':>7} | {'worst L1/n':>10} | {'sum L1/n':>8} |")
         print(f"|{'-' * 7}|{'-' * 9}|{'-' * 12}|{'-' * 10}|")
         for r, (errs, s) in enumerate(zip(run.history, run.round_seconds)):

@@ -1,13 +1,18 @@
 """privsyn-spark: differentially private synthetic data (PrivSyn + Private-PGM) on Spark and Delta.
 
-The Python API (see :mod:`privsyn_spark.api` and the README's "Python API")::
+The Python API (see :mod:`privsyn_spark.api` and the user guide)::
 
     from privsyn_spark import PrivSyn, Schema
     model = PrivSyn(Schema.load("adult.schema.yaml"), epsilon=1.0, ledger="ledger", dataset_id="adult").fit(df)
     out = model.sample(1_000_000, seed=0)
 """
 
+# The evaluate stage's subpackage is imported before the function of the same name is bound below: a
+# subpackage imported later for the first time (``import privsyn_spark.evaluate.report``) would be set
+# as this package's ``evaluate`` attribute by the import system, replacing the function.
+from privsyn_spark import evaluate as _evaluate_stage  # noqa: F401  (so ``evaluate`` below stays the function)
 from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, Plan, PrivSyn, Report, SynthModel, evaluate, write_delta
+from privsyn_spark.budget.ledger import set_budget
 from privsyn_spark.config import (
     BudgetSplit,
     EstimationConfig,
@@ -17,9 +22,11 @@ from privsyn_spark.config import (
     Settings,
     ShardingConfig,
 )
+from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
+from privsyn_spark.write.delta_output import provenance
 
 __all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
            "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
-           "evaluate", "write_delta"]
+           "build_spark_session", "evaluate", "provenance", "set_budget", "write_delta"]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.release_guard import Release
-from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings, ShardingConfig
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
@@ -63,34 +63,30 @@ class PrivSyn:
     ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True`` says
     explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
-    the run's artifacts (shared storage on a cluster). ``settings``: the rarely changed knobs;
-    ``sharding`` (default ``settings.sharding``) replaces their synthesis layout. ``recharge``: a run id whose reserved
-    measurements are lost pays for fresh ones; ``log_exact_counts``: operators only.
+    the run's artifacts (shared storage on a cluster). ``settings``: every other knob (one home:
+    :class:`Settings`), kept as given. ``recharge``: a run id whose reserved measurements are lost pays
+    for fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark
+    starts (the CLI builds its runs through this constructor).
 
-    >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)
+    >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    privsyn_spark.errors.UsageError: PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True
+    privsyn_spark.errors.UsageError: a run needs a budget ledger: --ledger L --dataset-id ID (ledger=..., ...
     """
 
-    def __init__(self, schema: Schema | str | Path, epsilon: float = 1.0, delta: float = DEFAULT_DELTA, *,
+    def __init__(self, schema: Schema | str | Path, epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
                  run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
-                 sharding: ShardingConfig | None = None, settings: Settings = Settings(),
-                 max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False, log_exact_counts: bool = False) -> None:
-        from privsyn_spark.budget.ledger_state import check_epsilon_delta
+                 settings: Settings = Settings(), max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False,
+                 log_exact_counts: bool = False) -> None:
+        from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
         from privsyn_spark.runtime.output_check import check_run_id
 
-        self.schema = schema if isinstance(schema, Schema) else Schema.load(schema)
         check_epsilon_delta(epsilon, delta)
-        if ledger and no_ledger:
-            raise UsageError("give ledger=... or no_ledger=True, not both")
-        if not ledger and not no_ledger:
-            raise UsageError("PrivSyn needs a budget ledger (ledger=..., dataset_id=...) or no_ledger=True")
-        if ledger and not dataset_id:
-            raise UsageError("a ledger needs a dataset_id: the dataset's key in the ledger")
-        if recharge and not ledger:
-            raise UsageError("recharge needs a ledger")
+        check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
+        if not (runs_dir or "").strip():
+            raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
+        self.schema = schema if isinstance(schema, Schema) else Schema.load(schema)
         if synthesizer not in SYNTHESIZERS:
             raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
         if max_cells < 1:
@@ -101,7 +97,9 @@ class PrivSyn:
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, runs_dir
         self.synthesizer = synthesizer
-        self.settings = settings if sharding is None else dataclasses.replace(settings, sharding=sharding)
+        if not isinstance(settings, Settings):
+            raise UsageError(f"settings must be a Settings, got {type(settings).__name__}")
+        self.settings = settings
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
 
     def plan(self, df=None) -> Plan:

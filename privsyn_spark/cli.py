@@ -72,21 +72,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
-    """Everything checkable without Spark, before its session starts: options, input path, schema, output."""
+    """Everything checkable without Spark, before its session starts: options (the run's
+    :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
     from privsyn_spark.runtime.locations import is_path
     from privsyn_spark.runtime.output_check import check_output_path
-    from privsyn_spark.schema.schema import load_schema
 
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
         raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
     if args.command not in STEPS:
         return None
-    config = config_from_args(args)
+    config = validate_run_args(args)
     local_input = is_path(args.input) and "://" not in args.input and not any(c in args.input for c in "*?[{")
     if local_input and not Path(args.input).expanduser().exists():
         raise UsageError(f"--input {args.input}: no such file or folder")
-    load_schema(config.schema)
     if config.output and args.command in ("run", "synthesize"):
         check_output_path(config.output, config.write_mode)
     return config
@@ -132,15 +131,13 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.command == "plan":
         return _plan(args)
-    if args.command in STEPS:
-        validate_run_args(args)  # before Spark starts
-    elif args.command == "infer-schema":
+    if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget" and args.action == "set":
         from privsyn_spark.budget.ledger_state import check_budget
 
         check_budget(args.epsilon, args.delta)
-    config = _check_before_spark(args)
+    config = _check_before_spark(args)  # before Spark starts
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "budget":

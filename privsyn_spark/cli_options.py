@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import uuid
+from typing import Any
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
@@ -25,105 +27,88 @@ def _table_properties(items: list[str]) -> dict[str, str]:
     return props
 
 
-def validate_run_args(args: argparse.Namespace) -> None:
-    """Everything a run can be refused for without Spark: epsilon, delta, ledger or --no-ledger,
-    dataset id, runs dir, schema (an unreviewed draft is refused), a local run id reused with other
-    settings. Raises a one-line :class:`UsageError`."""
-    from privsyn_spark.budget.ledger_state import check_epsilon_delta
+FLAG_FIELDS: dict[str, tuple[str, str]] = {
+    "model_cells": ("selection", "model_cells"),
+    "estimator": ("estimation", "estimator"),
+    "shard_rows": ("sharding", "shard_rows"),
+    "gum_rounds": ("sharding", "gum_rounds"),
+    "gum_sweeps": ("sharding", "gum_sweeps"),
+}
+"""The flags that override one field of :class:`~privsyn_spark.config.Settings` (``--config``): argparse
+destination -> (section attribute, field); a flag keeps its field's name (``--gum-rounds`` -> ``gum_rounds``)."""
+
+
+def validate_run_args(args: argparse.Namespace) -> RunConfig:
+    """Everything a run can be refused for without Spark, checked by building the run's
+    :class:`~privsyn_spark.PrivSyn` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
+    (an unreviewed draft is refused), settings), plus a local run id reused with other settings.
+    Returns the run's :class:`RunConfig`; raises a one-line :class:`UsageError`."""
     from privsyn_spark.budget.release_guard import check_same_run, local_artifact
-    from privsyn_spark.schema.schema import load_schema
+    from privsyn_spark.pipeline import synthesizer
 
-    if args.dataset_epsilon is not None:
-        raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
-                         "set --ledger L --dataset ID --epsilon E --delta D`; runs read it from the ledger")
-    check_epsilon_delta(args.epsilon, args.delta)
-    args.ledger, args.dataset_id = args.ledger or None, args.dataset_id or None  # empty (a DAG param): unset
-    if args.ledger and args.no_ledger:
-        raise UsageError("give --ledger or --no-ledger, not both")
-    if not args.ledger and not args.no_ledger:
-        raise UsageError("a run needs a budget ledger: pass --ledger L --dataset-id ID (after `privsyn-spark "
-                         "budget set`), or --no-ledger to run without any limit or record")
-    if args.ledger and not args.dataset_id:
-        raise UsageError("--ledger needs --dataset-id: the dataset's key in the ledger (never derived from the input)")
-    if args.recharge and not args.ledger:
-        raise UsageError("--recharge needs --ledger")
-    if not (args.runs_dir or "").strip():
-        raise UsageError("--runs-dir must name a folder or a URI (shared storage on a cluster)")
-    load_schema(args.schema)
-    if args.run_id and "://" not in args.runs_dir:
-        from privsyn_spark.pipeline import synthesizer
-
-        config = config_from_args(args)
+    config = config_from_args(args)
+    synth = synthesizer(config)
+    if args.run_id and "://" not in config.runs_dir:
         found = local_artifact(config.runs_dir, config.run_id, skip_unreadable=bool(config.ledger))
         if found is not None:
-            check_same_run(found, synthesizer(config).fingerprint(config.input), config.run_id)
-
-
-def _check_options(args: argparse.Namespace) -> None:
-    """Refuse option values no run can use (before Spark starts and before any budget is spent)."""
-    from privsyn_spark.runtime.output_check import check_run_id
-
-    for option, minimum in (("rows", 1), ("shard_rows", 1), ("gum_rounds", 0), ("gum_sweeps", 0),
-                            ("max_cells", 1)):
-        value = getattr(args, option, None)
-        if value is not None and value < minimum:
-            raise UsageError(f"--{option.replace('_', '-')} must be >= {minimum}, got {value}")
-    if args.run_id is not None:
-        check_run_id(args.run_id)
-    if (getattr(args, "model_cells", None) or 0) < 0:
-        raise UsageError(f"--model-cells must be >= 0 (0: unbounded), got {args.model_cells:g}")
+            check_same_run(found, synth.fingerprint(config.input), config.run_id)
+    return config
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
-    _check_options(args)
-    settings = settings_from_args(args)
-    sharding = {name: getattr(settings.sharding, name) if getattr(args, name) is None else getattr(args, name)
-                for name in ("shard_rows", "gum_rounds", "gum_sweeps")}  # the flags win over --config
-    return RunConfig(settings=settings, **sharding,
+    if getattr(args, "dataset_epsilon", None) is not None:
+        raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
+                         "set --ledger L --dataset ID --epsilon E --delta D`; runs read it from the ledger")
+    return RunConfig(settings=settings_from_args(args),
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
         partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
-        dataset_id=args.dataset_id or None, ledger=args.ledger or None, recharge=args.recharge,
-        log_exact_counts=args.log_exact_counts, label=args.label, evaluate=not args.no_evaluate,
-        max_cells=args.max_cells, keep_scratch=args.keep_scratch)
+        dataset_id=args.dataset_id or None, ledger=args.ledger or None, no_ledger=args.no_ledger,
+        recharge=args.recharge, log_exact_counts=args.log_exact_counts, label=args.label,
+        evaluate=not args.no_evaluate, max_cells=args.max_cells, keep_scratch=args.keep_scratch)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then the flags that override it."""
-    import dataclasses
-
+    """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then the flags of
+    :data:`FLAG_FIELDS` that were given override their fields (each section checked once, as built)."""
     settings = Settings.load(args.config) if getattr(args, "config", None) else Settings()
-    if getattr(args, "model_cells", None) is not None:
-        settings = dataclasses.replace(settings, selection=dataclasses.replace(
-            settings.selection, model_cells=args.model_cells or None))
-    if getattr(args, "estimator", None):
-        settings = dataclasses.replace(settings, estimation=dataclasses.replace(
-            settings.estimation, estimator=args.estimator))
+    changes: dict[str, dict[str, Any]] = {}
+    for flag, (section, name) in FLAG_FIELDS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            changes.setdefault(section, {})[name] = _flag_value(flag, value)
+    for section, values in changes.items():
+        try:
+            changed = dataclasses.replace(getattr(settings, section), **values)
+        except UsageError as err:
+            flags = ", ".join(f"--{flag.replace('_', '-')}" for flag, (s, _) in FLAG_FIELDS.items()
+                              if s == section and getattr(args, flag, None) is not None)
+            raise UsageError(f"{flags}: {err}") from None
+        settings = dataclasses.replace(settings, **{section: changed})
     return settings
+
+
+def _flag_value(flag: str, value: Any) -> Any:
+    """A flag's value as its field takes it (``--model-cells 0``: unbounded, None)."""
+    return (value or None) if flag == "model_cells" else value
 
 
 def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     """Check infer-schema's options (before Spark starts) and parse its --bounds."""
-    from privsyn_spark.budget.ledger_state import check_epsilon_delta
+    from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
 
     if args.non_private == (args.epsilon is not None):
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
     if args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
-    if args.ledger and not args.dataset_id:
-        raise UsageError("infer-schema --ledger needs --dataset-id (the id later runs on this table use)")
-    if args.epsilon is not None and not args.ledger and not args.no_ledger:
-        raise UsageError("a private draft spends budget: pass --ledger L --dataset-id ID (the dataset's budget "
-                         "from `privsyn-spark budget set`), or --no-ledger to draft without any record")
     if args.non_private and not args.ledger and not args.no_ledger:
         raise UsageError("a --non-private draft voids the dataset's privacy guarantee: pass --ledger L --dataset-id "
                          "ID to record it there, or --no-ledger to draft without any record")
+    check_ledger_choice(args.ledger, args.dataset_id, args.no_ledger, required=args.epsilon is not None)
     draft_dtypes(args)
-    if args.ledger and args.no_ledger:
-        raise UsageError("give --ledger or --no-ledger, not both")
     bounds = {}
     for item in args.bounds:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from privsyn_spark.config import DEFAULT_DELTA
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.version import __version__
@@ -45,7 +45,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                      help="folder of run artifacts: a path or any Hadoop URI (file://, hdfs://, s3a://, abfss://); "
                           "shared storage on a cluster (default: ./runs)")
     privacy = parser.add_argument_group("privacy")
-    privacy.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    privacy.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                         help=f"privacy budget epsilon (default: {DEFAULT_EPSILON:g})")
     privacy.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                          help=f"privacy budget delta (default: {DEFAULT_DELTA}; never derived from the data)")
     privacy.add_argument("--model-cells", type=float, default=None,
@@ -98,7 +99,8 @@ def _plan_parser(sub) -> None:
     plan = sub.add_parser("plan", help="dry run: the rho split, sigma per release, cells (reads no data, no Spark)",
                           description="Print what a run would release from the schema and the budget alone.")
     plan.add_argument("--schema", required=True, help="schema file (YAML/JSON)")
-    plan.add_argument("--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: 1)")
+    plan.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                         help=f"privacy budget epsilon (default: {DEFAULT_EPSILON:g})")
     plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                       help=f"privacy budget delta (default: {DEFAULT_DELTA})")
     plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")

@@ -3,7 +3,8 @@
 :class:`Settings` groups the rarely changed knobs (budget split, selection, estimation, the GUM
 kernel, and :class:`ShardingConfig`: the synthesis layout); :class:`OutputConfig` how a synthetic
 table is written. The API takes them as objects (``PrivSyn(schema, ..., settings=Settings(...))``) and the CLI
-reads :class:`Settings` from ``--config file.yaml`` (sections named like the fields)::
+reads :class:`Settings` from ``--config file.yaml`` (sections named like the fields), then lets its flags
+override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
 
     budget_split: {one_way: 0.1, indif: 0.1, selected: 0.8}
     selection: {gamma: 2000000, max_pairs: 40, model_cells: 5.0e6}
@@ -18,6 +19,22 @@ reads :class:`Settings` from ``--config file.yaml`` (sections named like the fie
 Traceback (most recent call last):
 ...
 privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 'selection' (known: ...)
+
+One home, one name, one default per knob: each section is a frozen dataclass defined beside the stage
+that reads it (``BudgetSplit`` in privacy/accounting.py, ``SelectionConfig`` in select/,
+``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/plan.py, ``ShardingConfig``
+in synthesize/sharded/context.py) and validates itself in ``__post_init__`` (a :class:`UsageError`), so a
+``Settings`` that exists is valid; :class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged
+(nothing copies a field out and back). To add a knob:
+
+1. add a field with its default and a one-line comment to the section's dataclass (or a new section
+   dataclass: a field of :class:`Settings` with a ``default_factory`` and an entry in ``_SECTIONS``),
+   and its check to that class's ``__post_init__``;
+2. read it where the stage runs, from the section object it is handed (never a copy with another name);
+3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
+   (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
+   then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
+   (``budget/release_guard.run_fingerprint``).
 """
 
 from __future__ import annotations
@@ -29,68 +46,19 @@ from pathlib import Path
 from typing import Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.privacy.accounting import BudgetSplit
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
+from privsyn_spark.synthesize.sharded.context import ShardingConfig
 
+DEFAULT_EPSILON = 1.0
+"""Default epsilon of a run (the API's, the CLI's and a job's)."""
 DEFAULT_DELTA = 1e-9
 """Documented default delta; never derived from the (private) row count."""
 
-__all__ = ["DEFAULT_DELTA", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "SelectionConfig",
-           "Settings", "ShardingConfig"]
-
-
-@dataclass(frozen=True)
-class EstimationConfig:
-    """Private-PGM estimation of the consistent targets (post-processing)."""
-
-    estimator: str = "auto"   # "auto" (Private-PGM when the tree fits), "pgm" or "consistency"
-    consistency_iters: int = 100  # iterations of the consistency fallback
-
-    def __post_init__(self) -> None:
-        from privsyn_spark.estimate.targets import ESTIMATORS
-
-        if self.estimator not in ESTIMATORS:
-            raise UsageError(f"estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
-
-
-@dataclass(frozen=True)
-class ShardingConfig:
-    """How synthesis is spread over Spark: records per shard and the reconciliation schedule of
-    sharded GUM (:class:`~privsyn_spark.synthesize.sharded.context.ShardedGumConfig` documents each field)."""
-
-    shard_rows: int = 1_000_000  # records per synthesis shard (one Spark partition each); fewer when that
-                                 # leaves a core idle and shards keep 10^5 (sharded.context.shard_count)
-    gum_rounds: int = 8          # GUM reconciliation rounds (cap)
-    gum_sweeps: int = 0          # Gauss-Seidel sweeps after the rounds
-    iterations_per_round: int = 10         # local GUM iterations between two reconciliations
-    model_max_rounds: int | None = None    # rounds when the shards start from the model's samples (None: gum_rounds)
-    model_min_gain: float = 0.05           # with a model start, stop once a round gains less than this share
-    tolerance: float = 0.0                 # stop once every target's L1 / n is at or below this
-    sweep_iterations: int = 3              # local iterations of a shard in its turn of a sweep
-    settle_iterations: int = 2             # the last of a turn's iterations that are improving-only
-    settle_sweeps: int = 3                 # final sweeps that are improving-only throughout
-    sweep_best_cell_pairs: int = 400_000   # GumConfig.best_cell_pairs in the turns of a sweep
-
-    def __post_init__(self) -> None:
-        for name, minimum in (("shard_rows", 1), ("gum_rounds", 0), ("gum_sweeps", 0)):
-            if getattr(self, name) < minimum:
-                raise UsageError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
-        try:
-            self.schedule(GumConfig())
-        except ValueError as err:
-            raise UsageError(f"sharding: {err}") from None
-
-    def schedule(self, gum: GumConfig):
-        """The :class:`~privsyn_spark.synthesize.sharded.context.ShardedGumConfig` of these settings and
-        kernel ``gum``."""
-        from privsyn_spark.synthesize.sharded.context import ShardedGumConfig
-
-        return ShardedGumConfig(gum=gum, shard_size=self.shard_rows, iterations_per_round=self.iterations_per_round,
-                                max_rounds=self.gum_rounds, model_max_rounds=self.model_max_rounds,
-                                model_min_gain=self.model_min_gain, tolerance=self.tolerance, sweeps=self.gum_sweeps,
-                                sweep_iterations=self.sweep_iterations, settle_iterations=self.settle_iterations,
-                                settle_sweeps=self.settle_sweeps, sweep_best_cell_pairs=self.sweep_best_cell_pairs)
+__all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig",
+           "SelectionConfig", "Settings", "ShardingConfig"]
 
 
 @dataclass(frozen=True)

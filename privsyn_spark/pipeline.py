@@ -15,14 +15,14 @@ synthesizing again with the same seed rewrites the same table.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
-from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, Settings
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
+from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.storage import join
@@ -38,35 +38,43 @@ __all__ = ["DEFAULT_DELTA", "RunConfig", "measure", "run", "run_evaluate", "run_
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything one CLI run asks for; the CLI and the Airflow DAG fill it from their arguments."""
+    """Everything one CLI run asks for; the CLI and the Airflow DAG fill it from their arguments.
+
+    The run's where (input, output, run id and folder), its budget and ledger, and how the table is
+    written; every other knob is in ``settings`` (one home: :class:`~privsyn_spark.config.Settings`),
+    handed to :class:`~privsyn_spark.PrivSyn` unchanged. :func:`synthesizer` checks it all (ledger,
+    epsilon, run id, ...) before Spark starts.
+    """
 
     input: str                           # a table location
     schema: Any                          # a schema file, or a Schema
     output: str
     run_id: str
     runs_dir: str = "runs"
-    epsilon: float = 1.0
+    epsilon: float = DEFAULT_EPSILON
     delta: float = DEFAULT_DELTA
     input_format: str | None = None
     synth_rows: int | None = None        # default: the noisy total
     synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
-    shard_rows: int = 1_000_000
-    gum_rounds: int = 8
-    gum_sweeps: int = 0                  # Gauss-Seidel sweeps after the rounds (ShardedGumConfig.sweeps)
     write_mode: str = "overwrite"
     partition_by: tuple[str, ...] = ()   # output partition columns (on create/overwrite)
     table_comment: str | None = None     # output table comment (on create/overwrite)
     table_properties: dict[str, str] = field(default_factory=dict)  # extra output table properties
     dataset_id: str | None = None        # budget ledger key (required with a ledger; its budget: `budget set`)
-    ledger: str | None = None            # Delta path/table of the budget ledger (None: --no-ledger)
+    ledger: str | None = None            # Delta path/table of the budget ledger
+    no_ledger: bool = False              # run without a ledger (nothing limits or records the spending)
     recharge: bool = False               # a reserved run whose artifact is lost pays for fresh measurements
     log_exact_counts: bool = False       # operators only: exact tallies of the private table in the log
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
     max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
-    settings: Settings = field(default_factory=Settings)  # the rarely used knobs (--config file.yaml)
+    settings: Settings = field(default_factory=Settings)  # every other knob (--config file.yaml, then flags)
+
+    def __post_init__(self) -> None:
+        if self.synth_rows is not None and self.synth_rows < 1:  # refused before Spark starts
+            raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
 
     @property
     def run_location(self) -> str:
@@ -91,12 +99,9 @@ class RunConfig:
 def synthesizer(config: RunConfig) -> PrivSyn:
     """The :class:`~privsyn_spark.PrivSyn` a run configuration asks for."""
     return PrivSyn(config.schema, config.epsilon, config.delta, ledger=config.ledger, dataset_id=config.dataset_id,
-                   no_ledger=not config.ledger, run_id=config.run_id, runs_dir=config.runs_dir,
-                   synthesizer=config.synthesizer,
-                   sharding=dataclasses.replace(config.settings.sharding, shard_rows=config.shard_rows,
-                                                gum_rounds=config.gum_rounds, gum_sweeps=config.gum_sweeps),
-                   settings=config.settings, max_cells=config.max_cells, recharge=config.recharge,
-                   log_exact_counts=config.log_exact_counts)
+                   no_ledger=config.no_ledger, run_id=config.run_id, runs_dir=config.runs_dir,
+                   synthesizer=config.synthesizer, settings=config.settings, max_cells=config.max_cells,
+                   recharge=config.recharge, log_exact_counts=config.log_exact_counts)
 
 
 def measure(spark: SparkSession, config: RunConfig, codes=None) -> Measurements:

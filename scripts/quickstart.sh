@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole pipeline on the bundled Adult sample in local mode:
 # epsilon = 1, a local Delta table in out/adult_synthetic, artifacts and report in runs/quickstart.
-# A local demo, so no budget ledger (--no-ledger); see README "Privacy guarantees" for real runs.
+# A local demo, so no budget ledger (--no-ledger); see docs/privacy.md for real runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev

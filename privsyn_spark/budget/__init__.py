@@ -1,1 +1,1 @@
-"""budget: the ledger of privacy spent per dataset and the guarded measure step (see docs/ARCHITECTURE.md)."""
+"""budget: the ledger of privacy spent per dataset and the guarded measure step (see docs/architecture.md)."""

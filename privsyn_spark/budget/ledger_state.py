@@ -64,6 +64,24 @@ def check_epsilon_delta(epsilon: float, delta: float, what: str = "run") -> None
         raise UsageError(f"{what} delta must be a number in (0, 1), got {delta}")
 
 
+def check_ledger_choice(ledger: str | None, dataset_id: str | None, no_ledger: bool, recharge: bool = False,
+                        required: bool = True) -> None:
+    """The ledger rules of a run (the CLI's and the API's, named both ways): a ledger with a dataset id,
+    or an explicit ``no_ledger`` (unless not ``required``); never both; ``recharge`` only with a ledger.
+    Empty strings (an Airflow DAG's unset params) count as not given."""
+    if ledger and no_ledger:
+        raise UsageError("give --ledger or --no-ledger (ledger=... or no_ledger=True), not both")
+    if required and not ledger and not no_ledger:
+        raise UsageError("a run needs a budget ledger: --ledger L --dataset-id ID (ledger=..., dataset_id=...; the "
+                         "dataset's budget from `privsyn-spark budget set`), or --no-ledger (no_ledger=True) to run "
+                         "without any limit or record")
+    if ledger and not dataset_id:
+        raise UsageError("--ledger needs --dataset-id (dataset_id=...): the dataset's key in the ledger, never "
+                         "derived from the input")
+    if recharge and not ledger:
+        raise UsageError("--recharge (recharge=True) needs --ledger")
+
+
 @dataclass(frozen=True)
 class RunReservation:
     """A run's charged reservation; ``artifact_sha256`` is set once its attempt committed the artifact."""

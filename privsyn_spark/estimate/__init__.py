@@ -1,4 +1,4 @@
-"""estimate stage of the pipeline (see docs/ARCHITECTURE.md): Private-PGM and PrivSyn's consistency.
+"""estimate stage of the pipeline (see docs/architecture.md): Private-PGM and PrivSyn's consistency.
 
 factor (log-space tables) -> junction_tree -> belief_propagation (the MARGINAL-ORACLE) ->
 estimation (mirror descent) -> model (inference, sampling); consistency (PrivSyn's fallback);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,18 @@ log = logging.getLogger(__name__)
 ESTIMATORS = ("auto", "pgm", "consistency")
 """``auto``: Private-PGM when the junction tree fits the cell budget, else PrivSyn's consistency;
 ``pgm``: Private-PGM or a :class:`UsageError`; ``consistency``: PrivSyn's post-processing only."""
+
+
+@dataclass(frozen=True)
+class EstimationConfig:
+    """Private-PGM estimation of the consistent targets (post-processing; ``Settings.estimation``)."""
+
+    estimator: str = "auto"       # one of ESTIMATORS
+    consistency_iters: int = 100  # iterations of the consistency fallback
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise UsageError(f"estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
 
 
 DRIVER_MODEL_CELLS = 1e8

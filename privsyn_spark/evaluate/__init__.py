@@ -1,4 +1,4 @@
-"""evaluate stage of the pipeline (see docs/ARCHITECTURE.md): fidelity metrics and the run report.
+"""evaluate stage of the pipeline (see docs/architecture.md): fidelity metrics and the run report.
 
 ``evaluate`` computes the metrics of a synthetic table against the real one; ``write_report`` writes
 ``report.json`` and ``report.html``. The metrics read the private table: they are not differentially

@@ -1,1 +1,1 @@
-"""measure stage of the pipeline (see docs/ARCHITECTURE.md)."""
+"""measure stage of the pipeline (see docs/architecture.md)."""

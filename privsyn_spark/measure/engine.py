@@ -133,7 +133,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     result = CountingPass(tables={m: tables[m] for m in wanted}, rows=rows, out_of_domain=out_of_domain,
                             null_failures=null_failures, seconds=time.perf_counter() - start,
                             backend=backend, worker_peak_rss_mb=peak_mb)
-    # never the row count: it is a statistic of the private table (README, "Privacy guarantees")
+    # never the row count: it is a statistic of the private table (docs/privacy.md)
     log.info("counted %d marginals (%d computed, %s cells) in %.1f s (%s backend)",
              len(wanted), len(computed), f"{cells:,}", result.seconds, backend)
     return result

@@ -1,1 +1,1 @@
-"""privacy stage of the pipeline (see docs/ARCHITECTURE.md)."""
+"""privacy stage of the pipeline (see docs/architecture.md)."""

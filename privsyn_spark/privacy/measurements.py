@@ -1,4 +1,4 @@
-"""The measurements artifact: the only thing later pipeline steps may read (see docs/ARCHITECTURE.md).
+"""The measurements artifact: the only thing later pipeline steps may read (see docs/architecture.md).
 
 One file, ``measurements.npz``: the noisy arrays plus the description as a JSON entry. It is built
 as bytes (:meth:`Measurements.to_bytes`) so the caller can write it atomically to any storage and

@@ -1,1 +1,1 @@
-"""runtime stage of the pipeline (see docs/ARCHITECTURE.md)."""
+"""runtime stage of the pipeline (see docs/architecture.md)."""

@@ -1,1 +1,1 @@
-"""schema stage of the pipeline (see docs/ARCHITECTURE.md)."""
+"""schema stage of the pipeline (see docs/architecture.md)."""

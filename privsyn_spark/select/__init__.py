@@ -1,1 +1,1 @@
-"""select stage of the pipeline: InDif noise, DenseMarg, combining (see docs/ARCHITECTURE.md)."""
+"""select stage of the pipeline: InDif noise, DenseMarg, combining (see docs/architecture.md)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.privacy.rare_values import THETA_SIGMAS
 from privsyn_spark.select.combine import DEFAULT_GAMMA
@@ -22,3 +23,9 @@ class SelectionConfig:
     combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)
     measure_isolated: bool = True         # attributes in no selected marginal get a 1-way marginal
     model_cells: float | None = DEFAULT_CELL_BUDGET  # junction-tree cells the selection may need (None: unbounded)
+
+    def __post_init__(self) -> None:
+        if self.model_cells is not None and not self.model_cells > 0:
+            raise UsageError(f"model_cells must be > 0 (None, or --model-cells 0: unbounded), got {self.model_cells:g}")
+        if self.max_pairs is not None and self.max_pairs < 0:
+            raise UsageError(f"max_pairs must be >= 0, got {self.max_pairs}")

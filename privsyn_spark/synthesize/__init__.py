@@ -1,1 +1,1 @@
-"""synthesize stage of the pipeline (see docs/ARCHITECTURE.md)."""
+"""synthesize stage of the pipeline (see docs/architecture.md)."""

@@ -12,8 +12,8 @@ from privsyn_spark.privacy.measurements import Measurements
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from privsyn_spark.config import ShardingConfig
     from privsyn_spark.synthesize.gum.plan import GumConfig
+    from privsyn_spark.synthesize.sharded.context import ShardingConfig
 
 SYNTHESIZERS = ("gum", "pgm")
 """``gum``: PrivSyn's GUM on the consistent targets (started from the model's samples when there is
@@ -35,7 +35,7 @@ def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int,
 
         if targets is None:
             raise ValueError("the gum synthesizer needs the estimate stage's targets")
-        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, config=sharding.schedule(gum),
+        result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, sharding=sharding, gum=gum,
                                     checkpoint_dir=checkpoint_dir, model=model)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1), "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark import PrivSyn, Schema, ShardingConfig, write_delta
+from privsyn_spark import PrivSyn, Schema, Settings, ShardingConfig, write_delta
 from privsyn_spark.budget import ledger as L
 from privsyn_spark.errors import UsageError
 
@@ -32,7 +32,8 @@ def fitted(spark, frame, tmp_path_factory):
     ledger = str(root / "ledger")
     L.set_budget(spark, ledger, "toy", epsilon=5.0, delta=1e-9)
     synth = PrivSyn(Schema.from_dict(SCHEMA), epsilon=2.0, delta=1e-9, ledger=ledger, dataset_id="toy",
-                    run_id="api1", runs_dir=str(root / "runs"), sharding=ShardingConfig(shard_rows=1500))
+                    run_id="api1", runs_dir=str(root / "runs"),
+                    settings=Settings(sharding=ShardingConfig(shard_rows=1500)))
     conf_before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     model = synth.fit(spark.createDataFrame(frame))  # a DataFrame built in memory
     assert spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == conf_before  # caller's session kept

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark import PrivSyn, Schema, ShardingConfig
+from privsyn_spark import PrivSyn, Schema, Settings, ShardingConfig
 from privsyn_spark.estimate import estimation, targets
 
 SCHEMA = {"columns": [
@@ -30,7 +30,8 @@ def fitted(spark, tmp_path_factory):
     frame = pd.DataFrame({"a": a, "b": np.where(a == "x", "p", rng.choice(["p", "q"], n)),
                           "c": rng.choice(["u", "v", "w", "s"], n)})
     synth = PrivSyn(Schema.from_dict(SCHEMA), epsilon=4.0, no_ledger=True, run_id="reuse",
-                    runs_dir=str(root / "runs"), sharding=ShardingConfig(shard_rows=1000, gum_rounds=2))
+                    runs_dir=str(root / "runs"),
+                    settings=Settings(sharding=ShardingConfig(shard_rows=1000, gum_rounds=2)))
     return root, synth.fit(spark.createDataFrame(frame))
 
 

@@ -121,7 +121,7 @@ BEFORE_SPARK = [
     ("bins-2.7", with_column("age", bins=2.7), [], "column 'age': bins must be a whole number, got 2.7"),
     ("rows-0", None, ["--rows", "0"], "--rows must be >= 1, got 0"),
     ("rows-negative", None, ["--rows", "-5"], "--rows must be >= 1, got -5"),
-    ("shard-rows-0", None, ["--shard-rows", "0"], "--shard-rows must be >= 1"),
+    ("shard-rows-0", None, ["--shard-rows", "0"], "--shard-rows: shard_rows must be >= 1"),
     ("run-id-escapes", None, ["--run-id", "../escaped"], "--run-id '../escaped' is not a safe folder name"),
     ("output-is-a-file", None, lambda case: ["--output", str(case.dir / "file.txt")], "is a regular file"),
     ("output-not-writable", None, lambda case: ["--output", _no_root_write_dir(case.dir)], "cannot write in"),

@@ -76,32 +76,31 @@ def test_sharded_gum_from_model_samples():
     import pickle
 
     from privsyn_spark.synthesize.sharded.algorithm import init_shard, run_shards_locally
-    from privsyn_spark.synthesize.sharded.context import ShardedGumConfig, make_context
+    from privsyn_spark.synthesize.sharded.context import ShardingConfig, make_context
 
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
-    cfg = ShardedGumConfig(gum=GumConfig(append_attributes=False), shard_size=5_000, iterations_per_round=3,
-                           max_rounds=2, model_max_rounds=1)
-    ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, model)))
-    assert ctx.gum.improving_only_after == cfg.gum.model_improving_only_after == 0  # polishing only
-    assert ctx.gum.best_cell_pairs == cfg.gum.model_best_cell_pairs > 0  # by best-cell moves
-    assert ctx.config.iterations_per_round == 3  # model_iterations_per_round (5) caps k, never raises it
-    assert make_context(domain, targets, 10_000, 4, ShardedGumConfig(), model).config.iterations_per_round == 5
-    assert make_context(domain, targets, 10_000, 4, ShardedGumConfig()).config.iterations_per_round == 10
+    gum = GumConfig(append_attributes=False)
+    cfg = ShardingConfig(shard_rows=5_000, iterations_per_round=3, gum_rounds=2, model_max_rounds=1)
+    ctx = pickle.loads(pickle.dumps(make_context(domain, targets, 10_000, 4, cfg, gum, model)))
+    assert ctx.gum.improving_only_after == gum.model_improving_only_after == 0  # polishing only
+    assert ctx.gum.best_cell_pairs == gum.model_best_cell_pairs > 0  # by best-cell moves
+    assert ctx.sharding.iterations_per_round == 3  # model_iterations_per_round (5) caps k, never raises it
+    assert make_context(domain, targets, 10_000, 4, ShardingConfig(), model=model).sharding.iterations_per_round == 5
+    assert make_context(domain, targets, 10_000, 4, ShardingConfig()).sharding.iterations_per_round == 10
     records, counts = init_shard(ctx, 1)
     assert np.array_equal(records, init_shard(ctx, 1)[0]) and np.array_equal(counts, layout_counts(ctx.layout, records))
     final = {}
     for name, m in (("1-way", None), ("model", model)):
-        records, run = run_shards_locally(domain, targets, 10_000, seed=4, config=cfg, model=m)
+        records, run = run_shards_locally(domain, targets, 10_000, seed=4, sharding=cfg, gum=gum, model=m)
         assert records.shape == (10_000, 4) and len(run.context.sizes) == 2
         assert run.rounds == (2 if m is None else 1)  # a model start runs model_max_rounds Jacobi rounds
         final[name] = sum(run.final_errors.values())
     assert final["model"] <= final["1-way"], final
-    _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model,
-                                config=ShardedGumConfig(gum=cfg.gum, shard_size=5_000, iterations_per_round=3,
-                                                        max_rounds=8))
+    rounds = ShardingConfig(shard_rows=5_000, iterations_per_round=3, gum_rounds=8)
+    _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model, gum=gum, sharding=rounds)
     worst = [max(h.values()) for h in run.history]
-    gain = run.context.config.model_min_gain
+    gain = run.context.sharding.model_min_gain
     assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < gain * worst[-2], worst  # model_min_gain stopped it
 
 

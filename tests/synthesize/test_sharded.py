@@ -17,7 +17,7 @@ from privsyn_spark.synthesize.sharded.algorithm import (
     turn_shard,
     union_errors,
 )
-from privsyn_spark.synthesize.sharded.context import ShardedGumConfig, make_context, shard_count, shard_sizes
+from privsyn_spark.synthesize.sharded.context import ShardingConfig, make_context, shard_count, shard_sizes
 from privsyn_spark.synthesize.sharded.reconcile import append_split, layout_counts
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 
@@ -77,7 +77,7 @@ def test_count_layout_round_trip():
 def test_shard_steps_are_pure_functions_of_seed_shard_and_round():
     """What makes a recomputed task (lost executor) produce the same shard state."""
     domain, _, targets = adult_targets(DENSE)
-    cfg = ShardedGumConfig(shard_size=2_500, iterations_per_round=3)
+    cfg = ShardingConfig(shard_rows=2_500, iterations_per_round=3)
     ctx = make_context(domain, targets, 10_000, 5, cfg)
     records, counts = init_shard(ctx, 2)
     again, counts_again = init_shard(ctx, 2)
@@ -88,14 +88,14 @@ def test_shard_steps_are_pure_functions_of_seed_shard_and_round():
     b = round_shard(ctx, 2, 1, records.copy(), counts.astype(float), deficit)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     assert np.array_equal(a[1], layout_counts(ctx.layout, a[0]))
-    turn = ShardedGumConfig(shard_size=2_500, sweeps=1).steps(4)[-2]  # shard 2's turn
+    turn = ShardingConfig(shard_rows=2_500, gum_sweeps=1).steps(4)[-2]  # shard 2's turn
     c = turn_shard(ctx, 2, turn, records.copy(), counts.astype(float), deficit)
     d = turn_shard(ctx, 2, turn, records.copy(), counts.astype(float), deficit)
     assert turn.shard == 2 and np.array_equal(c[0], d[0]) and np.array_equal(c[1], d[1])
 
 
 def test_schedule_runs_jacobi_rounds_then_sweeps_of_turns():
-    cfg = ShardedGumConfig(iterations_per_round=10, max_rounds=3, sweeps=3, sweep_iterations=4,
+    cfg = ShardingConfig(iterations_per_round=10, gum_rounds=3, gum_sweeps=3, sweep_iterations=4,
                            settle_iterations=1, settle_sweeps=1)
     for p in (1, 3):
         steps = cfg.steps(p)
@@ -108,9 +108,9 @@ def test_schedule_runs_jacobi_rounds_then_sweeps_of_turns():
             mine = [s for s in turns if s.shard == shard]
             assert [s.start for s in mine] == [30, 34, 38]
             assert 10 + 10 * 2 + sum(s.free + s.settle for s in mine) == 42
-    assert ShardedGumConfig(max_rounds=2).steps(5) == ShardedGumConfig(max_rounds=2).steps(1)  # no sweeps
+    assert ShardingConfig(gum_rounds=2).steps(5) == ShardingConfig(gum_rounds=2).steps(1)  # no sweeps
     with pytest.raises(ValueError):
-        ShardedGumConfig(sweep_iterations=2, settle_iterations=3)
+        ShardingConfig(sweep_iterations=2, settle_iterations=3)
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "noisy"])
@@ -118,7 +118,7 @@ def test_a_turn_never_raises_the_union_error(exact):
     """A turn gives one shard the whole deficit and is kept only if the union's error does not grow."""
     domain, _, targets = adult_targets(DENSE)
     targets = targets if exact else noisy(targets, sigma=10.0)
-    cfg = ShardedGumConfig(shard_size=5_000, iterations_per_round=10, max_rounds=1, sweeps=1)
+    cfg = ShardingConfig(shard_rows=5_000, iterations_per_round=10, gum_rounds=1, gum_sweeps=1)
     ctx = make_context(domain, targets, 20_000, 3, cfg)
     state = [init_shard(ctx, j) for j in range(4)]
     for step in cfg.steps(4):
@@ -152,7 +152,8 @@ def test_appended_counts_split_exactly_over_shards():
         assert np.all(np.abs(union - cond * have[g].sum(axis=0)[:, None]) < 1)  # rounded as one table
 
 
-SWEEPS = dict(gum=GumConfig(best_cell_pairs=400_000), iterations_per_round=10, max_rounds=4, sweeps=10,
+SWEEPS_GUM = GumConfig(best_cell_pairs=400_000)
+SWEEPS = dict(iterations_per_round=10, gum_rounds=4, gum_sweeps=10,
               sweep_iterations=3, settle_iterations=2, settle_sweeps=3)
 """4 Jacobi rounds of 10 iterations, then 10 sweeps of 3-iteration turns: 70 local iterations per shard;
 best-cell polishing moves in the rounds too (sweeps always use them), for the lowest single-shard floor."""
@@ -166,8 +167,8 @@ def test_four_shards_reach_the_single_shard_error():
     n = 20_000
     errors = {}
     for p in (1, 4):
-        cfg = ShardedGumConfig(shard_size=-(-n // p), **SWEEPS)
-        records, run = run_shards_locally(domain, targets, n, seed=0, config=cfg)
+        cfg = ShardingConfig(shard_rows=-(-n // p), **SWEEPS)
+        records, run = run_shards_locally(domain, targets, n, seed=0, sharding=cfg, gum=SWEEPS_GUM)
         assert records.shape == (n, len(domain)) and len(run.context.sizes) == p
         errors[p] = sum(run.final_errors.values())
         assert run.rounds == 1 + 3 + 10 * p
@@ -189,8 +190,8 @@ def test_four_shards_reach_the_single_shard_error_on_exact_targets():
     n = records.shape[0]
     errors, worst = {}, {}
     for p in (1, 4):
-        runs = [run_shards_locally(domain, targets, n, seed, ShardedGumConfig(shard_size=-(-n // p), **SWEEPS))[1]
-                for seed in range(1, 7)]
+        runs = [run_shards_locally(domain, targets, n, seed, ShardingConfig(shard_rows=-(-n // p), **SWEEPS),
+                                   SWEEPS_GUM)[1] for seed in range(1, 7)]
         assert all(len(run.context.sizes) == p for run in runs)
         errors[p] = np.mean([sum(run.final_errors.values()) for run in runs])
         worst[p] = np.mean([run.max_relative_error() for run in runs])
@@ -204,15 +205,15 @@ def test_four_shards_fit_exact_sparse_marginals_exactly():
     domain, records, targets = adult_targets(MARGINALS)
     n = records.shape[0]
     for p in (1, 4):
-        _, run = run_shards_locally(domain, targets, n, 1, ShardedGumConfig(shard_size=-(-n // p), **SWEEPS))
+        _, run = run_shards_locally(domain, targets, n, 1, ShardingConfig(shard_rows=-(-n // p), **SWEEPS), SWEEPS_GUM)
         assert set(run.final_errors) == set(targets) and sum(run.final_errors.values()) == 0, p
 
 
 def test_reconciliation_converges_on_exact_targets():
     domain, _, targets = adult_targets(MARGINALS)
     n = 48_842
-    cfg = ShardedGumConfig(shard_size=12_211, iterations_per_round=10, max_rounds=4)
-    records, run = run_shards_locally(domain, targets, n, seed=1, config=cfg)
+    cfg = ShardingConfig(shard_rows=12_211, iterations_per_round=10, gum_rounds=4)
+    records, run = run_shards_locally(domain, targets, n, seed=1, sharding=cfg)
     totals = [sum(h.values()) for h in run.history]
     assert totals[-1] < totals[0] / 2  # rounds pull the union toward the global targets
     assert run.max_relative_error() < 0.02
@@ -223,24 +224,24 @@ def test_reconciliation_converges_on_exact_targets():
 
 def test_tolerance_stops_rounds():
     domain, _, targets = adult_targets(MARGINALS)
-    cfg = ShardedGumConfig(shard_size=5_000, iterations_per_round=10, max_rounds=10, tolerance=0.05)
-    _, run = run_shards_locally(domain, targets, 20_000, seed=2, config=cfg)
+    cfg = ShardingConfig(shard_rows=5_000, iterations_per_round=10, gum_rounds=10, tolerance=0.05)
+    _, run = run_shards_locally(domain, targets, 20_000, seed=2, sharding=cfg)
     assert run.rounds < 10
     assert max(run.history[-1].values()) <= 0.05 * 20_000
 
 
 # ------------------------------------------------------------------------------------------------ Spark
 
-SPARK_CFG = ShardedGumConfig(gum=GumConfig(), shard_size=5_000, iterations_per_round=5, max_rounds=3, sweeps=1)
+SPARK_CFG = ShardingConfig(shard_rows=5_000, iterations_per_round=5, gum_rounds=3, gum_sweeps=1)
 
 
 @pytest.mark.slow
 def test_spark_table_matches_the_local_run_and_ignores_partitioning(spark, tmp_path):
     domain, _, targets = adult_targets(DENSE)
     n = 20_000
-    expected, local = run_shards_locally(domain, targets, n, seed=7, config=SPARK_CFG)
+    expected, local = run_shards_locally(domain, targets, n, seed=7, sharding=SPARK_CFG)
 
-    result = synthesize_sharded(spark, domain, targets, n, seed=7, config=SPARK_CFG,
+    result = synthesize_sharded(spark, domain, targets, n, seed=7, sharding=SPARK_CFG,
                                 checkpoint_dir=str(tmp_path / "checkpoints"))
     assert result.records.columns == list(domain.attrs)
     assert all(f.dataType.simpleString() == "int" for f in result.records.schema.fields)
@@ -250,7 +251,7 @@ def test_spark_table_matches_the_local_run_and_ignores_partitioning(spark, tmp_p
     assert result.final_errors == pytest.approx(local.final_errors)
 
     # another partitioning of the same 4 shards (one task running them all): same table
-    again = synthesize_sharded(spark, domain, targets, n, seed=7, config=SPARK_CFG, partitions=1)
+    again = synthesize_sharded(spark, domain, targets, n, seed=7, sharding=SPARK_CFG, partitions=1)
     assert np.array_equal(again.records.toPandas().to_numpy(), expected)
 
 
@@ -260,14 +261,14 @@ def test_spark_gives_every_core_a_shard_and_matches_the_local_run(spark):
     with two shards, and the reconciled union stays within 1.5x of the one-shard run's error."""
     domain, _, targets = adult_targets(MARGINALS)
     n = 6_000
-    cfg = ShardedGumConfig(shard_size=1_000_000, min_shard_size=2_000, iterations_per_round=5, max_rounds=3)
+    cfg = ShardingConfig(shard_rows=1_000_000, min_shard_size=2_000, iterations_per_round=5, gum_rounds=3)
     assert spark.sparkContext.defaultParallelism == 2
-    result = synthesize_sharded(spark, domain, targets, n, seed=3, config=cfg)
+    result = synthesize_sharded(spark, domain, targets, n, seed=3, sharding=cfg)
     assert result.context.sizes == (3_000, 3_000)
-    expected, local = run_shards_locally(domain, targets, n, seed=3, config=replace(cfg, shard_size=3_000))
+    expected, local = run_shards_locally(domain, targets, n, seed=3, sharding=replace(cfg, shard_rows=3_000))
     assert np.array_equal(result.records.toPandas().to_numpy(), expected)
     assert result.final_errors == pytest.approx(local.final_errors)
-    _, single = run_shards_locally(domain, targets, n, seed=3, config=cfg)
+    _, single = run_shards_locally(domain, targets, n, seed=3, sharding=cfg)
     assert single.context.sizes == (6_000,)
     assert sum(local.final_errors.values()) <= 1.5 * sum(single.final_errors.values())
 
@@ -275,10 +276,10 @@ def test_spark_gives_every_core_a_shard_and_matches_the_local_run(spark):
 @pytest.mark.slow
 def test_spark_same_seed_same_table_other_seed_other_table(spark):
     domain, _, targets = adult_targets(MARGINALS)
-    cfg = ShardedGumConfig(shard_size=4_000, iterations_per_round=5, max_rounds=2)
-    a = synthesize_sharded(spark, domain, targets, 12_000, seed=1, config=cfg).records.toPandas()
-    b = synthesize_sharded(spark, domain, targets, 12_000, seed=1, config=cfg).records.toPandas()
-    c = synthesize_sharded(spark, domain, targets, 12_000, seed=2, config=cfg).records.toPandas()
+    cfg = ShardingConfig(shard_rows=4_000, iterations_per_round=5, gum_rounds=2)
+    a = synthesize_sharded(spark, domain, targets, 12_000, seed=1, sharding=cfg).records.toPandas()
+    b = synthesize_sharded(spark, domain, targets, 12_000, seed=1, sharding=cfg).records.toPandas()
+    c = synthesize_sharded(spark, domain, targets, 12_000, seed=2, sharding=cfg).records.toPandas()
     assert a.equals(b)
     assert not a.equals(c)
     assert len(a) == 12_000

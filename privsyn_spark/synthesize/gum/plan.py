@@ -89,7 +89,7 @@ class GumConfig:
     10^6 records) the first iteration takes the worst L1/n from 0.022 to 0.0078, the second to 0.0069,
     and the next six churn between 0.0063 and 0.0070 at ~4 us a record each: the sample is already
     within its sampling noise of the targets, so iterating on is most of GUM's time for nothing. 0.5 % an
-    iteration is the pace of the round rule (``ShardedGumConfig.model_min_gain``, 5 % over 10)."""
+    iteration is the pace of the round rule (``ShardingConfig.model_min_gain``, 5 % over 10)."""
     best_cell_candidates: int = 32
     """In those improving-only updates, each removed record is offered this many gain cells (all of them
     when there are fewer) and goes, by Replace, to the one where its move lowers the summed L1 most; cells

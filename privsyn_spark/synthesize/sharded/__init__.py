@@ -1,1 +1,1 @@
-"""GUM sharded over Spark partitions: the algorithm, reconciliation, its Spark driver (see docs/ARCHITECTURE.md)."""
+"""GUM sharded over Spark partitions: the algorithm, reconciliation, its Spark driver (see docs/architecture.md)."""

@@ -1,17 +1,17 @@
 """GUM sharded over Spark partitions, with periodic global reconciliation.
 
-``n`` synthetic records are split into ``P`` shards (about ``shard_size`` records each), one Spark
+``n`` synthetic records are split into ``P`` shards (about ``shard_rows`` records each), one Spark
 partition each. Only marginal counts travel to the driver, summed by a tree aggregation; the driver
 broadcasts the global deficit ``target - current`` and the shards steer the union toward the global
 targets through it (:mod:`privsyn_spark.synthesize.sharded.reconcile`), in two kinds of rounds:
 
-- **Jacobi rounds** (``max_rounds``, the first one from the 1-way initialisation, or from samples of the
+- **Jacobi rounds** (``gum_rounds``, the first one from the 1-way initialisation, or from samples of the
   fitted graphical model when one is given, toward the targets scaled to the shard): one
   ``mapInArrow`` in which every shard runs ``k`` local GUM iterations
   (:mod:`privsyn_spark.synthesize.gum.kernel`) toward its own counts plus its share of the deficit (an integer
   split of every cell across shards, proportional to shard size), so the union converges to the global
   targets rather than each shard to a noisy copy. They leave about ``P`` times GUM's absolute error floor.
-- **Gauss-Seidel sweeps** (``sweeps``, optional): in each, every shard in turn (one round per shard, the
+- **Gauss-Seidel sweeps** (``gum_sweeps``, optional): in each, every shard in turn (one round per shard, the
   others passing their state through) takes the *whole* deficit for a few iterations, kept only if the
   union's error does not grow, which brings the union down to a single shard's error floor (the parity
   that matters for small ``n``; each sweep costs ``P`` rounds, and its iterations add to every shard's).
@@ -23,7 +23,7 @@ shard's counts of the append cores for it).
 Every random draw of a shard derives from ``(seed, shard id, round)`` (``np.random.SeedSequence`` spawn
 keys), so a recomputed task, or the same run on another number of executors or Spark partitions with the
 same shard count, yields the identical table; every step's cost is linear in the shard's records. The
-shard count is ``ceil(n / shard_size)``, raised to the session's default parallelism while every shard
+shard count is ``ceil(n / shard_rows)``, raised to the session's default parallelism while every shard
 keeps ``min_shard_size`` records (:func:`~privsyn_spark.synthesize.sharded.context.shard_count`), so every
 core works: with at least ``2 x min_shard_size`` records, the table then depends on the session's core
 count too.
@@ -46,12 +46,13 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
+    GumConfig,
     Key,
     append_attributes,
     initialize_records,
     run_gum,
 )
-from privsyn_spark.synthesize.sharded.context import ShardContext, ShardedGumConfig, make_context
+from privsyn_spark.synthesize.sharded.context import ShardContext, ShardingConfig, make_context
 from privsyn_spark.synthesize.sharded.reconcile import (  # noqa: F401  (deficit_share: re-exported)
     GroupSplit,
     Step,
@@ -86,7 +87,7 @@ def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
     tables = {k: v * (n / total) for k, v in ctx.layout.unpack(ctx.targets).items()}
     rng = shard_rng(ctx.seed, _INIT, shard, 0)
     records = initialize_records(ctx.plan, tables, n, rng, model=ctx.model)
-    k = ctx.config.iterations_per_round
+    k = ctx.sharding.iterations_per_round
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=0, iterations=k)
     return records, layout_counts(ctx.layout, records)
 
@@ -98,7 +99,7 @@ def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray,
     u, holder = split.random(deficit.size), split.integers(0, len(ctx.sizes), deficit.size)
     local = np.maximum(counts + deficit_share(deficit, ctx.sizes, shard, u, holder), 0.0)
     tables = ctx.layout.unpack(local)
-    k = ctx.config.iterations_per_round
+    k = ctx.sharding.iterations_per_round
     rng = shard_rng(ctx.seed, _ROUND, shard, round_)
     run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
     return records, layout_counts(ctx.layout, records)
@@ -108,7 +109,7 @@ def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, c
                deficit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A shard's Gauss-Seidel turn: the whole deficit, kept only if the union's error does not grow."""
     rng = shard_rng(ctx.seed, _TURN, shard, step.round)
-    gum = replace(ctx.gum, best_cell_pairs=ctx.config.sweep_best_cell_pairs)
+    gum = replace(ctx.gum, best_cell_pairs=ctx.sharding.sweep_best_cell_pairs)
     return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, gum, rng, step,
                               tracked_mask(ctx.layout, ctx.tracked))
 
@@ -163,7 +164,7 @@ class ShardedRun:
         worst = max(errs.values(), default=0.0) / max(self.n, 1)
         log.info("sharded GUM round %d: worst union L1/n %.5f (%.1f s)", len(self.history) - 1, worst,
                  self.round_seconds[-1])
-        config = self.context.config
+        config = self.context.sharding
         if self.context.model is not None and config.model_min_gain > 0 and len(self.history) >= 2:
             before = max(self.history[-2].values(), default=0.0) / max(self.n, 1)
             if before - worst < config.model_min_gain * before:
@@ -182,18 +183,18 @@ def _summed_counts(state: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray
 
 
 def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
-                       config: ShardedGumConfig | None = None, model=None) -> tuple[np.ndarray, ShardedRun]:
+                       sharding: ShardingConfig = ShardingConfig(), gum: GumConfig = GumConfig(),
+                       model: object = None) -> tuple[np.ndarray, ShardedRun]:
     """The sharded algorithm in one process, no Spark: ``(records of all shards stacked, run)``.
 
     Same shard functions and random streams as the Spark driver's ``synthesize_sharded``, hence the same table.
     """
-    config = config or ShardedGumConfig()
-    ctx = make_context(domain, targets, n, seed, config, model)
+    ctx = make_context(domain, targets, n, seed, sharding, gum, model)
     run = ShardedRun(ctx)
     started = time.perf_counter()
     state = [init_shard(ctx, j) for j in range(len(ctx.sizes))]
     done = run._record(_summed_counts(state), started)
-    for step in ctx.config.steps(len(ctx.sizes)):
+    for step in ctx.sharding.steps(len(ctx.sizes)):
         if done:
             break
         started = time.perf_counter()

@@ -76,20 +76,20 @@ class Step:
     """A turn's improving-only iterations after the plain ones."""
 
 
-def schedule(shards: int, iterations_per_round: int, max_rounds: int, sweeps: int, sweep_iterations: int,
+def schedule(shards: int, iterations_per_round: int, gum_rounds: int, gum_sweeps: int, sweep_iterations: int,
              settle_iterations: int, settle_sweeps: int) -> list[Step]:
-    """The rounds after round 0: ``max_rounds - 1`` Jacobi rounds, then ``sweeps`` sweeps of turns.
+    """The rounds after round 0: ``gum_rounds - 1`` Jacobi rounds, then ``gum_sweeps`` sweeps of turns.
 
     A sweep gives every shard, in shard order, one turn of ``sweep_iterations`` local iterations, the last
     ``settle_iterations`` of them improving-only (all of them in the last ``settle_sweeps`` sweeps). Each
-    shard's iteration numbers continue from the Jacobi rounds, so every shard runs ``max_rounds * k +
-    sweeps * sweep_iterations`` local iterations whatever the number of shards.
+    shard's iteration numbers continue from the Jacobi rounds, so every shard runs ``gum_rounds * k +
+    gum_sweeps * sweep_iterations`` local iterations whatever the number of shards.
     """
     k = iterations_per_round
-    steps = [Step(r, None, r * k, k, 0) for r in range(1, max_rounds)]
-    for s in range(sweeps):
-        settle = sweep_iterations if s >= sweeps - settle_sweeps else settle_iterations
-        start = max_rounds * k + s * sweep_iterations
+    steps = [Step(r, None, r * k, k, 0) for r in range(1, gum_rounds)]
+    for s in range(gum_sweeps):
+        settle = sweep_iterations if s >= gum_sweeps - settle_sweeps else settle_iterations
+        start = gum_rounds * k + s * sweep_iterations
         for shard in range(shards):
             steps.append(Step(len(steps) + 1, shard, start, sweep_iterations - settle, settle))
     return steps

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum.kernel import codes_dtype
+from privsyn_spark.synthesize.gum.kernel import GumConfig, codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
     ShardedRun,
     append_shard,
@@ -33,7 +33,7 @@ from privsyn_spark.synthesize.sharded.algorithm import (
     turn_shard,
     union_errors,
 )
-from privsyn_spark.synthesize.sharded.context import ShardContext, ShardedGumConfig, make_context
+from privsyn_spark.synthesize.sharded.context import ShardContext, ShardingConfig, make_context
 from privsyn_spark.synthesize.sharded.reconcile import Step, core_cells
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,8 +200,9 @@ class ShardedGumResult(ShardedRun):
 
 
 def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
-                       seed: int, config: ShardedGumConfig | None = None, partitions: int | None = None,
-                       checkpoint_dir: str | None = None, model=None) -> ShardedGumResult:
+                       seed: int, sharding: ShardingConfig = ShardingConfig(), gum: GumConfig = GumConfig(),
+                       partitions: int | None = None, checkpoint_dir: str | None = None,
+                       model: object = None) -> ShardedGumResult:
     """Synthesise ``n`` records with GUM sharded over Spark partitions (see the module docstrings).
 
     ``partitions`` is the number of Spark partitions holding the shards (default: one per shard); it
@@ -211,9 +212,8 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
     start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
     """
-    config = config or ShardedGumConfig()
     sc = spark.sparkContext
-    ctx = make_context(domain, targets, n, seed, config, model, parallelism=sc.defaultParallelism)
+    ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=sc.defaultParallelism)
     p = len(ctx.sizes)
     bc = sc.broadcast(ctx)
     checkpoint = _Checkpointer(spark, checkpoint_dir)
@@ -226,7 +226,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     state = checkpoint(ids.mapInArrow(_init_fn(bc), STATE_SCHEMA))
     counts = _sum_counts(state)
     done = run._record(counts, started)
-    for step in ctx.config.steps(p):
+    for step in ctx.sharding.steps(p):
         if done:
             break
         started = time.perf_counter()
