@@ -126,11 +126,15 @@ class PrivSyn:
         return plan_release(self.schema, self.epsilon, self.delta, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
-    def fingerprint(self, source: str) -> dict[str, Any]:
-        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match)."""
+    def fingerprint(self, source: str, spark: SparkSession | None = None,
+                    input_format: str | None = None) -> dict[str, Any]:
+        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match);
+        with ``spark``, also the version of the input's files (a changed CSV/Parquet input is a new run)."""
         from privsyn_spark.budget.release_guard import run_fingerprint
+        from privsyn_spark.runtime.input_table import input_version
 
-        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
+        version = input_version(spark, source, input_format) if spark is not None else None
+        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, version)
 
     def release(self, run_id: str, partition: Mapping[str, str] | None = None) -> Release:
         """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
@@ -188,7 +192,8 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            measurements = guarded_measure(spark, release, self.fingerprint(source), draw, SecureDiscreteGaussian())
+            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None))
+            measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
         finally:
             if codes is not data:
                 codes.close()
@@ -207,6 +212,9 @@ class PrivSyn:
                                      **({"partition": codes.scope.label()} if codes.scope.partition else {})}
         model = self._model(measurements, record, folder)
         model.save_state()
+        from privsyn_spark.privacy.policy_checks import check_policies
+
+        check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
     def fit(self, data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:

@@ -21,7 +21,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
+from privsyn_spark.cli_options import (
+    config_from_args,
+    draft_bounds,
+    draft_dtypes,
+    settings_from_args,
+    validate_run_args,
+)
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
@@ -103,9 +109,14 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     from privsyn_spark.runtime.input_table import read_table
     from privsyn_spark.schema import infer
 
+    draft_id = args.run_id or uuid.uuid4().hex[:12]
     if args.non_private:
         from privsyn_spark.schema.schema import save_schema
 
+        if args.ledger:  # before the read: the dataset's guarantee is void from here on
+            from privsyn_spark.budget.ledger import record_nonprivate
+
+            record_nonprivate(spark, args.ledger, args.dataset_id, draft_id, "infer-schema --non-private")
         inferred = infer.infer_schema(read_table(spark, args.input, args.input_format), tuple(args.null_token),
                                       args.bins)
         save_schema(inferred, args.out, header=infer.WARNING_HEADER + REVIEW_NOTE, reviewed=False)
@@ -117,16 +128,17 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
 
     bounds = draft_bounds(args)
     ids = privacy_ids(args.privacy_id) or ()
-    table = read_table(spark, args.input, args.input_format)
+    # types from the operator or the table's declared types, never from the values (no CSV type inference)
+    table = infer.with_declared_types(read_table(spark, args.input, args.input_format, infer_types=False),
+                                      draft_dtypes(args))
     if ids:  # a missing id column: refused before the draft's budget is reserved
         check_id_columns(PrivacyUnit(ids), list(table.columns), ())
     if args.ledger:
-        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, args.run_id or uuid.uuid4().hex[:12],
-                                   args.epsilon, args.delta, args.out, ids, args.max_rows_per_id)
-    draft = infer.draft_schema_privately(table, args.epsilon, args.delta,
-                                         null_tokens=tuple(args.null_token), bins=args.bins, bounds=bounds,
-                                         spike_share=args.spike_share, privacy_id=ids,
-                                         max_rows_per_id=args.max_rows_per_id)
+        infer.reserve_draft_budget(spark, args.ledger, args.dataset_id, draft_id, args.epsilon, args.delta, args.out,
+                                   ids, args.max_rows_per_id)
+    draft = infer.draft_schema_privately(table, args.epsilon, args.delta, null_tokens=tuple(args.null_token),
+                                         bins=args.bins, bounds=bounds, spike_share=args.spike_share,
+                                         privacy_id=ids, max_rows_per_id=args.max_rows_per_id)
     draft.write(args.out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              args.out, args.epsilon, args.delta)
@@ -139,7 +151,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "plan":
         return _plan(args)
     if args.command == "sample":
-        sample = _sample_config(args)  # before Spark starts
+        _sample_config(args)  # usage errors before Spark starts
     elif args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts
     elif args.command == "budget":
@@ -180,10 +192,14 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None) -> int:
     if args.command == "sample":
         from privsyn_spark.resample import run_sample
 
-        run_sample(spark, sample)
+        run_sample(spark, _sample_config(args))
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
+    if config.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
+        from privsyn_spark.budget.ledger_table import check_exclusive
+
+        check_exclusive(spark, config.ledger)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]
@@ -255,6 +271,7 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
                                args.epsilon, args.delta, _scope_values(args)))
         return 0
     else:
+        ledger.require_ledger(spark, args.ledger)
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
                   else ledger.all_datasets(spark, args.ledger))
         if not states:

@@ -55,7 +55,7 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
     synth = synthesizer(config)
     config.scope.check_schema(synth.schema.names)
     if args.run_id and "://" not in config.runs_dir:
-        found = local_artifact(config.runs_dir, config.run_id)
+        found = local_artifact(config.runs_dir, config.run_id, skip_unreadable=bool(config.ledger))
         if found is not None:
             check_same_run(found, synth.fingerprint(config.source), config.run_id)
     return config
@@ -118,6 +118,9 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
     if args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
+    if args.non_private and not args.ledger and not args.no_ledger:
+        raise UsageError("a --non-private draft voids the dataset's privacy guarantee: pass --ledger L --dataset-id "
+                         "ID to record it there, or --no-ledger to draft without any record")
     check_ledger_choice(args.ledger, args.dataset_id, args.no_ledger, required=args.epsilon is not None)
     if args.max_rows_per_id is not None:
         from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
@@ -126,6 +129,7 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
             PrivacyUnit(privacy_ids(args.privacy_id) or (), args.max_rows_per_id)
         except PrivacyUnitError as err:
             raise UsageError(f"infer-schema: {err}") from None
+    draft_dtypes(args)
     bounds = {}
     for item in args.bounds:
         try:
@@ -139,3 +143,16 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     return bounds
 
 
+
+
+def draft_dtypes(args: argparse.Namespace) -> dict[str, str]:
+    """infer-schema's ``--dtype COLUMN=TYPE`` options (checked before Spark starts)."""
+    from privsyn_spark.schema.infer import DECLARED_DTYPES
+
+    dtypes = {}
+    for item in args.dtype:
+        column, _, dtype = item.rpartition("=")
+        if not column or dtype not in DECLARED_DTYPES:
+            raise UsageError(f"--dtype {item!r}: expected COLUMN=TYPE with TYPE one of {list(DECLARED_DTYPES)}")
+        dtypes[column] = dtype
+    return dtypes
