@@ -135,11 +135,15 @@ class PrivSyn:
         return plan_release(self.schema, self.epsilon, self.delta, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
-    def fingerprint(self, source: str) -> dict[str, Any]:
-        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match)."""
+    def fingerprint(self, source: str, spark: SparkSession | None = None,
+                    input_format: str | None = None) -> dict[str, Any]:
+        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match);
+        with ``spark``, also the version of the input's files (a changed CSV/Parquet input is a new run)."""
         from privsyn_spark.release_guard import run_fingerprint
+        from privsyn_spark.runtime.input_table import input_version
 
-        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings)
+        version = input_version(spark, source, input_format) if spark is not None else None
+        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, version)
 
     def check_reuse(self, run_id: str, source: str) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
@@ -148,7 +152,7 @@ class PrivSyn:
 
         if "://" in self.runs_dir:
             return
-        found = local_artifact(self.runs_dir, run_id)
+        found = local_artifact(self.runs_dir, run_id, skip_unreadable=bool(self.ledger))  # else: the ledger judges
         if found is not None:
             check_same_run(found, self.fingerprint(source), run_id)
 
@@ -208,7 +212,8 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            measurements = guarded_measure(spark, release, self.fingerprint(source), draw, SecureDiscreteGaussian())
+            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None))
+            measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
         finally:
             if codes is not data:
                 codes.close()
@@ -227,6 +232,9 @@ class PrivSyn:
                                      **({"partition": codes.scope.label()} if codes.scope.partition else {})}
         model = self._model(measurements, record, folder)
         model.save_state()
+        from privsyn_spark.privacy.policy_checks import check_policies
+
+        check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
     def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:

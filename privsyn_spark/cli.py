@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from privsyn_spark.api import PrivSyn
-from privsyn_spark.cli_options import config_from_args, draft_bounds, settings_from_args, validate_run_args
+from privsyn_spark.cli_options import (
+    config_from_args,
+    draft_bounds,
+    draft_dtypes,
+    settings_from_args,
+    validate_run_args,
+)
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
@@ -106,7 +112,8 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
                  epsilon=None if args.non_private else args.epsilon, delta=args.delta, ledger=args.ledger,
                  dataset_id=args.dataset_id, no_ledger=args.no_ledger, run_id=args.run_id,
                  null_tokens=args.null_token, bins=args.bins, bounds=draft_bounds(args), spike_share=args.spike_share,
-                 privacy_id=privacy_ids(args.privacy_id) or (), max_rows_per_id=args.max_rows_per_id)
+                 privacy_id=privacy_ids(args.privacy_id) or (), max_rows_per_id=args.max_rows_per_id,
+                 dtypes=draft_dtypes(args))
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -160,6 +167,10 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
+    if config.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
+        from privsyn_spark.operations import check_exclusive
+
+        check_exclusive(spark, config.ledger)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]
@@ -228,6 +239,7 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
                                args.epsilon, args.delta, _scope_values(args)))
         return 0
     else:
+        ledger.require_ledger(spark, args.ledger)
         states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
                   else ledger.all_datasets(spark, args.ledger))
         if not states:

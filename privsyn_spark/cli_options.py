@@ -113,6 +113,7 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
             PrivacyUnit(privacy_ids(args.privacy_id) or (), args.max_rows_per_id)
         except PrivacyUnitError as err:
             raise UsageError(f"infer-schema: {err}") from None
+    draft_dtypes(args)
     bounds = {}
     for item in args.bounds:
         try:
@@ -126,3 +127,16 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     return bounds
 
 
+
+
+def draft_dtypes(args: argparse.Namespace) -> dict[str, str]:
+    """infer-schema's ``--dtype COLUMN=TYPE`` options (checked before Spark starts)."""
+    from privsyn_spark.operations import DECLARED_DTYPES
+
+    dtypes = {}
+    for item in args.dtype:
+        column, _, dtype = item.rpartition("=")
+        if not column or dtype not in DECLARED_DTYPES:
+            raise UsageError(f"--dtype {item!r}: expected COLUMN=TYPE with TYPE one of {list(DECLARED_DTYPES)}")
+        dtypes[column] = dtype
+    return dtypes

@@ -165,6 +165,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     infer.add_argument("--bounds", action="append", default=[], metavar="COLUMN=LO:HI",
                        help="declared public bounds of a numeric column (repeatable); else the dtype's range "
                             "is assumed and the header says so")
+    infer.add_argument("--dtype", action="append", default=[], metavar="COLUMN=TYPE",
+                       help="a column's type (int, long, double, float, date, timestamp, boolean, string; "
+                            "repeatable). A private draft never reads types from the values: CSV columns are "
+                            "strings unless declared here; Delta/Parquet keep their declared types")
     infer.add_argument("--spike-share", type=float, help="share above which one value gets its own bin "
                                                         "(default 0.05)")
     infer.add_argument("--privacy-id", metavar="COL[,COL...]",
@@ -174,12 +178,14 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                        help="with --privacy-id: use this bound instead of proposing one")
     infer.add_argument("--non-private", action="store_true",
                        help="read the values and bounds from the data: NOT private")
-    infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there")
+    infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there (a "
+                                        "--non-private draft is recorded there as a non-private read)")
     infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
                                             "id as the runs on this table)")
     infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
     infer.add_argument("--no-ledger", action="store_true",
-                       help="draft privately without a budget ledger: nothing limits or records what it spends")
+                       help="draft without a budget ledger: nothing limits or records what it spends (or, with "
+                            "--non-private, that the dataset was read non-privately)")
     _spark_args(infer)
     budget = sub.add_parser("budget", help="a dataset's total privacy budget in the ledger: set it, show it",
                             description="The ledger holds each dataset's total budget; runs read it.")

@@ -14,16 +14,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.budget.ledger import all_datasets, check_run, dataset_state, set_budget
+from privsyn_spark.budget.ledger import (
+    all_datasets,
+    check_run,
+    dataset_state,
+    record_nonprivate,
+    require_ledger,
+    set_budget,
+)
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger_state import describe as describe_budget
+from privsyn_spark.budget.ledger_table import check_exclusive
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.draft_schema import (
+    DECLARED_DTYPES,
     WARNING_HEADER,
     draft_schema_privately,
     infer_schema,
     reserve_draft_budget,
+    with_declared_types,
 )
 from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
@@ -47,12 +57,12 @@ log = logging.getLogger(__name__)
 REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 """The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
 
-__all__ = ["REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError", "SampleConfig", "Scope", "all_datasets",
-           "budget_states", "build_spark_session", "check_budget", "check_cell_cap", "check_draft",
-           "check_epsilon_delta", "check_locations", "check_output_path", "check_run", "dataset_state",
-           "describe_budget", "draft_schema", "first_pass_tables", "install_sigterm_handler", "load_schema",
-           "provenance", "release_claim", "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim",
-           "terminated"]
+__all__ = ["DECLARED_DTYPES", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError", "SampleConfig",
+           "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget", "check_cell_cap",
+           "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
+           "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
+           "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
+           "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 
@@ -77,6 +87,9 @@ def check_draft(epsilon: float | None, delta: float, ledger: str | None, dataset
     (a ledger with a dataset id, or an explicit ``no_ledger``); a non-private one (None) needs none."""
     if epsilon is not None:
         check_epsilon_delta(epsilon, delta)
+    if epsilon is None and not ledger and not no_ledger:
+        raise UsageError("a --non-private draft voids the dataset's privacy guarantee: pass --ledger L --dataset-id "
+                         "ID to record it there, or --no-ledger to draft without any record")
     check_ledger_choice(ledger, dataset_id, no_ledger, required=epsilon is not None)
 
 
@@ -85,23 +98,28 @@ def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: st
                  dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
                  null_tokens: Sequence[str] = (), bins: int = 16,
                  bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
-                 privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None) -> None:
+                 privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None,
+                 dtypes: Mapping[str, str] | None = None) -> None:
     """Write a DRAFT schema of table ``source`` to ``out``: private at ``epsilon`` (charged to the ledger
     first, when there is one), or with ``epsilon`` None a labelled NOT private one. Either is refused by
     private runs until reviewed. ``privacy_id``: the id column(s) of a person (the draft proposes the
     bound K privately unless ``max_rows_per_id`` gives it)."""
     check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
+    draft_id = run_id or uuid.uuid4().hex[:12]
     if epsilon is None:
+        if ledger and dataset_id:  # before the read: the dataset's guarantee is void from here on
+            record_nonprivate(spark, ledger, dataset_id, draft_id, "infer-schema --non-private")
         save_schema(infer_schema(read_table(spark, source, input_format), tuple(null_tokens), bins), out,
                     header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", out)
         return
     ids = tuple(privacy_id)
-    table = read_table(spark, source, input_format)
+    # types from the operator or the table's declared types, never from the values (no CSV type inference)
+    table = with_declared_types(read_table(spark, source, input_format, infer_types=False), dtypes or {})
     if ids:  # a missing id column: refused before the draft's budget is reserved
         check_id_columns(PrivacyUnit(ids), list(table.columns), ())
     if ledger and dataset_id:
-        reserve_draft_budget(spark, ledger, dataset_id, run_id or uuid.uuid4().hex[:12], epsilon, delta, out, ids,
+        reserve_draft_budget(spark, ledger, dataset_id, draft_id, epsilon, delta, out, ids,
                              max_rows_per_id)
     draft = draft_schema_privately(table, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
                                    spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)

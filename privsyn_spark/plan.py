@@ -64,22 +64,20 @@ def plan_release(schema: Schema, epsilon: float, delta: float, settings: Setting
                  ledger: str | None = None, dataset_id: str | None = None) -> Plan:
     """The :class:`Plan` of a run of ``schema`` at ``epsilon``/``delta`` (PrivSyn Eq. 1 splits the
     selected marginals' share once selection has chosen them); reads no data."""
-    from privsyn_spark.privacy.accounting import resolve_budget
+    from privsyn_spark.privacy.accounting import resolve_budget, split_rho
     from privsyn_spark.privacy.noise import gaussian_sigma
     from privsyn_spark.privacy.unit import count_sensitivity
     from privsyn_spark.select.noisy_indif import indif_noise_scale
 
     domain = schema.view.domain()  # the synthesis domain: derived columns and rules' groups resolved
     rho = resolve_budget(epsilon, delta, None)[0]
-    split, d = settings.split, len(domain)
-    one_way, indif, selected = split.one_way * rho, split.indif * rho, split.selected * rho
-    if d == 1:  # the same edge cases as privacy/release.py
-        one_way, indif, selected = rho, 0.0, 0.0
-    elif selected == 0.0:
-        one_way, indif = one_way + indif, 0.0
+    d, checks = len(domain), list(schema.policy_checks())
+    one_way, indif, selected, rho_checks = split_rho(rho, settings.split, d, len(checks))
     unit = schema.privacy_unit  # a person of K rows: every sigma K times the row-level one (privacy/unit.py)
-    releases = [(f"one_way:{a}", one_way / d, gaussian_sigma(count_sensitivity(unit), one_way / d), domain[a])
-                for a in domain.attrs]
+    k = count_sensitivity(unit)
+    releases = [(f"check:{name}", rho_checks / len(checks), gaussian_sigma(k, rho_checks / len(checks)), 1)
+                for name in checks]
+    releases += [(f"one_way:{a}", one_way / d, gaussian_sigma(k, one_way / d), domain[a]) for a in domain.attrs]
     pairs = d * (d - 1) // 2
     if indif > 0:
         releases.append(("indif (all pairs; InDif scale)", indif,

@@ -12,7 +12,10 @@ With a ledger, a run id is charged once and its noise is drawn once:
    runs dir); an uncommitted reservation is adopted only if the artifact its attempt wrote is there;
    otherwise the run is refused (:class:`ArtifactLost`) unless ``recharge`` pays for fresh noise;
 4. a holder that fails before drawing any noise, with no artifact written, refunds its reservation;
-   after the first draw the reservation is kept whatever happens.
+   after the first draw the reservation is kept whatever happens. Before its first draw the holder
+   records ``drawn`` in the ledger (:func:`~privsyn_spark.budget.ledger.mark_drawn`), so an attempt
+   killed or timed out before it (while reading or counting) provably drew nothing: a retry takes its
+   reservation over (refunds it, charges its own: one charge in all) instead of being refused.
 
 Without a ledger (``--no-ledger``) only the runs dir's artifact is reused.
 """
@@ -51,13 +54,16 @@ class ArtifactLost(BudgetRefused):
 
 
 class TrackingSampler:
-    """A sampler that remembers whether any noise was drawn (then the reservation is never refunded)."""
+    """A sampler that remembers whether any noise was drawn (then the reservation is never refunded);
+    ``before_first`` runs once before the first draw (the ledger's durable ``drawn`` record)."""
 
-    def __init__(self, inner: NoiseSampler) -> None:
-        self.inner, self.drawn = inner, False
+    def __init__(self, inner: NoiseSampler, before_first: Callable[[], None] | None = None) -> None:
+        self.inner, self.drawn, self.before_first = inner, False, before_first
         self.source = sampler_name(inner)  # what the accountant's ledger records as the noise source
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        if not self.drawn and self.before_first is not None:
+            self.before_first()  # raises when the reservation was taken over: nothing drawn
         self.drawn = True
         return self.inner.discrete_gaussian(sigma, size)
 
@@ -96,12 +102,16 @@ class Release:
         return self.ledger, self.dataset_id
 
 
-def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None) -> dict:
+def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None,
+                    input_version: str | None = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
-    (and the same budget split and selection settings when ``settings`` are not the defaults)."""
+    (and the same budget split and selection settings when ``settings`` are not the defaults, and the
+    same ``input_version`` of its files when both sides know it: ``runtime.input_table.input_version``)."""
     if "://" not in source and ("/" in source or Path(source).exists()):
         source = str(Path(source).expanduser().absolute())
     fingerprint = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash, "input": source}
+    if input_version:
+        fingerprint["input_version"] = input_version
     if settings is not None:  # a non-default budget split or selection changes what is released
         from privsyn_spark.config import Settings
 
@@ -119,8 +129,10 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
         raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
 
 
-def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None) -> Measurements | None:
-    """The runs dir's artifact of ``run_id`` (None if there is none)."""
+def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None,
+                   skip_unreadable: bool = False) -> Measurements | None:
+    """The runs dir's artifact of ``run_id`` (None if there is none, or with ``skip_unreadable`` if it
+    cannot be read: with a ledger, the ledger decides what a damaged copy means, as from any runs dir)."""
     artifacts = RunArtifacts(runs_dir, run_id, spark)
     data = artifacts.read("measurements", ARTIFACT_FILE)
     if data is None:
@@ -128,6 +140,9 @@ def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None
     try:
         return Measurements.from_bytes(data)
     except ArtifactUnreadable as err:
+        if skip_unreadable:
+            log.warning("run %s: %s cannot be read (%s); the ledger decides", run_id, artifacts.measurements, err)
+            return None
         raise UsageError(f"run id {run_id!r}: {artifacts.measurements} cannot be read ({err}); "
                          f"use a new run id or runs dir") from err
 
@@ -189,6 +204,13 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
                      release.run_id, where, reservation.seq)
             return measurements
+        if reservation.held.provably_undrawn and L.refund(spark, ledger, reservation):  # take it over
+            log.warning("run %s: reservation #%d was never drawn on (its attempt stopped before any noise): "
+                        "refunded and charged again for this attempt", release.run_id, reservation.seq)
+            reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
+                                    epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
+                                    artifact=artifacts.measurements, attempt=attempt)
+            continue
         if not release.recharge:
             raise ArtifactLost(_lost_message(release, reservation.held))
         log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", release.run_id)
@@ -219,7 +241,7 @@ def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, rese
         raise UsageError(f"run id {release.run_id!r} already has measurements in {artifacts.measurements} that "
                          f"ledger {release.ledger} does not record (measured with --no-ledger or another "
                          f"ledger); use a new run id")
-    tracking = TrackingSampler(sampler)
+    tracking = TrackingSampler(sampler, lambda: L.mark_drawn(spark, ledger, reservation))
     try:
         measurements = draw(tracking, provenance)
         data = measurements.to_bytes()

@@ -2,7 +2,10 @@
 
 Holds ``measurements/measurements.npz`` (written once, atomically, before anything derived from it
 leaves the process), ``targets/`` (consistent target marginals, and the graphical model they came from),
-``state.json`` (what the steps found), ``report.json`` / ``report.html`` and GUM's ``checkpoints/``.
+``state.json`` (what the steps found), ``report.json`` / ``report.html``, GUM's ``checkpoints/`` and
+``release/``. Only ``release/`` may be handed on (the run's model as :meth:`SynthModel.save
+<privsyn_spark.SynthModel.save>` writes it: noisy measurements, their post-processing, nothing exact);
+everything else is for operators (``README.txt`` in the folder says so: :data:`RUN_FOLDER_NOTE`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,23 @@ from privsyn_spark.runtime.storage import Storage, join, storage_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
+
+
+RELEASE_DIR = "release"
+NOTE_FILE = "README.txt"
+RUN_FOLDER_NOTE = """\
+privsyn-spark run folder.
+
+release/   MAY BE HANDED ON: the run's saved model (noisy measurements, consistent targets, the fitted
+           model, settings). Differentially private at the run's (epsilon, delta); load it with
+           PrivSyn.load("<this folder>/release").
+all else   OPERATORS ONLY, NOT private: state.json (exact out-of-domain and null tallies, timings),
+           report.json / report.html (exact statistics of the private table: fidelity metrics, ML
+           split sizes, real values of numeric columns), measurements/ and targets/ (working copies:
+           hand on release/ instead), scratch/ and checkpoints/ (packed codes of private rows while a
+           run is alive).
+"""
+"""What ``README.txt`` in every run folder says: which part may be handed on."""
 
 
 class RunArtifacts:
@@ -46,6 +66,16 @@ class RunArtifacts:
     def measurements(self) -> str:
         """Where this run's measurements artifact lives."""
         return self.location("measurements", ARTIFACT_FILE)
+
+    @property
+    def release(self) -> str:
+        """``release/``: what may be handed on (the run's saved model)."""
+        return self.location(RELEASE_DIR)
+
+    def write_note(self) -> None:
+        """``README.txt``: which part of the run folder may be handed on (written once)."""
+        if not self.storage.exists(self.location(NOTE_FILE)):
+            self.write(RUN_FOLDER_NOTE.encode("utf-8"), NOTE_FILE)
 
     @property
     def checkpoints(self) -> str:

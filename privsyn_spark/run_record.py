@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
 _STATE_KEYS = ("timings", "domain_handling", "estimation", "synthesis", "output_version", "dataset_ledger",
                "bounding")
+OPERATOR_ONLY = ("timings", "domain_handling")
+"""Exact statistics of the private table (tallies; timings, a side channel): never in a saved model."""
 
 
 @dataclass
@@ -51,6 +53,11 @@ class RunRecord:
     def to_state(self) -> dict[str, Any]:
         """The JSON-ready ``state.json`` document (everything but the metrics)."""
         return to_jsonable({key: getattr(self, key) for key in _STATE_KEYS})
+
+    def releasable(self) -> dict[str, Any]:
+        """:meth:`to_state` without what reads the private table exactly (``OPERATOR_ONLY``: the
+        domain policies' tallies, the steps' timings): what a saved model may carry."""
+        return {k: v for k, v in self.to_state().items() if k not in OPERATOR_ONLY}
 
     @classmethod
     def from_state(cls, doc: dict[str, Any] | None) -> RunRecord:

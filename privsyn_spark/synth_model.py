@@ -4,7 +4,8 @@ here reads the private table or spends budget.
 
 A saved model is a folder with the run folder's layout (:mod:`privsyn_spark.run_artifacts`):
 ``measurements/measurements.npz``, ``targets/`` (targets, and the Private-PGM model when one was
-fitted) and ``model.json`` (schema, synthesizer, settings, what the steps found).
+fitted) and ``model.json`` (schema, synthesizer, settings, what the steps found that is releasable:
+never the domain policies' exact tallies nor the timings, :data:`privsyn_spark.run_record.OPERATOR_ONLY`).
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ class SynthModel:
     def estimate(self) -> SynthModel:
         """Consistent targets for GUM and the graphical model (Private-PGM, or PrivSyn's consistency
         fallback), once: kept in the run folder (a later step reuses them). Stops (BadInputData) when
-        the noisy total cannot be told from 0. Returns the model itself."""
+        a ``fail`` policy's noisy check failed or the noisy total cannot be told from 0. Returns the model itself."""
         from privsyn_spark.estimate.targets import estimate_targets
+        from privsyn_spark.privacy.policy_checks import check_policies
         from privsyn_spark.privacy.table_size import check_table_size, table_size_warnings
 
         if self.targets is not None:
             return self
+        check_policies(self.measurements.policy_checks)
         check_table_size(self.measurements)
         for warning in table_size_warnings(self.measurements):
             log.warning("%s", warning)
@@ -161,9 +164,13 @@ class SynthModel:
                 **_unit_properties(m.privacy_unit)}
 
     def save_state(self) -> None:
-        """Keep what the steps found in the run folder's ``state.json`` (for a later step's report)."""
+        """Keep what the steps found in the run folder's ``state.json`` (for a later step's report; operators
+        only), and refresh the run folder's ``release/``: this model saved (:meth:`save`), the only part of
+        the run folder that may be handed on (:data:`privsyn_spark.run_artifacts.RUN_FOLDER_NOTE`)."""
         if self.run_folder is not None:
             self.run_folder.write_json(self.record.to_state(), STATE_FILE)
+            self.save(self.run_folder.release, self.run_folder.spark)
+            self.run_folder.write_note()
 
     def write_report(self, run: dict[str, Any]) -> dict:
         """The run report (:func:`privsyn_spark.evaluate.run_report.build_report`; ``run`` describes the
@@ -186,7 +193,7 @@ class SynthModel:
             folder.save_targets(self.run_id, self.targets, self.record.estimation)
         doc = {"run_id": self.run_id, "schema": self.schema.to_document(), "synthesizer": self.synthesizer,
                "settings": self.settings.to_dict(),
-               "record": self.record.to_state()}
+               "record": self.record.releasable()}  # nothing exact of the private table (issue 24, P3)
         folder.write_json(doc, MODEL_FILE)
         return uri
 

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
     COMMIT,
+    DRAWN,
+    NONPRIVATE,
     REFUND,
     RESERVE,
     Budget,
     DatasetState,
+    NoBudget,
     RunReservation,
     check_budget,
     fingerprint_mismatch,
@@ -31,10 +34,12 @@ from privsyn_spark.budget.ledger_state import (
 )
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
     LedgerContention,
+    LedgerMissing,
     all_datasets,
     append_row,
     dataset_state,
     read_ledger,
+    require_ledger,
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE
@@ -46,20 +51,25 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 class BudgetExhausted(BudgetRefused):
-    """The dataset's cumulative rho plus the run's own would exceed its total budget."""
+    """The dataset's cumulative spending plus the run's own would exceed its total budget (the
+    partition's, with a per-partition budget: ``partition`` is its ``column=value``)."""
 
-    def __init__(self, dataset_id: str, spent: float, asked: float, budget: float, run_id: str | None = None,
-                 partition: str = ""):
-        self.dataset_id, self.spent, self.asked, self.budget, self.run_id = dataset_id, spent, asked, budget, run_id
-        who = f"run {run_id!r} " if run_id else ""
+    def __init__(self, state: DatasetState, asked: float, epsilon: float, delta: float, extra_delta: float = 0.0,
+                 run_id: str | None = None, partition: str = ""):
+        assert state.budget is not None
+        value = partition.split("=", 1)[1] if partition and state.budget.per_partition else None
+        spent = state.spent_rho if value is None else state.spent_in(value)
+        left = state.left_for(None) if value is None else state.left_in(value)
+        self.dataset_id, self.spent, self.asked, self.run_id = state.dataset_id, spent, asked, run_id
+        self.budget = state.budget_rho(extra_delta, value)
+        b, who = state.budget, f"run {run_id!r} " if run_id else ""
         where = f" (partition {partition})" if partition else ""
-        super().__init__(f"privacy budget of dataset {dataset_id!r}{where} exhausted: {who}asks rho={asked:.6g}, "
-                         f"already spent rho={spent:.6g} of budget rho={budget:.6g} "
-                         f"(left {max(budget - spent, 0.0):.6g})")
-
-
-class NoBudget(BudgetRefused):
-    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
+        extra = f" + delta={extra_delta:.3g} outside zCDP" if extra_delta else ""
+        super().__init__(f"privacy budget of dataset {state.dataset_id!r}{where} exhausted: {who}asks epsilon="
+                         f"{epsilon:.6g} at delta={delta:.3g} (rho={asked:.6g}{extra}); already spent epsilon="
+                         f"{state.epsilon_of(spent, value):.6g} at delta={b.delta:.3g} (rho={spent:.6g}) "
+                         f"of the budget epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (left epsilon="
+                         f"{state.epsilon_of(left, value):.6g}, rho={left:.6g})")
 
 
 class UnitMismatch(UsageError):
@@ -128,7 +138,7 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
         return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta,
                 "privacy_unit": budget.privacy_unit, "per_partition": budget.per_partition}
 
-    row, _ = append_row(spark, ledger, dataset_id, decide)
+    row, _ = append_row(spark, ledger, dataset_id, decide, create=True)
     if row is not None:
         log.info("ledger %s: dataset %s budget epsilon=%g at delta=%g (rho=%.6g, %s)", ledger, dataset_id,
                  budget.epsilon, budget.delta, budget.rho, _kind(budget.per_partition))
@@ -139,9 +149,11 @@ def _kind(per_partition: str | None) -> str:
     return f"per-partition ({per_partition})" if per_partition else "shared"
 
 
-def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: Mapping[str, str] | None) -> None:
-    """Raise the refusal a new reservation of ``rho`` scoped to ``partition`` would meet: no budget,
-    a shared run on a per-partition budget, or the budget (the partition's) exhausted."""
+def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: Mapping[str, str] | None,
+               epsilon: float, delta: float, extra_delta: float = 0.0) -> None:
+    """Raise the refusal a new reservation of ``rho`` (and ``extra_delta`` outside zCDP) scoped to
+    ``partition`` would meet: no budget, a shared run on a per-partition budget, or the budget (the
+    partition's) exhausted."""
     if state.budget is None:
         raise NoBudget(f"dataset {state.dataset_id!r} has no budget in the ledger: set it once with "
                        f"`privsyn-spark budget set --dataset {state.dataset_id} --epsilon E --delta D`")
@@ -149,11 +161,10 @@ def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: M
     if column is not None and column not in (partition or {}):
         raise MixedBudget(f"dataset {state.dataset_id!r} is budgeted per partition of {column!r}: a run must be "
                           f"scoped to one (--partition {column}=VALUE); shared runs are refused")
-    left = state.left_for(partition)
-    spent = state.budget.rho - left
+    left = state.left_for(partition, extra_delta)
     if rho > left + state.budget.rho * RHO_TOLERANCE:
         where = f"{column}={partition[column]}" if column and partition else ""
-        raise BudgetExhausted(state.dataset_id, spent, rho, state.budget.rho, run_id, where)
+        raise BudgetExhausted(state, rho, epsilon, delta, extra_delta, run_id, where)
 
 
 def check_run(state: DatasetState, run_id: str | None, epsilon: float, delta: float,
@@ -169,30 +180,32 @@ def check_run(state: DatasetState, run_id: str | None, epsilon: float, delta: fl
     if held is not None:
         return (f"dataset {state.dataset_id!r}: run {run_id!r}{where} already holds reservation #{held.seq} "
                 f"({held.status}); it reuses its measurements and is charged nothing more")
-    check_fits(state, run_id, rho, partition)
+    check_fits(state, run_id, rho, partition, epsilon, delta)
     after = state.left_for(partition) - rho
     assert state.budget is not None
-    scope = f"partition {state.budget.per_partition}={dict(partition or {})[state.budget.per_partition]}" \
-        if state.budget.per_partition else "the dataset"
+    column = state.budget.per_partition
+    value = dict(partition or {})[column] if column else None
+    scope = f"partition {column}={value}" if column else "the dataset"
     return (f"dataset {state.dataset_id!r}: run {run_id or '(new)'!r}{where} fits (epsilon={epsilon:g}, "
-            f"rho={rho:.6g}); left on {scope} after it: epsilon={state.epsilon_of(max(after, 0.0)):.6g} "
+            f"rho={rho:.6g}); left on {scope} after it: epsilon={state.epsilon_of(max(after, 0.0), value):.6g} "
             f"(rho={max(after, 0.0):.6g}), {runs_left(max(after, 0.0), rho)} more run(s) at epsilon={epsilon:g}")
 
 
 def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, rho: float, epsilon: float, delta: float,
             fingerprint: dict, artifact: str, attempt: str | None = None,
             recharge_of: int | None = None, unit: PrivacyUnit = PrivacyUnit(),
-            partition: Mapping[str, str] | None = None) -> Reservation:
+            partition: Mapping[str, str] | None = None, extra_delta: float = 0.0) -> Reservation:
     """Charge ``rho`` to ``dataset_id`` for ``run_id`` before any noise is drawn, or find its reservation.
 
     A run id with a reservation gets it back uncharged (``charged=False``: the caller must reuse its
     artifact and draw nothing); asking it with another fingerprint raises :class:`RunMismatch`.
     ``recharge_of=seq`` charges a fresh reservation in place of the run's reservation ``seq`` (its
     artifact was lost; the lost release stays charged). Raises :class:`NoBudget` without a budget,
-    :class:`BudgetExhausted` when spent + ``rho`` would exceed it (the partition's spent, with a
-    per-partition budget: ``partition`` holds the run's scoped values, recorded with the reservation),
-    :class:`UnitMismatch` (exit 2) when ``unit`` is not the unit the dataset's budget is set for; all
-    before anything is charged.
+    :class:`BudgetExhausted` when spent + ``rho`` would exceed it (the budget's rho after the extra
+    deltas spent outside zCDP, this one's ``extra_delta`` included: :mod:`~privsyn_spark.budget.ledger_state`;
+    the partition's spent, with a per-partition budget: ``partition`` holds the run's scoped values,
+    recorded with the reservation), :class:`UnitMismatch` (exit 2) when ``unit`` is not the unit the
+    dataset's budget is set for; all before anything is charged.
     """
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
@@ -215,11 +228,12 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
             if recharge_of is None or held.seq != recharge_of:
                 found.append(held)
                 return None
-        check_fits(state, run_id, rho, partition)
+        check_fits(state, run_id, rho, partition, epsilon, delta, extra_delta)
         return {"kind": RESERVE, "run_id": run_id, "rho": float(rho), "epsilon": float(epsilon),
                 "delta": float(delta), "attempt": attempt, "artifact": artifact,
                 "fingerprint": json.dumps(fingerprint, sort_keys=True), **unit.record(),
-                "partition_values": json.dumps(dict(partition), sort_keys=True) if partition else None}
+                "partition_values": json.dumps(dict(partition), sort_keys=True) if partition else None,
+                "extra_delta": float(extra_delta)}
 
     row, state = append_row(spark, ledger, dataset_id, decide)
     if row is None:
@@ -227,9 +241,11 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
         log.info("run %s holds reservation #%d of dataset %s (%s): nothing charged", run_id, held.seq,
                  dataset_id, held.status)
         return Reservation(dataset_id, held, charged=False, spent_before=state.spent_rho - held.rho)
-    held = RunReservation(run_id, row["seq"], attempt, float(rho), float(epsilon), float(delta), fingerprint,
-                          artifact, None, False, row["recorded_at"], unit.name, unit.bound,
-                          dict(partition) if partition else None)
+    held = RunReservation(run_id=run_id, seq=row["seq"], attempt=attempt, rho=float(rho), epsilon=float(epsilon),
+                          delta=float(delta), fingerprint=fingerprint, artifact=artifact, artifact_sha256=None,
+                          refunded=False, recorded_at=row["recorded_at"], privacy_unit=unit.name,
+                          max_rows_per_id=unit.bound, partition=dict(partition) if partition else None,
+                          extra_delta=float(extra_delta), records_draws=True)
     assert state.budget is not None  # decide() refuses a dataset without a budget
     log.info("run %s reserved rho=%.6g of dataset %s (#%d; spent before %.6g of %.6g)", run_id, rho, dataset_id,
              row["seq"], state.spent_rho, state.budget.rho)
@@ -255,13 +271,13 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
 
 
 def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
-    """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks
-    both); never after a commit. True if it was refunded."""
+    """Cancel a reservation whose attempt drew no noise and wrote no artifact (the caller checks the
+    artifact); never after a commit nor after its attempt's ``drawn`` row. True if it was refunded."""
     attempt = reservation.held.attempt
 
     def decide(state: DatasetState) -> Any:
         mine = state.of_attempt(attempt)
-        if mine is None or mine.refunded or mine.artifact_sha256 is not None:
+        if mine is None or mine.refunded or mine.drawn or mine.artifact_sha256 is not None:
             return None
         return {"kind": REFUND, "run_id": reservation.run_id, "attempt": attempt, "rho": mine.rho}
 
@@ -270,3 +286,30 @@ def refund(spark: SparkSession, ledger: str, reservation: Reservation) -> bool:
         log.info("run %s failed before drawing noise: reservation #%d of dataset %s refunded",
                  reservation.run_id, reservation.seq, reservation.dataset_id)
     return row is not None
+
+
+class ReservationTakenOver(RuntimeError):
+    """The attempt's reservation was refunded (a retry took it over) before it drew any noise: it must not draw."""
+
+
+def mark_drawn(spark: SparkSession, ledger: str, reservation: Reservation) -> None:
+    """Record, before the attempt's first noise draw, that it is drawing: from then on its reservation is
+    never refunded nor taken over. Raises :class:`ReservationTakenOver` when it no longer holds it."""
+    attempt = reservation.held.attempt
+
+    def decide(state: DatasetState) -> dict[str, Any] | None:
+        mine = state.of_attempt(attempt)
+        if mine is None or mine.refunded:
+            raise ReservationTakenOver(f"run {reservation.run_id!r}: attempt {attempt} no longer holds its "
+                                       f"reservation (a retry took it over); no noise drawn")
+        return None if mine.drawn else {"kind": DRAWN, "run_id": reservation.run_id, "attempt": attempt}
+
+    append_row(spark, ledger, reservation.dataset_id, decide)
+
+
+def record_nonprivate(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, what: str) -> None:
+    """Record a non-private read of the dataset (``what``, e.g. ``infer-schema --non-private``) before it
+    happens: ``budget show`` then states that the dataset has no (epsilon, delta) guarantee."""
+    append_row(spark, ledger, dataset_id, lambda state: {
+        "kind": NONPRIVATE, "run_id": run_id, "fingerprint": json.dumps({"step": what})})
+    log.warning("ledger %s: recorded a NON-PRIVATE read of dataset %s (%s)", ledger, dataset_id, what)

@@ -12,12 +12,21 @@ The ledger is insert-only; every row has a ``kind``:
   None for an unscoped run);
 - ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256;
 - ``refund``: the attempt failed before drawing any noise and its artifact provably does not
-  exist; its rho no longer counts.
+  exist; its rho no longer counts;
+- ``drawn``: the attempt is about to draw its first noise (written before the draw): from then on
+  its reservation is never refunded; an attempt without it provably drew nothing, so a retry may
+  take its reservation over (refund it and charge its own) instead of being refused;
+- ``nonprivate``: a non-private read of the dataset (``infer-schema --non-private``): from then on
+  the dataset has no differential-privacy guarantee, and ``budget show`` says so.
 
-zCDP composes additively (Bun-Steinke 2016, Lemma 2.3): the dataset's spent rho is the sum of its
-unrefunded reservations, and its spent epsilon is that rho converted at the dataset's delta. With a
-per-partition budget, releases on disjoint partitions compose in parallel (McSherry 2009, Thm. 4;
-each privacy unit's rows lie in one partition): a partition's spent rho is the sum over the
+Composition: zCDP composes additively (Bun-Steinke 2016, Lemma 2.3), so the dataset's spent rho is
+the sum of its unrefunded reservations; a reservation may also spend a pure ``extra_delta`` outside
+zCDP (a draft's partition selection), and those add up too (basic composition). The dataset keeps
+its stated budget (epsilon_B, delta_B) when its rho is converted at ``delta_B - sum(extra_delta)``
+(CKS20 Cor. 13): its rho budget shrinks by what the extra deltas take, and ``budget show`` states
+the dataset's guarantee as (epsilon of the spent rho at that delta, delta_B). With a per-partition
+budget, releases on disjoint partitions compose in parallel (McSherry 2009, Thm. 4; each privacy
+unit's rows lie in one partition): a partition's spent rho (and extra delta) is the sum over the
 reservations of that partition only.
 
 Ledgers written before a column existed are read with that column as None (:func:`fold` reads
@@ -32,11 +41,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from privsyn_spark.errors import UsageError
+from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE, eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.unit import ROW
 
-BUDGET, RESERVE, COMMIT, REFUND = "budget", "reserve", "commit", "refund"
+BUDGET, RESERVE, COMMIT, REFUND, DRAWN, NONPRIVATE = "budget", "reserve", "commit", "refund", "drawn", "nonprivate"
+
+
+class NoBudget(BudgetRefused):
+    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +114,19 @@ class RunReservation:
     privacy_unit: str = ROW
     max_rows_per_id: int = 1
     partition: dict[str, str] | None = None  # the run's scoped partition values (None: unscoped)
+    extra_delta: float = 0.0  # delta spent outside zCDP (a draft's partition selection)
+    drawn: bool = False       # its attempt recorded that it was about to draw noise
+    records_draws: bool = False  # made by a version that records ``drawn`` (an older one's may have drawn)
+
+    @property
+    def provably_undrawn(self) -> bool:
+        """Uncommitted, unrefunded, and its attempt provably drew no noise (it records draws and did not)."""
+        return self.records_draws and not (self.drawn or self.refunded or self.artifact_sha256)
 
     @property
     def status(self) -> str:
-        """``committed``, ``refunded`` or ``uncommitted`` (in flight, or crashed after drawing noise)."""
+        """``committed``, ``refunded`` or ``uncommitted`` (in flight, or crashed; ``drawn`` tells whether
+        its attempt drew noise)."""
         return "refunded" if self.refunded else "committed" if self.artifact_sha256 else "uncommitted"
 
 
@@ -117,6 +139,7 @@ class DatasetState:
     budget_history: list[Budget] = field(default_factory=list)
     reservations: list[RunReservation] = field(default_factory=list)
     next_seq: int = 1
+    nonprivate: list[Mapping[str, Any]] = field(default_factory=list)  # non-private reads (``nonprivate`` rows)
 
     @property
     def spent_rho(self) -> float:
@@ -124,9 +147,32 @@ class DatasetState:
         return float(sum(r.rho for r in self.reservations if not r.refunded))
 
     @property
+    def spent_extra_delta(self) -> float:
+        """Sum of the pure delta every unrefunded reservation spent outside zCDP (basic composition)."""
+        return float(sum(r.extra_delta for r in self.reservations if not r.refunded))
+
+    def extra_delta_in(self, value: str) -> float:
+        """The pure delta spent outside zCDP on one partition (the per-partition column's ``value``)."""
+        return float(sum(r.extra_delta for r in self.reservations if not r.refunded and self.partition_of(r) == value))
+
+    def budget_rho(self, extra_delta: float = 0.0, value: str | None = None) -> float:
+        """The rho the budget allows once ``spent_extra_delta + extra_delta`` of its delta is taken
+        outside zCDP: its (epsilon, delta - extra) in rho (0 without a budget, or no delta left); with
+        ``value``, of that partition of a per-partition budget (its own extra deltas)."""
+        if self.budget is None:
+            return 0.0
+        spent = self.spent_extra_delta if value is None else self.extra_delta_in(value)
+        extra = spent + extra_delta
+        if extra <= 0:
+            return self.budget.rho
+        if extra >= self.budget.delta:
+            return 0.0
+        return rho_from_eps_delta(self.budget.epsilon, self.budget.delta - extra)
+
+    @property
     def left_rho(self) -> float:
         """rho still unspent (0 without a budget; with a per-partition budget, see :meth:`left_in`)."""
-        return max(self.budget.rho - self.spent_rho, 0.0) if self.budget else 0.0
+        return max(self.budget_rho() - self.spent_rho, 0.0) if self.budget else 0.0
 
     def partition_of(self, reservation: RunReservation) -> str | None:
         """The value of the budget's per-partition column in ``reservation`` (None: shared or unscoped)."""
@@ -137,9 +183,10 @@ class DatasetState:
         """rho spent on one partition (the per-partition column's ``value``)."""
         return float(sum(r.rho for r in self.reservations if not r.refunded and self.partition_of(r) == value))
 
-    def left_in(self, value: str) -> float:
-        """rho left on one partition (a partition never run has the whole budget)."""
-        return max(self.budget.rho - self.spent_in(value), 0.0) if self.budget else 0.0
+    def left_in(self, value: str, extra_delta: float = 0.0) -> float:
+        """rho left on one partition (a partition never run has the whole budget), after its extra
+        deltas and ``extra_delta``."""
+        return max(self.budget_rho(extra_delta, value) - self.spent_in(value), 0.0) if self.budget else 0.0
 
     def partitions(self) -> dict[str, float]:
         """Spent rho by partition value (per-partition budgets; in the order first charged)."""
@@ -150,18 +197,34 @@ class DatasetState:
                 spent[value] = spent.get(value, 0.0) + r.rho
         return spent
 
-    def left_for(self, partition: Mapping[str, str] | None) -> float:
-        """rho a run scoped to ``partition`` may still spend: its partition's (per-partition budget)
-        or the dataset's (shared)."""
+    def left_for(self, partition: Mapping[str, str] | None, extra_delta: float = 0.0) -> float:
+        """rho a run scoped to ``partition`` (spending ``extra_delta`` outside zCDP) may still spend: its
+        partition's (per-partition budget) or the dataset's (shared)."""
         column = self.budget.per_partition if self.budget else None
         if column is None:
-            return self.left_rho
+            return max(self.budget_rho(extra_delta) - self.spent_rho, 0.0) if self.budget else 0.0
         value = (partition or {}).get(column)
-        return self.left_in(value) if value is not None else 0.0
+        return self.left_in(value, extra_delta) if value is not None else 0.0
 
-    def epsilon_of(self, rho: float) -> float | None:
-        """``rho`` as epsilon at the dataset's delta (None without a budget)."""
-        return eps_from_rho(rho, self.budget.delta) if self.budget else None
+    def epsilon_of(self, rho: float, value: str | None = None) -> float | None:
+        """``rho`` as epsilon at the delta left for zCDP (the budget's delta minus the extra deltas
+        spent; with ``value``, on that partition), so that (epsilon, the budget's delta) holds overall
+        (None without a budget)."""
+        if self.budget is None:
+            return None
+        conversion = self.budget.delta - (self.spent_extra_delta if value is None else self.extra_delta_in(value))
+        return eps_from_rho(rho, conversion) if conversion > 0 else math.inf
+
+    def guarantee(self) -> str:
+        """The dataset's differential-privacy guarantee after what the ledger records, in words."""
+        if self.nonprivate:
+            return (f"NONE: {len(self.nonprivate)} non-private read(s) of the dataset (infer-schema --non-private, "
+                    f"first {self.nonprivate[0].get('recorded_at') or '?'}) void any (epsilon, delta) guarantee")
+        if self.budget is None:
+            return "not set"
+        return (f"({self.epsilon_of(self.spent_rho):.6g}, {self.budget.delta:.3g})-DP: rho={self.spent_rho:.6g} "
+                f"zCDP at delta={self.budget.delta - self.spent_extra_delta:.3g} plus delta="
+                f"{self.spent_extra_delta:.3g} spent outside zCDP (partition selection)")
 
     def active(self, run_id: str) -> RunReservation | None:
         """The run's latest unrefunded reservation (a recharge supersedes an earlier one)."""
@@ -179,8 +242,11 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
     state = DatasetState(dataset_id, next_seq=max((int(r["seq"]) for r in rows), default=0) + 1)
     commits = {r["attempt"]: r for r in rows if r["kind"] == COMMIT}
     refunds = {r["attempt"] for r in rows if r["kind"] == REFUND}
+    drawn = {r["attempt"] for r in rows if r["kind"] == DRAWN}
     for r in rows:
-        if r["kind"] == BUDGET:
+        if r["kind"] == NONPRIVATE:
+            state.nonprivate.append(dict(r))
+        elif r["kind"] == BUDGET:
             state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]), r.get("privacy_unit") or ROW,
                                   r.get("per_partition"))
             state.budget_history.append(state.budget)
@@ -192,7 +258,9 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
                 refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
                 privacy_unit=r.get("privacy_unit") or ROW, max_rows_per_id=int(r.get("max_rows_per_id") or 1),
-                partition=json.loads(r["partition_values"]) if r.get("partition_values") else None))
+                partition=json.loads(r["partition_values"]) if r.get("partition_values") else None,
+                extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn,
+                records_draws=r.get("extra_delta") is not None))  # this version writes it on every reserve
     return state
 
 
@@ -207,10 +275,18 @@ def unit_mismatch(budget: Budget, privacy_unit: str) -> str | None:
             f"for {say(privacy_unit)}; use the budget's unit (or another dataset id)")
 
 
+OPTIONAL_FINGERPRINT = ("input_version",)
+"""Fingerprint fields compared only when both sides have them (a run checked before Spark starts, or
+a reservation of an older version, has no input version)."""
+
+
 def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> str | None:
     """``name: held vs asked`` for every field that differs (None when the run asks the same)."""
-    diffs = [f"{k} {held.get(k)!r} (now {asked.get(k)!r})" for k in sorted(set(held) | set(asked))
-             if held.get(k) != asked.get(k)]
+    keys = [k for k in sorted(set(held) | set(asked)) if k not in OPTIONAL_FINGERPRINT or (k in held and k in asked)]
+    diffs = [f"{k} {held.get(k)!r} (now {asked.get(k)!r})" for k in keys if held.get(k) != asked.get(k)]
+    if "input_version" in keys and held.get("input_version") != asked.get("input_version"):
+        diffs = [d for d in diffs if not d.startswith("input_version")] + [
+            "input_version: the input's files changed since it was measured"]
     return ", ".join(diffs) or None
 
 
@@ -227,8 +303,8 @@ def partition_label(partition: Mapping[str, str] | None) -> str:
 
 
 def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -> list[str]:
-    """Lines of ``budget show`` for one dataset: total, spent, left (epsilon at its delta), per
-    partition when budgeted so, each release; ``forecast=(epsilon, rho)``: how many more runs fit."""
+    """Lines of ``budget show`` for one dataset: total, spent, left (in (epsilon, delta)), per partition
+    when budgeted so, its guarantee, each release; ``forecast=(epsilon, rho)``: how many more runs fit."""
     lines = [f"dataset {state.dataset_id!r}"]
     if state.budget is None:
         lines.append("  budget: not set (runs are refused until `privsyn-spark budget set`)")
@@ -238,27 +314,39 @@ def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -
         lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g}){per}, privacy unit "
                      f"{b.privacy_unit if b.privacy_unit == ROW else 'id ' + b.privacy_unit}"
                      + (f"; changed {len(state.budget_history) - 1} time(s)" if len(state.budget_history) > 1 else ""))
-        lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} (rho={state.spent_rho:.6g}, "
-                     f"zCDP composition of {sum(not r.refunded for r in state.reservations)} releases)"
+        extra, releases = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
+        lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} "
+                     f"(rho={state.spent_rho:.6g}, zCDP composition of {releases} "
+                     f"releases" + (f", converted at delta={b.delta - extra:.3g}: delta={extra:.3g} went to "
+                                   f"partition selection" if extra else "") + ")"
                      + (" over all partitions" if b.per_partition else ""))
         if b.per_partition:
             for value, spent in state.partitions().items():
                 left = state.left_in(value)
-                lines.append(f"  partition {b.per_partition}={value}: spent epsilon={state.epsilon_of(spent):.6g} "
-                             f"(rho={spent:.6g}), left epsilon={state.epsilon_of(left):.6g} (rho={left:.6g})"
+                lines.append(f"  partition {b.per_partition}={value}: spent epsilon="
+                             f"{state.epsilon_of(spent, value):.6g} (rho={spent:.6g}), left epsilon="
+                             f"{state.epsilon_of(left, value):.6g} at delta={b.delta:.3g} (rho={left:.6g})"
                              + (f"; {runs_left(left, forecast[1])} more run(s) at epsilon={forecast[0]:g}"
                                 if forecast else ""))
             if forecast:
                 lines.append(f"  forecast: a new partition fits {runs_left(b.rho, forecast[1])} run(s) at "
                              f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
         else:
-            lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} (rho={state.left_rho:.6g})")
+            lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} at delta={b.delta:.3g} "
+                         f"(rho={state.left_rho:.6g})")
             if forecast:
                 lines.append(f"  forecast: {runs_left(state.left_rho, forecast[1])} more run(s) fit at "
                              f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
+    if state.budget is not None or state.nonprivate:
+        lines.append(f"  guarantee: {state.guarantee()}")
     for r in state.reservations:
         bound = f" max_rows_per_id={r.max_rows_per_id}" if r.privacy_unit != ROW else ""
         where = f" [{partition_label(r.partition)}]" if r.partition else ""
-        lines.append(f"  #{r.seq} run {r.run_id!r}{where}: epsilon={r.epsilon:.6g} delta={r.delta:.3g} "
-                     f"rho={r.rho:.6g}{bound} {r.status} {r.recorded_at or ''}".rstrip())
+        selection = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
+        lines.append(f"  #{r.seq} run {r.run_id!r}{where}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{selection} "
+                     f"rho={r.rho:.6g}{bound} "
+                     f"{r.status}{' (no noise drawn)' if r.provably_undrawn else ''} "
+                     f"{r.recorded_at or ''}".rstrip())
+    for row in state.nonprivate:
+        lines.append(f"  #{row['seq']} NON-PRIVATE read {row.get('run_id')!r} {row.get('recorded_at') or ''}".rstrip())
     return lines

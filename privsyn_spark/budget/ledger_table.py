@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.ledger_state import DatasetState, fold
+from privsyn_spark.budget.ledger_state import DatasetState, NoBudget, fold
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.locations import is_path
 
@@ -42,13 +42,21 @@ log = logging.getLogger(__name__)
 LEDGER_COLUMNS = ("dataset_id STRING, seq BIGINT, kind STRING, run_id STRING, rho DOUBLE, epsilon DOUBLE, "
                   "delta DOUBLE, attempt STRING, artifact STRING, artifact_sha256 STRING, fingerprint STRING, "
                   "recorded_at TIMESTAMP, privacy_unit STRING, max_rows_per_id BIGINT, partition_values STRING, "
-                  "per_partition STRING")
+                  "per_partition STRING, extra_delta DOUBLE")
 """The ledger table's schema (a DDL string). Columns are only ever added at the end: a ledger written
-before one existed is read with it as None (a missing column is its default: NULL, one row, unscoped,
-shared) and gets it (``ALTER TABLE ADD COLUMNS``) on its next write (:func:`ensure_ledger`)."""
+before one existed (a prefix of these columns) is read with it as None (a missing column is its
+default: NULL, one row, unscoped, shared, no extra delta) and gets it on its next write
+(:func:`ensure_ledger`)."""
 
 _FIRST_COLUMNS = 12
 """The columns every ledger has had since the first version (without them a table is not a ledger)."""
+
+EXCLUSIVE_OVERRIDE = "spark.privsyn.ledger.singleDriver"
+"""Spark conf an operator sets to ``true`` to state that only one driver at a time ever writes a ledger
+whose store cannot give mutual exclusion (S3 without a multi-writer LogStore): see :func:`check_exclusive`."""
+
+_SINGLE_DRIVER_SCHEMES = ("s3", "s3a", "s3n")
+_EXCLUSIVE: set[str] = set()  # ledgers found to give mutual exclusion in this process
 
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
@@ -57,6 +65,11 @@ _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "Proto
 
 class LedgerContention(RuntimeError):
     """Too many concurrent writers kept winning the race; nothing was written."""
+
+
+class LedgerMissing(NoBudget):
+    """No ledger at the given location: only ``budget set`` creates one (a mistyped ``--ledger`` must
+    not silently start an empty ledger)."""
 
 
 def _location(ledger: str) -> str:
@@ -106,13 +119,16 @@ def _ledger_schema() -> Any:
     return schema
 
 
-def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0) -> None:
-    """Create the (empty) ledger if it does not exist; several first writers at once all succeed
-    (a loser of the create race waits for the winner's first commit, then uses it)."""
+def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0, create: bool = True) -> None:
+    """Create the (empty) ledger if it does not exist (``create``; otherwise :class:`LedgerMissing`);
+    several first writers at once all succeed (a loser of the create race waits for the winner's first
+    commit, then uses it). An older ledger gets this version's new columns (:data:`LEDGER_COLUMNS`)."""
     from delta.tables import DeltaTable
 
     deadline = time.monotonic() + wait_seconds
     rng = random.Random()
+    if not create:
+        require_ledger(spark, ledger)
     while not _ready(spark, ledger):
         location = _location(ledger)
         builder = DeltaTable.createIfNotExists(spark)
@@ -127,29 +143,83 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0)
                 raise
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
-    columns = set(_delta_table(spark, ledger).toDF().columns)
-    wanted = LEDGER_COLUMNS.split(", ")
-    missing = [c for c in wanted if c.split()[0] not in columns]
-    lacking = [c.split()[0] for c in missing if c in wanted[:_FIRST_COLUMNS]]
-    if lacking:
-        raise UsageError(f"{ledger} is not a budget ledger (no columns {lacking}); use a new ledger location")
-    if missing:
-        _add_columns(spark, ledger, missing)
+    columns = list(_delta_table(spark, ledger).toDF().columns)
+    names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
+    if columns != names[:len(columns)]:
+        missing = [n for n in names if n not in columns]
+        raise UsageError(f"{ledger} is not a budget ledger of this version (no columns {missing}); "
+                         f"use a new ledger location")
+    if len(columns) < len(names):
+        _add_columns(spark, ledger, names[len(columns):])
 
 
-def _add_columns(spark: SparkSession, ledger: str, columns: list[str]) -> None:
-    """Add the columns a ledger of an earlier version lacks (their old rows read as None); a writer
-    racing to do the same wins or finds them there."""
-    where = _location(ledger)
-    ident = "delta.`" + where.replace("`", "``") + "`" if is_path(ledger) else where
+def require_ledger(spark: SparkSession, ledger: str) -> None:
+    """:class:`LedgerMissing` unless a ledger exists at ``ledger`` (a mistyped path creates nothing)."""
+    if not _ready(spark, ledger):
+        raise LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
+                            f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
+                            f"--delta D`)")
+
+
+def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
+    """Add this version's new columns to an older ledger: an empty append with schema merging (one
+    metadata commit; a concurrent writer doing the same is a conflict, then both see the columns)."""
+    empty = spark.createDataFrame([], _ledger_schema()).write.format("delta").mode("append") \
+        .option("mergeSchema", "true")
     try:
-        spark.sql(f"ALTER TABLE {ident} ADD COLUMNS ({', '.join(columns)})")
-        log.info("ledger %s: added the columns %s of this version", ledger, [c.split()[0] for c in columns])
-    except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine once the columns are there
-        have = set(_delta_table(spark, ledger).toDF().columns)
-        if not all(c.split()[0] in have for c in columns):
+        empty.save(_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
+        log.info("ledger %s: added the columns %s of this version", ledger, names)
+    except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine if the columns are there now
+        if not _is_conflict(exc) or set(names) - set(_delta_table(spark, ledger).toDF().columns):
             raise
-        log.info("ledger %s: columns added concurrently (%s)", ledger, type(exc).__name__)
+
+
+def check_exclusive(spark: SparkSession, ledger: str) -> None:
+    """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion
+    (:func:`exclusion_problem`); the operator's :data:`EXCLUSIVE_OVERRIDE` turns it into a warning."""
+    if ledger in _EXCLUSIVE:
+        return
+    location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
+    problem = exclusion_problem(location, lambda key: spark.conf.get(key, None))
+    if problem is None:
+        _EXCLUSIVE.add(ledger)
+        return
+    if str(spark.conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
+        log.warning("ledger %s: %s; %s=true says only one driver writes it at a time", ledger, problem,
+                    EXCLUSIVE_OVERRIDE)
+        return
+    raise UsageError(f"ledger {ledger}: {problem} (two runs could both spend the last of a budget); configure a "
+                     f"multi-writer LogStore, or, if only one driver ever writes this ledger at a time, "
+                     f"--conf {EXCLUSIVE_OVERRIDE}=true")
+
+
+def exclusion_problem(location: str, conf: Callable[[str], str | None]) -> str | None:
+    """Why the store at ``location`` gives concurrent writers no mutual exclusion, or None.
+
+    The ledger's safety rests on Delta's commit: two writers of one ``seq`` never both succeed. On
+    S3 (``s3``/``s3a``/``s3n``) that holds only with a multi-writer LogStore (Delta's default S3 one
+    is single-driver: two clusters can both "win"), i.e. ``spark.delta.logStore.<scheme>.impl`` (or
+    ``spark.delta.logStore.class``) set to one such as ``io.delta.storage.S3DynamoDBLogStore``. HDFS,
+    ABFS, GCS and local file systems give mutual exclusion with Delta's defaults (a local ledger is
+    tested with two processes racing: ``tests/jobs/test_ledger_processes.py``)."""
+    scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
+    if scheme not in _SINGLE_DRIVER_SCHEMES:
+        return None
+    impl = conf(f"spark.delta.logStore.{scheme}.impl") or conf("spark.delta.logStore.class")
+    if impl and "SingleDriver" not in impl:
+        return None
+    return (f"{scheme}:// gives concurrent writers no mutual exclusion with "
+            f"{'the LogStore ' + impl if impl else 'Delta default LogStore'} "
+            f"(set spark.delta.logStore.{scheme}.impl=io.delta.storage.S3DynamoDBLogStore)")
+
+
+def _table_location(spark: SparkSession, name: str) -> str:
+    """A catalog table's storage location (empty when the catalog does not say)."""
+    try:
+        row = spark.sql(f"DESCRIBE DETAIL {name}").first()
+        return str(row["location"] or "") if row is not None else ""
+    except Exception:  # noqa: BLE001 - not a Delta table yet, or a catalog without DESCRIBE DETAIL
+        return ""
 
 
 def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> Any:
@@ -178,13 +248,15 @@ Decision = Callable[[DatasetState], "dict | None"]
 
 
 def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decision, max_attempts: int = 25,
-            backoff_seconds: float = 0.05) -> tuple[dict | None, DatasetState]:
+            backoff_seconds: float = 0.05, create: bool = False) -> tuple[dict | None, DatasetState]:
     """Insert the row ``decide(state)`` returns at the next ``seq`` (see the module docstring).
 
     ``decide`` may raise (a refusal) or return None (nothing to write). Returns the inserted row (or
-    None) and the state it was decided on.
+    None) and the state it was decided on. Only ``create`` (``budget set``) makes a missing ledger;
+    a store without mutual exclusion is refused first (:func:`check_exclusive`).
     """
-    ensure_ledger(spark, ledger)
+    check_exclusive(spark, ledger)
+    ensure_ledger(spark, ledger, create=create)
     rng = random.Random()
     for attempt in range(1, max_attempts + 1):
         state = dataset_state(spark, ledger, dataset_id)

@@ -147,6 +147,27 @@ class PrivateDraft:
         path.write_text(self.header() + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
 
 
+DECLARED_DTYPES = ("int", "long", "double", "float", "date", "timestamp", "boolean", "string")
+"""Types ``--dtype`` may declare for a private draft."""
+
+
+def with_declared_types(df: Any, dtypes: Mapping[str, str]) -> Any:
+    """``df`` with the operator's declared column types (``--dtype``): a value that does not parse as its
+    type becomes a null (counted with the nulls, like encoding does). The other columns keep the table's
+    declared types (CSV read untyped: strings), so no type is ever decided from the values."""
+    from pyspark.sql import functions as F
+
+    from privsyn_spark.measure.encode import spark_type
+    from privsyn_spark.schema.columns import SchemaError
+
+    unknown = sorted(set(dtypes) - set(df.columns))
+    if unknown:
+        raise SchemaError(f"--dtype names columns the table lacks: {unknown}")
+    casts = {name: F.trim(F.col(f"`{name}`").cast("string")).try_cast(spark_type(dtype))
+             for name, dtype in dtypes.items()}
+    return df.select(*[(casts[c] if c in casts else F.col(f"`{c}`")).alias(c) for c in df.columns])
+
+
 def _number_dtype(spark_type: str) -> str | None:
     base = spark_type.split("(")[0]
     if base in _NUMERIC:
@@ -191,6 +212,12 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     types = {n: t for n, t in df.dtypes if n not in ids}
     numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
     categorical = [n for n in columns if n not in numeric]
+    not_numeric = sorted(set(bounds) - set(numeric))
+    if not_numeric:
+        from privsyn_spark.schema.columns import SchemaError
+
+        raise SchemaError(f"--bounds names columns that are not numeric in the table: {not_numeric}; declare "
+                          f"their type (--dtype COLUMN=int|long|double|date|timestamp)")
     rho_column = rho_columns / max(1, len(columns))
     delta_column = budget.delta_selection / max(1, len(categorical))
     share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
@@ -304,17 +331,17 @@ def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_
     """Reserve a private draft's rho in the budget ledger, against the dataset's budget (``budget set``),
     before any count; the reservation's fingerprint marks it as an ``infer-schema`` draft.
 
-    The one place the draft touches the ledger. The ledger holds zCDP rho; the draft's extra
-    partition-selection delta is stated in the file's header.
+    The one place the draft touches the ledger: its zCDP rho and its partition selections' delta
+    (``extra_delta``), both composed into the dataset's guarantee (:mod:`privsyn_spark.budget.ledger_state`).
     """
     from privsyn_spark.budget.ledger import reserve
     from privsyn_spark.privacy.discovery import DiscoveryBudget
 
-    rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
+    budget = DiscoveryBudget.from_eps_delta(epsilon, delta)
     fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}
     unit = PrivacyUnit(tuple(privacy_id), max_rows_per_id or 1) if privacy_id else PrivacyUnit()
-    held = reserve(spark, ledger, dataset_id, run_id, rho=rho, epsilon=epsilon, delta=delta,
-                   fingerprint=fingerprint, artifact=str(draft_path), unit=unit)
+    held = reserve(spark, ledger, dataset_id, run_id, rho=budget.rho, epsilon=epsilon, delta=delta,
+                   fingerprint=fingerprint, artifact=str(draft_path), unit=unit, extra_delta=budget.delta_selection)
     if not held.charged:  # a draft is never drawn twice under one reservation
         raise UsageError(f"draft id {run_id!r} is already charged in ledger {ledger} (its draft: "
                          f"{held.held.artifact}); use a new --run-id for a new draft")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.errors import BadInputData, UsageError
+from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
@@ -179,37 +179,38 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
 
 def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingPass,
                           log_exact_counts: bool = False) -> dict[str, dict[str, object]]:
-    """Apply the out-of-domain and null policies: raise BadInputData for columns whose policy is ``fail``.
+    """The out-of-domain and null tallies for the run report (operators only, marked not private).
 
     Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (and ``"nulls": n, "null_handling":
-    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``) for the run
-    report (operators only, marked not private). The tallies read the private table, so the log and
-    the error name the columns only; the exact numbers appear there only with ``log_exact_counts``.
+    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``). Nothing here
+    stops the run: a ``fail`` policy is a noisy check (:func:`policy_tallies`,
+    :mod:`privsyn_spark.privacy.policy_checks`). The tallies read the private table, so by default no
+    log line depends on them (not even on whether one is > 0); ``log_exact_counts`` logs them.
     """
     report: dict[str, dict[str, object]] = {}
-    failures = []
     for column in (*encoded.schema.columns, *encoded.extra):  # extra: the rules' compounds
         outside = counts.out_of_domain.get(column.name, 0)
         nulls = counts.null_failures.get(column.name, 0)
         policy = str(getattr(column, "unseen", None) or getattr(column, "out_of_range", None))
         if outside:
             report[column.name] = {"out_of_domain": outside, "handling": policy}
-            how_many = f"{outside} values" if log_exact_counts else "values (tally in the run report)"
-            log.warning("column %r: %s outside the declared domain (%s)", column.name, how_many,
-                        {"other": "mapped to the 'other' code", "clip": "clipped to the edge bin",
-                         "fail": "failing the job",
-                         "rule": "rows breaking a declared rule, mapped to an allowed combination"}[policy])
-            if policy == "fail":
-                failures.append(f"column {column.name!r}: {how_many if log_exact_counts else 'values'} "
-                                f"outside the declared domain (unseen/out_of_range: fail)")
         one_way = counts.tables.get((column.name,))
         kept_nulls = int(one_way[column.null_code]) if column.null_code is not None and one_way is not None else 0
         if kept_nulls:
             report.setdefault(column.name, {}).update({"nulls": kept_nulls, "null_handling": "value"})
-            log.info("column %r: nulls kept as their own value (nulls: value; tally in the run report)", column.name)
         if nulls:
-            failures.append(f"column {column.name!r}: {f'{nulls} nulls' if log_exact_counts else 'nulls'}, "
-                            f"and the schema says nulls: fail")
-    if failures:
-        raise BadInputData("; ".join(failures))
+            report.setdefault(column.name, {}).update({"nulls": nulls, "null_handling": "fail"})
+        if log_exact_counts and (outside or kept_nulls or nulls):
+            log.warning("column %r (exact, --log-exact-counts): %d values outside the declared domain (%s), "
+                        "%d nulls kept as a value, %d nulls under nulls: fail", column.name, outside, policy,
+                        kept_nulls, nulls)
+    log.info("domain policies applied to %d columns (tallies in the run report, operators only)",
+             len(encoded.schema.columns))
     return report
+
+
+def policy_tallies(encoded: EncodedTable | PackedCodes, counts: CountingPass) -> dict[str, int]:
+    """The exact tally of every ``fail`` check the schema declares (:meth:`Schema.policy_checks`), zeros
+    included: the input of their noisy release (:mod:`privsyn_spark.privacy.policy_checks`)."""
+    return {name: int((counts.out_of_domain if kind == "out_of_domain" else counts.null_failures).get(column, 0))
+            for name, (column, kind) in encoded.schema.policy_checks().items()}

@@ -141,8 +141,11 @@ class BudgetSplit:
     one_way: float = 0.25   # noisy 1-way marginals (rare-value merging, decoding, and the model's 1-ways)
     indif: float = 0.05     # noisy InDif scores for DenseMarg
     selected: float = 0.70  # the selected / combined marginals
+    policy_checks: float = 0.05  # taken first, only when the schema has `fail` policies (privacy/policy_checks.py)
 
     def __post_init__(self) -> None:
+        if not 0 < self.policy_checks < 1:
+            raise ValueError(f"BudgetSplit: policy_checks must be in (0, 1), got {self.policy_checks}")
         parts = (self.one_way, self.indif, self.selected)
         if any(p < 0 for p in parts):
             raise ValueError(f"BudgetSplit: fractions must be >= 0, got {parts}")
@@ -214,3 +217,18 @@ class Accountant:
     def is_exhausted(self) -> bool:
         """True when the registered rho equals the budget (up to the tolerance)."""
         return abs(self._spent - self.total_rho) <= self.tolerance * self.total_rho
+
+
+def split_rho(total_rho: float, split: BudgetSplit, attributes: int,
+              policy_checks: int = 0) -> tuple[float, float, float, float]:
+    """``(one_way, indif, selected, checks)`` rho of a run: ``split.policy_checks`` of it first to the
+    ``fail`` policies' noisy checks when there are any, the rest by ``split`` (PrivSyn Algorithm 3), with
+    the edge cases of :mod:`privsyn_spark.release.measure_privately` (one attribute; nothing selected)."""
+    checks = split.policy_checks * total_rho if policy_checks else 0.0
+    rest = total_rho - checks
+    one_way, indif, selected = split.one_way * rest, split.indif * rest, split.selected * rest
+    if attributes == 1:
+        one_way, indif, selected = rest, 0.0, 0.0
+    elif selected == 0.0:
+        one_way, indif = one_way + indif, 0.0
+    return one_way, indif, selected, checks

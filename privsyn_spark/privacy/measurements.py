@@ -83,6 +83,7 @@ class Measurements:
     selected_pairs: list[tuple[str, ...]] = field(default_factory=list)  # DenseMarg picks, before combining
     provenance: dict = field(default_factory=dict)  # what the run measured (input, attempt), set by the caller
     privacy_unit: dict = field(default_factory=lambda: PrivacyUnit().record())  # the unit and K it was measured for
+    policy_checks: dict = field(default_factory=dict)  # the `fail` policies' noisy tallies (privacy/policy_checks.py)
 
     @property
     def spent_rho(self) -> float:
@@ -113,6 +114,7 @@ class Measurements:
             "ledger": self.ledger,
             "provenance": self.provenance,
             "privacy_unit": self.privacy_unit,
+            "policy_checks": self.policy_checks,
         }
         text = json.dumps(meta, default=_json_default).encode("utf-8")
         arrays[_META] = np.frombuffer(text, dtype=np.uint8)
@@ -143,7 +145,7 @@ class Measurements:
                    noisy_total=float(meta["noisy_total"]), marginals=marginals, ledger=meta["ledger"],
                    rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
                    selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])],
-                   provenance=meta.get("provenance", {}),
+                   provenance=meta.get("provenance", {}), policy_checks=meta.get("policy_checks", {}),
                    privacy_unit=meta.get("privacy_unit", PrivacyUnit().record()))
 
     def save(self, folder: str | Path) -> Path:

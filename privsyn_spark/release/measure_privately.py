@@ -32,9 +32,10 @@ from itertools import combinations
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget, split_rho
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
+from privsyn_spark.privacy.policy_checks import release_policy_checks
 from privsyn_spark.privacy.rare_values import merge_rare_values
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
 from privsyn_spark.select.combine import combine_marginals
@@ -63,14 +64,17 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       split: BudgetSplit = BudgetSplit(),
                       selection: SelectionConfig = SelectionConfig(),
                       sampler: NoiseSampler | None = None,
-                      unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
+                      unit: PrivacyUnit = PrivacyUnit(),
+                      policy_counts: Mapping[str, int] | None = None) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
     ``indif_scores``: exact InDif per canonical pair (``privsyn_spark.measure.indif_scores``); ``exact_counter``:
     the injected marginal engine (all of them on the table bounded to ``unit``'s K rows per id).
-    ``sampler`` defaults to the secure ``SecureDiscreteGaussian``. Reusing a run's measurements
-    (nothing spent) is the ledger's job: :mod:`privsyn_spark.release_guard`.
+    ``policy_counts``: the exact tally of each ``fail`` check the schema declares (released noisy
+    first, :mod:`privsyn_spark.privacy.policy_checks`). ``sampler`` defaults to the secure
+    ``SecureDiscreteGaussian``. Reusing a run's measurements (nothing spent) is the ledger's job:
+    :mod:`privsyn_spark.release_guard`.
     """
     if len(domain) == 0:
         raise ValueError("measure_privately: the domain has no attributes")
@@ -83,16 +87,16 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     pairs = list(combinations(attrs, 2))  # canonical: domain order
 
     # Budget per step (see module docstring for the edge cases).
-    rho_one_way, rho_indif, rho_selected = (split.one_way * total_rho, split.indif * total_rho,
-                                            split.selected * total_rho)
-    if d == 1:
-        rho_one_way, rho_indif, rho_selected = total_rho, 0.0, 0.0
-    elif rho_selected == 0.0:
-        rho_one_way, rho_indif = rho_one_way + rho_indif, 0.0
+    checks = dict(policy_counts or {})
+    rho_one_way, rho_indif, rho_selected, rho_checks = split_rho(total_rho, split, d, len(checks))
 
     # Validate every input before the first release, so a bad call spends nothing.
     exact_one_way = {a: _one_way(one_way_counts, a, domain[a]) for a in attrs}
     exact_indif = _indif(indif_scores, domain, pairs) if rho_indif > 0 else {}
+
+    # 0. The `fail` policies' checks, noisy (privacy/policy_checks.py); judged after the artifact is kept.
+    noisy_checks = (release_policy_checks(checks, list(checks), rho_checks, accountant=accountant, sampler=sampler,
+                                          sensitivity=sensitivity, **unit_record) if checks else {})
 
     # 1. Noisy 1-way marginals on the original domain (PrivSyn Algorithm 3, line 1).
     rho_attr = rho_one_way / d
@@ -154,7 +158,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
         value_maps=merged.value_maps, one_way_original=one_way_noisy,
         noisy_total=noisy_total(one_way_noisy, sigma_one_way, marginals[d:]),
         marginals=marginals, ledger=accountant.ledger, rho=total_rho, epsilon=epsilon, delta=delta,
-        selected_pairs=list(selected), privacy_unit=unit_record)
+        selected_pairs=list(selected), privacy_unit=unit_record, policy_checks=noisy_checks)
 
 
 def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others: Sequence[NoisyMarginal] = ()) -> float:

@@ -11,7 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, check_domain_policies, count_marginals, one_and_two_way
+from privsyn_spark.measure.engine import (
+    DEFAULT_MAX_CELLS,
+    check_domain_policies,
+    count_marginals,
+    one_and_two_way,
+    policy_tallies,
+)
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
 from privsyn_spark.privacy.accounting import BudgetSplit
@@ -34,11 +40,12 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
     """The private measurements of the table ``packed`` (the run's persisted codes); the domain
     policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
     timings; ``packed`` holds the rows bounded to ``unit``'s K per id (the sensitivities follow).
-    Raises :class:`~privsyn_spark.errors.BadInputData` before any noise is drawn when a column's
-    policy is ``fail``."""
+    The ``fail`` policies' tallies are released noisy with the rest (judged later, on the artifact:
+    :mod:`privsyn_spark.privacy.policy_checks`)."""
     with record.step("count 1+2-way"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
+    tallies = policy_tallies(packed, first)
     one_way: dict[tuple[str, ...] | str, np.ndarray] = {m: t for m, t in first.tables.items() if len(m) == 1}
     scores = indif_scores({m: t for m, t in first.tables.items() if len(m) == 2})
     del first  # exact counts stay inside this step
@@ -55,6 +62,6 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
     start = time.perf_counter()
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
                                      epsilon=epsilon, delta=delta, sampler=sampler, split=split, selection=selection,
-                                     unit=unit)
+                                     unit=unit, policy_counts=tallies)
     record.timings["noise+select"] = time.perf_counter() - start - counting[0]
     return measurements

@@ -117,3 +117,31 @@ def read_table(spark: SparkSession, source: str, fmt: str | None = None, options
             raise BadInputData(f"{source}: the table has two columns of the same name (Spark compares names "
                                f"ignoring case): {str(err).splitlines()[0]}") from None
         raise
+
+
+def input_version(spark: SparkSession, source: str, fmt: str | None = None) -> str | None:
+    """What identifies the files of a CSV or Parquet input (SHA-256 of each data file's relative path and
+    modification time, never its size: nothing about the rows), so a run id measured on them is not
+    reused after they changed. None for a Delta or catalog table (a run is bound to the table; a retry
+    reuses the measurements of the version it read) and where the file system cannot be asked."""
+    import hashlib
+
+    if not is_path(source) or fmt in ("delta", "table") or getattr(spark, "_jvm", None) is None:
+        return None
+    try:
+        if delta_root(spark, source) is not None:
+            return None
+        fs, root = _qualified_path(spark, source)
+        files = fs.listFiles(root, True)
+        entries = []
+        base = str(root.toString())
+        while files.hasNext():
+            status = files.next()
+            path = str(status.getPath().toString())
+            name = path.rsplit("/", 1)[-1]
+            if name.startswith(("_", ".")):
+                continue
+            entries.append(f"{path[len(base):]}\t{status.getModificationTime()}")
+    except Exception:  # noqa: BLE001 - a store that cannot list: no version, the path alone binds the run
+        return None
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:32]

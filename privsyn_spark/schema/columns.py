@@ -19,16 +19,19 @@ class SchemaError(UsageError):
 
 
 NULL_POLICIES = ("value", "fail", "none")
-"""``value``: nulls get their own code (default). ``fail``: a null stops the job, with a count.
+"""``value``: nulls get their own code (default). ``fail``: the run stops when the noisy tally of nulls
+is clearly above 0 (``privsyn_spark.privacy.policy_checks``; charged like any release).
 ``none``: the column is declared non-null (public knowledge): it has no null code, and a null in the
 input is an out-of-domain value (counted; the ``other`` code or the first bin, or the job stops when
 the column's ``unseen``/``out_of_range`` policy is ``fail``)."""
 
 CATEGORY_POLICIES = ("other", "fail")
-"""Unseen categories: ``other`` maps them to an extra code; ``fail`` stops the job, with a count."""
+"""Unseen categories: ``other`` maps them to an extra code; ``fail`` stops the run when their noisy tally
+is clearly above 0 (``privsyn_spark.privacy.policy_checks``; below that they count as the first value)."""
 
 NUMBER_POLICIES = ("clip", "fail")
-"""Numbers outside [min, max]: ``clip`` to the edge bin; ``fail`` stops the job, with a count."""
+"""Numbers outside [min, max]: ``clip`` to the edge bin; ``fail`` stops the run when their noisy tally is
+clearly above 0 (``privsyn_spark.privacy.policy_checks``; below that they are clipped)."""
 
 CATEGORY_DTYPES = ("string", "int", "long", "double", "boolean")
 NUMBER_DTYPES = ("int", "long", "double", "float", "date", "timestamp")

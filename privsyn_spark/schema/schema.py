@@ -100,6 +100,18 @@ class Schema:
         """
         return parse_schema(doc)
 
+    def policy_checks(self) -> dict[str, tuple[str, str]]:
+        """The noisy checks a run releases for the ``fail`` policies: ``{name: (column, kind)}``, kind
+        ``out_of_domain`` or ``nulls``, named ``"column 'x': values outside the declared domain"`` /
+        ``"column 'x': nulls"`` (from the schema alone: which checks exist reveals nothing of the data)."""
+        checks: dict[str, tuple[str, str]] = {}
+        for c in self.columns:
+            if "fail" in (getattr(c, "unseen", None), getattr(c, "out_of_range", None)):
+                checks[f"column {c.name!r}: values outside the declared domain"] = (c.name, "out_of_domain")
+            if c.nulls == "fail":
+                checks[f"column {c.name!r}: nulls"] = (c.name, "nulls")
+        return checks
+
     def check_table_columns(self, table_columns: Iterable[str]) -> None:
         """Raise SchemaError naming every declared column the table lacks."""
         present = set(table_columns)
@@ -112,13 +124,7 @@ def load_schema(path: str | Path) -> Schema:
     """Read and validate a schema file (``.yaml``/``.yml`` or ``.json``)."""
     path = Path(path)
     doc = read_document(path, "schema", SchemaError)
-    if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
-        if not isinstance(doc["reviewed"], bool):
-            raise SchemaError(f"schema {path}: 'reviewed' must be true or false, got {doc['reviewed']!r}")
-        if not doc["reviewed"]:
-            raise SchemaError(f"schema {path} is an unreviewed infer-schema draft (reviewed: false); review it "
-                              f"and set reviewed: true before a private run")
-    return parse_schema(doc)
+    return parse_schema(doc, f"schema {path}")
 
 
 def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bool | None = None) -> None:
@@ -136,8 +142,15 @@ def save_schema(schema: Schema, path: str | Path, header: str = "", reviewed: bo
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
 
 
-def parse_schema(doc: Mapping[str, Any]) -> Schema:
-    """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema."""
+def parse_schema(doc: Mapping[str, Any], what: str = "the schema") -> Schema:
+    """Validate a schema document (:func:`~privsyn_spark.schema.document.parse_document`) into a Schema;
+    an unreviewed ``infer-schema`` draft (``reviewed: false``) is refused, from a file or a dict alike."""
+    if isinstance(doc, Mapping) and "reviewed" in doc:  # `infer-schema` drafts say `reviewed: false`
+        if not isinstance(doc["reviewed"], bool):
+            raise SchemaError(f"{what}: 'reviewed' must be true or false, got {doc['reviewed']!r}")
+        if not doc["reviewed"]:
+            raise SchemaError(f"{what} is an unreviewed infer-schema draft (reviewed: false); review it "
+                              f"and set reviewed: true before a private run")
     columns, drop, tokens, max_codes, rules = parse_document(doc)
     try:
         unit = PrivacyUnit.from_document(doc.get("privacy_unit"))

@@ -148,3 +148,18 @@ def test_two_processes_with_other_arrow_batches_and_parallelism_sample_the_same_
         there = pd.read_parquet(out)
         assert len(here) == 4000
         pd.testing.assert_frame_equal(sorted_rows(here), sorted_rows(there), check_dtype=False)
+
+
+def test_a_saved_model_carries_nothing_exact(spark, fitted):
+    """Issue 24, P3: model.json holds no domain-policy tallies and no timings (they stay in the operator's
+    run folder, state.json); the model loads and samples without them."""
+    import json
+
+    root, _, _, model = fitted
+    model.record.domain_handling = {"a": {"nulls": 315, "null_handling": "value"}}  # as a run with nulls finds
+    model.save(str(root / "saved-p3"))
+    text = (root / "saved-p3" / "model.json").read_text()
+    record = json.loads(text)["record"]
+    assert "domain_handling" not in record and "timings" not in record and "315" not in text
+    assert set(record) <= {"estimation", "synthesis", "output_version", "dataset_ledger"}
+    assert PrivSyn.load(str(root / "saved-p3")).sample(100, seed=1).count() == 100

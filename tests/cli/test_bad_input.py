@@ -210,12 +210,23 @@ def _edge_numbers(n: int = 400) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_edge_numbers_fail_policy_stops_before_the_budget(spark, capsys, tmp_path):
-    case = Case(tmp_path, _edge_numbers(), columns=with_column("score", out_of_range="fail"))
-    code, err = _cli(spark, capsys, case)
-    assert code == EXIT_BAD_INPUT
-    assert "column 'score':" in one_error_line(err) and "outside the declared domain" in err
-    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+def test_a_fail_policy_stop_is_charged_and_the_error_holds_no_tally(spark, capsys, tmp_path):
+    """Issue 24, P1: `fail` used to stop on the exact tally, refunded, naming each failing column (a free
+    oracle). Now it is a noisy check in the run's release: exit 4 in one line naming the check, the run's
+    rho charged (not refunded), no table, and a retry of the run id stops the same way for free."""
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    frame = _edge_numbers()
+    frame.loc[10:309, "score"] = 500.0  # 300 values above max: 6.6 sd above the check's threshold
+    case = Case(tmp_path, frame, columns=with_column("score", out_of_range="fail"))
+    for _ in range(2):
+        code, err = _cli(spark, capsys, case)
+        assert code == EXIT_BAD_INPUT, err
+        line = one_error_line(err)
+        assert "column 'score': values outside the declared domain (a `fail` policy: noisy tally" in line
+        assert "'city'" not in line and "'age'" not in line and not any(t in line for t in ("300", "304", " 4 "))
+        assert budget_charged(spark, case.ledger) == pytest.approx(rho_from_eps_delta(1.0, 1e-9))
+        assert not case.table_written()
 
 
 @pytest.mark.slow
@@ -233,6 +244,17 @@ def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path
     out = spark.read.format("delta").load(str(case.output)).toPandas()  # synthetic rows
     assert np.isfinite(out["score"].dropna()).all() and out["score"].dropna().between(0, 100).all()
     assert not (case.runs / "r1" / "checkpoints").exists()  # scratch removed when the run ends
+    # issue 24, R2: release/ holds only what may be handed on; the folder's README says which is which
+    release = case.runs / "r1" / "release"
+    files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
+    assert files == ["measurements/measurements.npz", "model.json", "targets/model.json", "targets/model.npz",
+                     "targets/targets.json", "targets/targets.npz"], files
+    texts = [(release / f).read_text() for f in files if f.endswith(".json")]
+    assert not any(key in t for t in texts for key in ("domain_handling", "timings"))
+    assert "release/   MAY BE HANDED ON" in (case.runs / "r1" / "README.txt").read_text()
+    from privsyn_spark import PrivSyn
+
+    assert PrivSyn.load(str(release)).sample(50, seed=3).count() == 50
 
 
 @pytest.mark.slow
@@ -300,3 +322,72 @@ def test_duplicate_parquet_columns_are_bad_input_before_the_budget(spark, capsys
     assert code == EXIT_BAD_INPUT
     assert "the table has two columns of the same name" in one_error_line(err)
     assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+
+
+def _corrupt(path: Path) -> None:
+    path.write_bytes(b"not an artifact")
+
+
+@pytest.mark.slow
+def test_a_damaged_local_artifact_has_one_recovery_path(spark, capsys, tmp_path):
+    """Issue 24, reliability 6: a corrupted local artifact used to give exit 2 ("use a new run id") before
+    the ledger was consulted, so --recharge could not help, while from another runs dir the same fault gave
+    exit 3. Now both are exit 3 naming --recharge, and --recharge pays for fresh measurements."""
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    case = Case(tmp_path)
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    assert _cli(spark, capsys, case, step="measure")[0] == 0
+    artifact = case.runs / "r1" / "measurements" / "measurements.npz"
+    _corrupt(artifact)
+    other = tmp_path / "other-runs"
+    (other / "r1" / "measurements").mkdir(parents=True)
+    (other / "r1" / "measurements" / "measurements.npz").write_bytes(b"not an artifact")
+    for runs in (case.runs, other):
+        code, err = _cli(spark, capsys, case, "--runs-dir", str(runs), step="measure")
+        assert code == 3 and "pass --recharge to pay for fresh measurements" in one_error_line(err), err
+        assert budget_charged(spark, case.ledger) == pytest.approx(rho)
+    code, err = _cli(spark, capsys, case, "--recharge", step="measure")
+    assert code == 0, err
+    assert budget_charged(spark, case.ledger) == pytest.approx(2 * rho)  # the lost release stays charged
+    from privsyn_spark.privacy.measurements import Measurements
+
+    Measurements.from_bytes(artifact.read_bytes())  # a readable artifact again
+
+
+@pytest.mark.slow
+def test_a_wrong_ledger_path_creates_nothing(spark, capsys, tmp_path):
+    """Issue 24, item 8: a mistyped --ledger used to create an empty ledger there (then: no budget)."""
+    case = Case(tmp_path)
+    wrong = tmp_path / "ledgr"
+    code, err = _cli(spark, capsys, case, "--ledger", str(wrong))
+    assert code == 3 and f"no budget ledger at {wrong}: check --ledger" in one_error_line(err)
+    assert not wrong.exists() and not case.table_written()
+    assert cli.main(["budget", "show", "--ledger", str(wrong)]) == 3 and not wrong.exists()
+
+
+@pytest.mark.slow
+def test_the_same_run_id_over_a_changed_input_file_is_refused(spark, capsys, tmp_path):
+    """Issue 24, item 8: the same run id over a changed file at the same path used to reuse the old
+    measurements silently. The fingerprint holds the files' version (paths and modification times)."""
+    case = Case(tmp_path)
+    assert _cli(spark, capsys, case, step="measure")[0] == 0
+    spent = budget_charged(spark, case.ledger)
+    assert _cli(spark, capsys, case, step="measure")[0] == 0  # unchanged: reused, nothing charged
+    write_parquet(people(400, seed=1), case.input)
+    later = case.input.stat().st_mtime + 10
+    os.utime(case.input, (later, later))
+    code, err = _cli(spark, capsys, case, step="measure")
+    assert code == EXIT_USAGE
+    line = one_error_line(err)
+    assert "input_version: the input's files changed since it was measured; use a new run id" in line
+    assert budget_charged(spark, case.ledger) == spent
+
+
+@pytest.mark.slow
+def test_a_budget_refusal_speaks_epsilon_and_delta(spark, capsys, tmp_path):
+    """Issue 24, P4: refusals in (epsilon, delta), not only rho."""
+    case = Case(tmp_path)
+    code, err = _cli(spark, capsys, case, "--epsilon", "50", step="measure")
+    line = one_error_line(err)
+    assert code == 3 and "asks epsilon=50 at delta=1e-09" in line and "of the budget epsilon=10 at delta=1e-09" in line

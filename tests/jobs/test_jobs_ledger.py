@@ -135,3 +135,29 @@ def test_racing_for_the_last_of_a_budget_and_for_one_run_id(spark, tmp_path):
     assert sorted(r.charged for r in results) == [False, True]
     assert len({r.held.attempt for r in results}) == 1
     assert len(L.dataset_state(spark, ledger, "census").reservations) == 1
+
+
+@pytest.mark.slow
+def test_an_old_ledger_is_read_and_gets_the_new_columns(spark, tmp_path):
+    """A ledger written before `extra_delta` (issue 24, P4): read as it is (missing = 0), upgraded in place
+    on its next write; its old reservations are never taken over (their attempts did not record draws)."""
+    from datetime import datetime
+
+    from privsyn_spark.budget.ledger_table import LEDGER_COLUMNS
+
+    old_columns = LEDGER_COLUMNS.rsplit(", extra_delta DOUBLE", 1)[0]
+    ledger = str(tmp_path / "old-ledger")
+    budget = check_budget(2.0, 1e-9)
+    now = datetime(2026, 1, 1)
+    rows = [("adult", 1, "budget", None, budget.rho, 2.0, 1e-9, None, None, None, None, now),
+            ("adult", 2, "reserve", "old-run", 0.01, 1.0, 1e-9, "a1", "/runs/old", None, '{"epsilon": 1.0}', now)]
+    spark.createDataFrame(rows, old_columns).write.format("delta").save(ledger)
+    state = L.dataset_state(spark, ledger, "adult")
+    assert state.spent_rho == pytest.approx(0.01) and state.spent_extra_delta == 0.0
+    assert not state.reservations[0].records_draws and not state.reservations[0].provably_undrawn
+    held = _reserve(spark, ledger, "new-run", 0.01)
+    assert held.charged and held.held.records_draws
+    assert L.read_ledger(spark, ledger).columns[-1] == "extra_delta"
+    after = L.dataset_state(spark, ledger, "adult")
+    assert after.spent_rho == pytest.approx(0.02) and [r.run_id for r in after.reservations] == ["old-run", "new-run"]
+    assert "guarantee: (" in "\n".join(describe(after))

@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.errors import BadInputData
 from privsyn_spark.measure.encode import encode
 from privsyn_spark.measure.engine import (
     CellCapExceeded,
     check_domain_policies,
     count_marginals,
     one_and_two_way,
+    policy_tallies,
 )
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.schema.schema import load_schema, parse_schema
@@ -132,20 +132,31 @@ def test_nan_counts_as_out_of_range_not_null(spark, backend):
     assert counts.tables[("x",)].tolist() == [2, 0, 1] and counts.out_of_domain == {"x": 1}
 
 
-def test_fail_policy_names_the_column_and_the_count_only_when_asked(spark, backend):
+def test_fail_policies_are_tallied_for_their_noisy_checks_and_never_refuse(spark, backend, caplog):
+    """A ``fail`` policy is a noisy check now (privacy/policy_checks.py): the engine tallies every declared
+    check (zeros too) and neither raises nor logs a line whose existence depends on a tally."""
+    import logging
+
     schema = parse_schema({"columns": [
         {"name": "c", "type": "categorical", "values": ["a"], "unseen": "fail"},
-        {"name": "n", "type": "numerical", "min": 0, "max": 1, "out_of_range": "fail", "nulls": "fail"}]})
-    df = spark.createDataFrame([("a", 0.5), ("b", 2.0), ("b", None)], "c string, n double")
+        {"name": "n", "type": "numerical", "min": 0, "max": 1, "out_of_range": "fail", "nulls": "fail"},
+        {"name": "m", "type": "categorical", "values": ["x"], "nulls": "fail"}]})
+    df = spark.createDataFrame([("a", 0.5, "x"), ("b", 2.0, "x"), ("b", None, "x")], "c string, n double, m string")
     encoded = encode(df, schema)
-    counts = count_marginals(encoded, [("c", "n")], backend=backend)
-    with pytest.raises(BadInputData, match=r"column 'c': values outside.*column 'n': values outside.*"
-                                          r"column 'n': nulls") as info:
-        check_domain_policies(encoded, counts)
-    assert not any(ch.isdigit() for ch in str(info.value))  # tallies of the private table: report only
-    with pytest.raises(BadInputData, match=r"column 'c': 2 values outside.*column 'n': 1 values outside.*"
-                                          r"column 'n': 1 nulls"):
-        check_domain_policies(encoded, counts, log_exact_counts=True)
+    counts = count_marginals(encoded, [("c", "n", "m")], backend=backend)
+    assert policy_tallies(encoded, counts) == {"column 'c': values outside the declared domain": 2,
+                                               "column 'n': values outside the declared domain": 1,
+                                               "column 'n': nulls": 1, "column 'm': nulls": 0}
+    clean = spark.createDataFrame([("a", 0.5, "x")] * 3, "c string, n double, m string")
+    logs = []
+    for frame in (df, clean):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="privsyn_spark"):
+            enc = encode(frame, schema)
+            check_domain_policies(enc, count_marginals(enc, [("c", "n", "m")], backend=backend))
+        logs.append(sorted(r.getMessage() for r in caplog.records if r.name == "privsyn_spark.measure.engine"
+                           and "counted" not in r.getMessage()))
+    assert logs[0] == logs[1]  # the same lines whether or not a tally is > 0 (R1)
 
 
 def test_empty_table(spark, backend):
@@ -209,5 +220,5 @@ def test_nulls_none_has_no_null_code_and_counts_a_null_as_out_of_domain(spark, b
     strict = parse_schema({"columns": [{"name": "n", "type": "numerical", "min": 0, "max": 1, "nulls": "none",
                                         "out_of_range": "fail"}]})
     encoded = encode(df.select("n"), strict)
-    with pytest.raises(BadInputData, match="column 'n': 1 values outside"):
-        check_domain_policies(encoded, count_marginals(encoded, [("n",)], backend=backend), log_exact_counts=True)
+    assert policy_tallies(encoded, count_marginals(encoded, [("n",)], backend=backend)) == {
+        "column 'n': values outside the declared domain": 1}

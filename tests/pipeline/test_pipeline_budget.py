@@ -123,9 +123,13 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
         t.join(timeout=900)
     done = [r for r in results if isinstance(r, Measurements)]
     refused = [r for r in results if not isinstance(r, Measurements)]
-    assert done and all(isinstance(r, ArtifactLost) for r in refused), results  # in flight: refused
+    # the other attempt is refused while the holder draws (ArtifactLost), or took the reservation over
+    # before the holder's first draw (the holder then stops without drawing: ReservationTakenOver)
+    assert done and all(isinstance(r, (ArtifactLost, L.ReservationTakenOver)) for r in refused), results
     assert all(same(done[0], r) for r in done)
-    assert len(L.dataset_state(spark, ledger, "small").reservations) == 1
+    state = L.dataset_state(spark, ledger, "small")
+    assert [r.status for r in state.reservations if not r.refunded] == ["committed"]  # one charge, one draw
+    assert state.spent_rho == pytest.approx(rho_from_eps_delta(1.0, 1e-9))
 
     # an attempt that dies after drawing noise keeps its reservation; the run id is then refused
     conf = config(small, "crash", tmp_path / "runs", *led)
@@ -151,16 +155,73 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
 
 
 def test_a_run_stopped_before_any_noise_is_refunded(spark, small, tmp_path):
+    """A failure before the first draw (here: the input cannot be read) is refunded."""
     ledger = str(tmp_path / "ledger")
     L.set_budget(spark, ledger, "small", 1.0, 1e-9)
     led = ["--ledger", ledger, "--dataset-id", "small"]
-    with pytest.raises(BadInputData) as info:  # c has values outside its domain and unseen: fail
-        pipeline.run_measure(spark, config(small, "failing", tmp_path / "runs", *led, schema="fail.yaml"))
-    assert "column 'c'" in str(info.value) and not any(ch.isdigit() for ch in str(info.value))
+    conf = config(small, "failing", tmp_path / "runs", *led)
+    release = Release(conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
+
+    def fail_before_noise(sampler, provenance):
+        raise OSError("input vanished")
+
+    with pytest.raises(OSError):
+        guarded_measure(spark, release, run_fingerprint(1.0, 1e-9, "h", conf.input), fail_before_noise,
+                        SeededSamplerForTestsOnly(0))
     state = L.dataset_state(spark, ledger, "small")
     assert [r.status for r in state.reservations] == ["refunded"] and state.spent_rho == 0.0
     assert not (tmp_path / "runs" / "failing" / "measurements" / "measurements.npz").exists()
     pipeline.run_measure(spark, config(small, "fixed", tmp_path / "runs", *led))  # the whole budget is there
+
+
+def test_a_fail_policy_stop_is_charged_and_reveals_no_exact_tally(spark, small, tmp_path):
+    """Issue 24, P1: a `fail` policy used to stop on the exact tally and be refunded (a free oracle). Now
+    its check is a noisy release in the committed artifact: the stop is charged, a retry stops the same
+    way for free, and the error names the failed check only."""
+    rng = np.random.default_rng(9)
+    frame = pd.DataFrame({"a": rng.choice(["x", "y", "z"], 2000), "b": rng.choice(["p", "q"], 2000),
+                          "c": rng.choice(["u", "zz"], 2000)})  # ~1,000 values outside c's domain
+    frame.to_csv(tmp_path / "dirty.csv", index=False)
+    ledger = str(tmp_path / "ledger")
+    L.set_budget(spark, ledger, "small", 3.0, 1e-9)
+    led = ["--ledger", ledger, "--dataset-id", "small"]
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    for _ in range(2):
+        with pytest.raises(BadInputData) as info:
+            pipeline.run_measure(spark, config(small, "failing", tmp_path / "runs", *led, schema="fail.yaml",
+                                               data=str(tmp_path / "dirty.csv")))
+        message = str(info.value)
+        assert message.startswith("column 'c': values outside the declared domain (a `fail` policy: noisy tally")
+        assert str((frame["c"] == "zz").sum()) not in message
+        state = L.dataset_state(spark, ledger, "small")
+        assert [r.status for r in state.reservations] == ["committed"]  # charged, never refunded
+        assert state.spent_rho == pytest.approx(rho)
+    m = Measurements.from_bytes((tmp_path / "runs" / "failing" / "measurements" / "measurements.npz").read_bytes())
+    assert list(m.policy_checks) == ["column 'c': values outside the declared domain"]
+    assert [e["name"] for e in m.ledger][0] == "check:column 'c': values outside the declared domain"
+
+
+def test_a_retry_of_an_attempt_killed_before_any_noise_is_not_charged_twice(spark, small, tmp_path):
+    """Issue 24, reliability 4: an attempt killed (or timed out) while reading or counting never refunds
+    its reservation. Its attempt never recorded `drawn`, so a retry takes the reservation over (refund +
+    its own charge: one charge in all) instead of exit 3; after a `drawn` record it is refused as before."""
+    ledger = str(tmp_path / "ledger")
+    L.set_budget(spark, ledger, "small", 1.5, 1e-9)
+    led = ["--ledger", ledger, "--dataset-id", "small"]
+    conf = config(small, "killed", tmp_path / "runs", *led)
+    synth = pipeline.synthesizer(conf)
+    rho = rho_from_eps_delta(1.0, 1e-9)
+    # the killed attempt: it reserved (the ledger's state a kill -9 during counting leaves), then died
+    L.reserve(spark, ledger, "small", "killed", rho=rho, epsilon=1.0, delta=1e-9,
+              fingerprint=synth.fingerprint(conf.input), artifact=str(tmp_path / "runs" / "killed" / "m"),
+              attempt="dead-attempt")
+    measured = pipeline.run_measure(spark, conf)  # the retry: measured, not refused
+    state = L.dataset_state(spark, ledger, "small")
+    assert [(r.attempt == "dead-attempt", r.status) for r in state.reservations] == [(True, "refunded"),
+                                                                                   (False, "committed")]
+    assert state.spent_rho == pytest.approx(rho) and state.reservations[1].drawn
+    assert same(measured, pipeline.run_measure(spark, conf))  # and reused afterwards, for free
+    assert L.dataset_state(spark, ledger, "small").spent_rho == pytest.approx(rho)
 
 
 def test_scenario_5_a_reused_run_id_with_other_settings_is_refused_before_spark(spark, small, tmp_path, capsys):

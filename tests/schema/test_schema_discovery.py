@@ -6,8 +6,10 @@ import pytest
 import yaml
 
 from privsyn_spark.budget.ledger import dataset_state, reserve, set_budget
+from privsyn_spark.budget.ledger_state import describe
 from privsyn_spark.cli import main
 from privsyn_spark.measure.draft_schema import INFER_STEP, draft_schema_privately
+from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
@@ -48,7 +50,9 @@ def test_adult_draft_at_epsilon_1_finds_the_spikes_and_categories(adult, tmp_pat
     assert text.startswith("# DRAFT schema drafted PRIVATELY") and "epsilon=1, delta=1e-09" in text
     doc = yaml.safe_load(text)
     assert doc["reviewed"] is False and doc["draft"]["epsilon"] == 1.0
-    assert parse_schema(doc).schema_hash() == schema.schema_hash()
+    with pytest.raises(SchemaError, match="unreviewed"):  # a draft as a dict is refused too (issue 24, R6)
+        parse_schema(doc)
+    assert parse_schema({**doc, "reviewed": True}).schema_hash() == schema.schema_hash()
 
 
 @pytest.mark.parametrize("rows", [0, 5])
@@ -63,12 +67,22 @@ def test_cli_draft_is_charged_to_the_ledger_with_the_later_run(spark, tmp_path):
     ledger, out = str(tmp_path / "ledger"), tmp_path / "draft.yaml"
     set_budget(spark, ledger, "adult", 3.0, 1e-9)
     args = ["infer-schema", "--input", SAMPLE, "--out", str(out), "--epsilon", "0.1", "--ledger", ledger,
-            "--dataset-id", "adult", "--run-id", "draft-1", "--bounds", "age=17:90"]
+            "--dataset-id", "adult", "--run-id", "draft-1", "--bounds", "age=17:90", "--dtype", "age=int"]
     assert main(args) == 0
-    draft_rho = DiscoveryBudget.from_eps_delta(0.1, 1e-9).rho
+    draft = DiscoveryBudget.from_eps_delta(0.1, 1e-9)
+    draft_rho = draft.rho
     state = dataset_state(spark, ledger, "adult")
     assert [(r.run_id, r.fingerprint["step"]) for r in state.reservations] == [("draft-1", INFER_STEP)]
     assert state.spent_rho == pytest.approx(draft_rho)
+    # issue 24, P4: the partition selections' delta is composed too; the budget keeps its stated delta
+    assert state.spent_extra_delta == pytest.approx(0.5e-9)
+    assert state.reservations[0].extra_delta == draft.delta_selection
+    assert state.budget_rho() == pytest.approx(rho_from_eps_delta(3.0, 0.5e-9))
+    assert state.budget_rho() < state.budget.rho
+    assert state.epsilon_of(state.spent_rho) == pytest.approx(eps_from_rho(draft_rho, 0.5e-9))
+    shown = "\n".join(describe(state))
+    assert f"guarantee: ({eps_from_rho(draft_rho, 0.5e-9):.6g}, 1e-09)-DP" in shown
+    assert "delta=5e-10 went to partition selection" in shown
     doc = yaml.safe_load(out.read_text())
     age = next(c for c in doc["columns"] if c["name"] == "age")
     assert age["edges"][0] == 17 and age["edges"][-1] == 90
@@ -90,3 +104,58 @@ def test_cli_infer_schema_needs_a_choice_and_a_dataset_id(tmp_path, capsys):
     assert main(base + ["--epsilon", "1", "--no-ledger", "--bounds", "age=9"]) == 2
     assert "expected COLUMN=LO:HI" in capsys.readouterr().err
     assert not (tmp_path / "d.yaml").exists() and not (tmp_path / "l").exists()
+
+
+def _ages_csv(path, unknown: bool) -> str:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"age": rng.integers(18, 81, 3000).astype(str), "city": rng.choice(["A", "B"], 3000)})
+    if unknown:
+        frame.loc[0, "age"] = "unknown"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_private_draft_never_takes_types_from_the_values(spark, tmp_path):
+    """Issue 24, P2: one row age="unknown" used to turn `age` from numerical into categorical (Spark's
+    CSV inferSchema reads every value). Types come from --dtype (or a typed table), never the values."""
+    kinds = {}
+    for unknown in (False, True):
+        csv = _ages_csv(tmp_path / f"ages-{unknown}.csv", unknown)
+        for declared in (False, True):
+            out = tmp_path / f"draft-{unknown}-{declared}.yaml"
+            extra = ["--dtype", "age=int", "--bounds", "age=0:120"] if declared else []
+            assert main(["infer-schema", "--input", csv, "--out", str(out), "--epsilon", "1", "--no-ledger",
+                         *extra]) == 0
+            age = next(c for c in yaml.safe_load(out.read_text())["columns"] if c["name"] == "age")
+            kinds[unknown, declared] = age["type"]
+    assert kinds[False, True] == kinds[True, True] == "numerical"
+    assert kinds[False, False] != "numerical" and kinds[True, False] != "numerical"  # strings: never numeric
+
+
+def test_dtype_and_bounds_options_are_checked_before_spark(tmp_path, capsys):
+    base = ["infer-schema", "--input", SAMPLE, "--out", str(tmp_path / "d.yaml"), "--epsilon", "1", "--no-ledger"]
+    assert main(base + ["--dtype", "age=integer"]) == 2
+    assert "--dtype 'age=integer': expected COLUMN=TYPE" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_non_private_draft_leaves_a_ledger_trace(spark, tmp_path, capsys):
+    """Issue 24, R6: --non-private needs --ledger (recorded as a non-private read, before it) or an
+    explicit --no-ledger; `budget show` then states that the dataset has no (epsilon, delta) guarantee."""
+    ledger, out = str(tmp_path / "ledger"), tmp_path / "draft.yaml"
+    base = ["infer-schema", "--input", SAMPLE, "--out", str(out), "--non-private"]
+    assert main(base) == 2
+    assert "--non-private draft voids the dataset's privacy guarantee" in capsys.readouterr().err
+    assert main(base + ["--ledger", ledger, "--dataset-id", "adult"]) == 3  # no ledger there: nothing created
+    assert "no budget ledger at" in capsys.readouterr().err and not out.exists()
+    set_budget(spark, ledger, "adult", 3.0, 1e-9)
+    assert main(base + ["--ledger", ledger, "--dataset-id", "adult", "--run-id", "peek"]) == 0
+    state = dataset_state(spark, ledger, "adult")
+    assert [r["run_id"] for r in state.nonprivate] == ["peek"] and state.spent_rho == 0.0
+    assert main(["budget", "show", "--ledger", ledger, "--dataset", "adult"]) == 0
+    shown = capsys.readouterr().out
+    assert "guarantee: NONE: 1 non-private read(s)" in shown and "NON-PRIVATE read 'peek'" in shown
