@@ -209,7 +209,8 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
                         "refunded and charged again for this attempt", release.run_id, reservation.seq)
             reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                                     epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
-                                    artifact=artifacts.measurements, attempt=attempt)
+                                    artifact=artifacts.measurements, attempt=attempt, unit=release.unit,
+                                    partition=dict(release.partition))
             continue
         if not release.recharge:
             raise ArtifactLost(_lost_message(release, reservation.held))

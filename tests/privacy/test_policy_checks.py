@@ -35,7 +35,8 @@ def test_checks_take_their_share_first_and_the_run_still_spends_its_rho_exactly(
 
 
 def test_without_fail_policies_nothing_changes():
-    assert split_rho(1.0, BudgetSplit(), 5, 0) == (0.1, 0.1, 0.8, 0.0)
+    s = BudgetSplit()
+    assert split_rho(1.0, s, 5, 0) == (s.one_way, s.indif, s.selected, 0.0)
     one_way, indif, selected, checks = split_rho(1.0, BudgetSplit(), 5, 2)
     assert checks == pytest.approx(0.05) and one_way + indif + selected + checks == pytest.approx(1.0)
 

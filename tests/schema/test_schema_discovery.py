@@ -100,7 +100,7 @@ def test_cli_infer_schema_needs_a_choice_and_a_dataset_id(tmp_path, capsys):
     assert main(base + ["--epsilon", "1", "--ledger", str(tmp_path / "l")]) == 2
     assert "needs --dataset-id" in capsys.readouterr().err
     assert main(base + ["--epsilon", "1"]) == 2  # a private draft spends budget: a ledger or an explicit no
-    assert "or --no-ledger (no_ledger=True) to run without any limit or record" in capsys.readouterr().err
+    assert "--no-ledger (no_ledger=True) to run without any limit or record" in capsys.readouterr().err
     assert main(base + ["--epsilon", "1", "--no-ledger", "--bounds", "age=9"]) == 2
     assert "expected COLUMN=LO:HI" in capsys.readouterr().err
     assert not (tmp_path / "d.yaml").exists() and not (tmp_path / "l").exists()
