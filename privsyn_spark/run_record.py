@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
 _STATE_KEYS = ("timings", "domain_handling", "estimation", "synthesis", "output_version", "dataset_ledger",
                "bounding")
-OPERATOR_ONLY = ("timings", "domain_handling")
+OPERATOR_ONLY = ("timings", "domain_handling", "bounding")
 """Exact statistics of the private table (tallies; timings, a side channel): never in a saved model."""
 
 
