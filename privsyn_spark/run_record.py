@@ -22,7 +22,8 @@ STATE_FILE = "state.json"
 _STATE_KEYS = ("timings", "domain_handling", "estimation", "synthesis", "output_version", "dataset_ledger",
                "bounding")
 OPERATOR_ONLY = ("timings", "domain_handling", "bounding")
-"""Exact statistics of the private table (tallies; timings, a side channel): never in a saved model."""
+"""Exact statistics of the private table (tallies, rows and ids bounding dropped; timings, a side channel):
+never in a saved model."""
 
 
 @dataclass

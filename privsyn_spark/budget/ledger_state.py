@@ -222,9 +222,16 @@ class DatasetState:
                     f"first {self.nonprivate[0].get('recorded_at') or '?'}) void any (epsilon, delta) guarantee")
         if self.budget is None:
             return "not set"
-        return (f"({self.epsilon_of(self.spent_rho):.6g}, {self.budget.delta:.3g})-DP: rho={self.spent_rho:.6g} "
-                f"zCDP at delta={self.budget.delta - self.spent_extra_delta:.3g} plus delta="
-                f"{self.spent_extra_delta:.3g} spent outside zCDP (partition selection)")
+        live = [r for r in self.reservations if not r.refunded]
+        if self.budget.per_partition and live and all(self.partition_of(r) is not None for r in live):
+            # parallel composition: the guarantee is the worst partition's (each unit's rows lie in one)
+            value = max(self.partitions(), key=lambda v: (self.spent_in(v), self.extra_delta_in(v)))
+            rho, extra, where = self.spent_in(value), self.extra_delta_in(value), f" (worst partition {value})"
+        else:  # shared, or runs outside any partition: sequential composition over all of them
+            rho, extra, where, value = self.spent_rho, self.spent_extra_delta, "", None
+        return (f"({self.epsilon_of(rho, value):.6g}, {self.budget.delta:.3g})-DP{where}: rho={rho:.6g} "
+                f"zCDP at delta={self.budget.delta - extra:.3g} plus delta="
+                f"{extra:.3g} spent outside zCDP (partition selection)")
 
     def active(self, run_id: str) -> RunReservation | None:
         """The run's latest unrefunded reservation (a recharge supersedes an earlier one)."""

@@ -143,9 +143,9 @@ def test_an_old_ledger_is_read_and_gets_the_new_columns(spark, tmp_path):
     on its next write; its old reservations are never taken over (their attempts did not record draws)."""
     from datetime import datetime
 
-    from privsyn_spark.budget.ledger_table import LEDGER_COLUMNS
+    from privsyn_spark.budget.ledger_table import _FIRST_COLUMNS, LEDGER_COLUMNS
 
-    old_columns = LEDGER_COLUMNS.rsplit(", extra_delta DOUBLE", 1)[0]
+    old_columns = ", ".join(LEDGER_COLUMNS.split(", ")[:_FIRST_COLUMNS])  # before the unit, partition, extra_delta
     ledger = str(tmp_path / "old-ledger")
     budget = check_budget(2.0, 1e-9)
     now = datetime(2026, 1, 1)

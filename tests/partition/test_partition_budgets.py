@@ -102,5 +102,5 @@ def test_a_ledger_of_the_earlier_version_is_read_and_upgraded_on_write(spark, tm
     state = L.dataset_state(spark, ledger, "events")
     assert [r.partition for r in state.reservations] == [None, {"day": "2024-01-01"}]
     columns = spark.read.format("delta").load(ledger).columns
-    assert columns[:12] == [c.split()[0] for c in OLD_COLUMNS.split(", ")] and columns[-2:] == [
-        "partition_values", "per_partition"]
+    assert columns[:12] == [c.split()[0] for c in OLD_COLUMNS.split(", ")] and columns[-3:] == [
+        "partition_values", "per_partition", "extra_delta"]
