@@ -80,17 +80,17 @@ def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) ->
         return
     from pyspark.sql.types import StructType
 
+    from delta.tables import DeltaTable  # the Delta log's schema: a DeltaTable, not a DataFrameReader
+
     path = _local(target)
     if path is not None:
         if not (path / "_delta_log").is_dir():
             return
-        existing = spark.read.format("delta").load(str(path.absolute())).schema
+        existing = DeltaTable.forPath(spark, str(path.absolute())).toDF().schema
     elif is_path(target):
-        from delta.tables import DeltaTable
-
         if not DeltaTable.isDeltaTable(spark, target):
             return
-        existing = spark.read.format("delta").load(target).schema
+        existing = DeltaTable.forPath(spark, target).toDF().schema
     else:
         if not spark.catalog.tableExists(target):
             return
