@@ -33,7 +33,7 @@ def adult_run(spark, tmp_path_factory):
                                       "--run-id", "t1", "--runs-dir", str(root / "runs"), "--epsilon", "1",
                                       "--label", "income", "--seed", "3", "--gum-rounds", "4",
                                       "--partition-by", "income", "--comment", "Adult, synthetic",
-                                      "--table-property", "team=privacy"])
+                                      "--table-property", "team=privacy", "--no-ledger"])
     config = config_from_args(args)
     report = pipeline.run(spark, config)
     return config, report
