@@ -78,9 +78,8 @@ def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) ->
     check_output_path(target, mode)
     if mode != "append":
         return
-    from pyspark.sql.types import StructType
-
     from delta.tables import DeltaTable  # the Delta log's schema: a DeltaTable, not a DataFrameReader
+    from pyspark.sql.types import StructType
 
     path = _local(target)
     if path is not None:
