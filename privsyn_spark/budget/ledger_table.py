@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger_state import DatasetState, NoBudget, fold
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.delta_tables import create_if_not_exists, delta_frame, is_delta_table, merge_insert
 from privsyn_spark.runtime.locations import is_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,21 +93,12 @@ def _is_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
-def _delta_table(spark: SparkSession, ledger: str) -> Any:
-    from delta.tables import DeltaTable
-
-    location = _location(ledger)
-    return DeltaTable.forPath(spark, location) if is_path(ledger) else DeltaTable.forName(spark, location)
-
-
 def _ready(spark: SparkSession, ledger: str) -> bool:
     """Whether the ledger exists with at least its first commit."""
-    from delta.tables import DeltaTable
-
     try:
         if is_path(ledger):
-            return bool(DeltaTable.isDeltaTable(spark, _location(ledger)))
-        return bool(spark.catalog.tableExists(ledger)) and _delta_table(spark, ledger) is not None
+            return is_delta_table(spark, _location(ledger))
+        return bool(spark.catalog.tableExists(ledger)) and delta_frame(spark, ledger) is not None
     except Exception:  # noqa: BLE001 - a folder without a first commit yet, or a concurrent create
         return False
 
@@ -123,19 +115,14 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
     """Create the (empty) ledger if it does not exist (``create``; otherwise :class:`LedgerMissing`);
     several first writers at once all succeed (a loser of the create race waits for the winner's first
     commit, then uses it). An older ledger gets this version's new columns (:data:`LEDGER_COLUMNS`)."""
-    from delta.tables import DeltaTable
-
     deadline = time.monotonic() + wait_seconds
     rng = random.Random()
     if not create:
         require_ledger(spark, ledger)
     while not _ready(spark, ledger):
         location = _location(ledger)
-        builder = DeltaTable.createIfNotExists(spark)
-        builder = builder.location(location) if is_path(ledger) else builder.tableName(location)
         try:
-            builder.addColumns(_ledger_schema()).comment(
-                "privsyn-spark privacy budget ledger (zCDP rho)").execute()
+            create_if_not_exists(spark, location, LEDGER_COLUMNS, "privsyn-spark privacy budget ledger (zCDP rho)")
             log.info("created the budget ledger %s", location)
             break
         except Exception as exc:  # noqa: BLE001 - another writer is creating it: wait for its commit
@@ -143,7 +130,7 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
                 raise
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
-    columns = list(_delta_table(spark, ledger).toDF().columns)
+    columns = list(delta_frame(spark, _location(ledger)).columns)
     names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
     if columns != names[:len(columns)]:
         missing = [n for n in names if n not in columns]
@@ -170,7 +157,7 @@ def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
         empty.save(_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
         log.info("ledger %s: added the columns %s of this version", ledger, names)
     except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine if the columns are there now
-        if not _is_conflict(exc) or set(names) - set(_delta_table(spark, ledger).toDF().columns):
+        if not _is_conflict(exc) or set(names) - set(delta_frame(spark, _location(ledger)).columns):
             raise
 
 
@@ -226,7 +213,7 @@ def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None)
     """The ledger as a DataFrame (one dataset's rows when ``dataset_id`` is given)."""
     from pyspark.sql import functions as F
 
-    df = _delta_table(spark, ledger).toDF()
+    df = delta_frame(spark, _location(ledger))
     return df.where(F.col("dataset_id") == dataset_id) if dataset_id is not None else df
 
 
@@ -268,9 +255,7 @@ def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decisi
                     recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
         source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
         try:
-            metrics = (_delta_table(spark, ledger).alias("t")
-                       .merge(source.alias("s"), "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
-                       .whenNotMatchedInsertAll().execute())
+            metrics = merge_insert(spark, _location(ledger), source, "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
             inserted = _inserted_rows(metrics)
         except Exception as exc:
             if not _is_conflict(exc):

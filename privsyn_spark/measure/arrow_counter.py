@@ -17,6 +17,7 @@ import numpy as np
 
 from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
 from privsyn_spark.measure.packing import CounterPlan
+from privsyn_spark.runtime.remote import is_connect, sum_vectors
 
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
 
@@ -82,8 +83,12 @@ def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) ->
 
 
 def count_with_arrow(packed: Any, layout: CounterPlan) -> tuple[np.ndarray, float]:
-    """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB)."""
+    """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB;
+    0 on Spark Connect, where the partials are summed by DataFrame steps that carry only the counts)."""
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
+    if is_connect(packed.sparkSession):
+        total = sum_vectors(partials, "counts")
+        return (np.zeros(layout.length, dtype=np.int64) if total is None else total), 0.0
     zero = (np.zeros(layout.length, dtype=np.int64), 0)
     total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(
         zero, _add_partial, _add_partial, depth=2)

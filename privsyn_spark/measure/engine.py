@@ -30,6 +30,7 @@ from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
+from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -119,6 +120,13 @@ def first_pass_tables(domain: Domain) -> list[tuple[str, ...]]:
 def _choose_backend(spark: SparkSession, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    if is_connect(spark):
+        if backend == "jvm":
+            raise RuntimeError("the JVM marginal counter needs a classic SparkSession (Spark Connect has no JVM "
+                               "on the client): use backend 'auto' or 'arrow'")
+        log.info("Spark Connect session: counting in Python workers (the Arrow backend; the JVM counter "
+                 "needs a classic session)")
+        return "arrow"
     loaded = jvm_counter_loaded(spark)
     if backend == "jvm" and not loaded:
         raise RuntimeError("the JVM marginal counter is not on this session's classpath: build it with "

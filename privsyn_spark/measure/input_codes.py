@@ -23,14 +23,13 @@ table, and the id columns never reach the scratch.
 from __future__ import annotations
 
 import logging
-import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.scratch import delete
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,7 +107,7 @@ class InputCodes:
     def close(self) -> None:
         """Delete the scratch table (nothing happens if it was never written)."""
         if self._packed is not None:
-            _delete(self.spark, self.scratch_dir)
+            delete(self.spark, self.scratch_dir)
             self._packed = None
         self._raw = None
 
@@ -130,11 +129,3 @@ def bounded_codes(raw: Any, schema: Schema, seed: int | None = None) -> tuple[Pa
     return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 
 
-def _delete(spark: SparkSession, path: str) -> None:
-    """Remove a folder on any file system Spark's Hadoop configuration reaches (a local path too)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: only local scratch folders can be removed from here
-        shutil.rmtree(Path(path.removeprefix("file://")), ignore_errors=True)
-        return
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(hadoop_path, True)

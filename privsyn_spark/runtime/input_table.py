@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import BadInputData, UsageError
+from privsyn_spark.runtime.delta_tables import is_delta_table
 from privsyn_spark.runtime.locations import is_path, location
+from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -46,10 +48,8 @@ def delta_root(spark: SparkSession, source: str) -> str | None:
 
 def _delta_root(spark: SparkSession, source: str) -> tuple[str | None, bool]:
     """(the Delta table at or above ``source``, whether it is ``source`` itself)."""
-    if getattr(spark, "_jvm", None) is None:  # Spark Connect: no Hadoop FS on this side; ask Delta
-        from delta.tables import DeltaTable
-
-        return (location(source), True) if DeltaTable.isDeltaTable(spark, location(source)) else (None, False)
+    if is_connect(spark):  # no Hadoop FS on this side; ask Delta
+        return (location(source), True) if is_delta_table(spark, source) else (None, False)
     from py4j.protocol import Py4JJavaError
 
     fs, path = _qualified_path(spark, source)
@@ -126,7 +126,7 @@ def input_version(spark: SparkSession, source: str, fmt: str | None = None) -> s
     reuses the measurements of the version it read) and where the file system cannot be asked."""
     import hashlib
 
-    if not is_path(source) or fmt in ("delta", "table") or getattr(spark, "_jvm", None) is None:
+    if not is_path(source) or fmt in ("delta", "table") or is_connect(spark):
         return None
     try:
         if delta_root(spark, source) is not None:

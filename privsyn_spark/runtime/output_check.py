@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.delta_tables import delta_frame, is_delta_table
 from privsyn_spark.runtime.locations import is_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,18 +79,17 @@ def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) ->
     check_output_path(target, mode)
     if mode != "append":
         return
-    from delta.tables import DeltaTable  # the Delta log's schema: a DeltaTable, not a DataFrameReader
     from pyspark.sql.types import StructType
 
     path = _local(target)
     if path is not None:
         if not (path / "_delta_log").is_dir():
             return
-        existing = DeltaTable.forPath(spark, str(path.absolute())).toDF().schema
+        existing = delta_frame(spark, str(path.absolute())).schema  # the Delta log's schema
     elif is_path(target):
-        if not DeltaTable.isDeltaTable(spark, target):
+        if not is_delta_table(spark, target):
             return
-        existing = DeltaTable.forPath(spark, target).toDF().schema
+        existing = delta_frame(spark, target).schema
     else:
         if not spark.catalog.tableExists(target):
             return

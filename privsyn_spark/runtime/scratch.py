@@ -9,9 +9,15 @@ system when the synthesis and write are done, whether they succeeded or not.
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from privsyn_spark.runtime.locations import has_scheme
+from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -20,7 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def delete(spark: SparkSession, location: str) -> None:
-    """Remove ``location`` (a folder, recursively) through the Hadoop file system."""
+    """Remove ``location`` (a folder, recursively) through the Hadoop file system; on Spark Connect (no
+    JVM here) a local path or ``file:`` URI from this process, and anything else is left with a warning."""
+    if is_connect(spark):
+        if has_scheme(location) and not location.startswith("file:"):
+            log.warning("Spark Connect: %s cannot be removed from the client; delete it on the cluster", location)
+            return
+        shutil.rmtree(Path(urlparse(location).path if location.startswith("file:") else location),
+                      ignore_errors=True)
+        return
     jvm: Any = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(location)
     path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
@@ -32,11 +46,12 @@ def run_scratch(spark: SparkSession, run_checkpoints: str, keep: bool = False) -
     ``run_checkpoints``: a path or URI under the run folder); delete what the run wrote there on exit."""
     shared = spark.conf.get("spark.checkpoint.dir", None)
     root = shared or run_checkpoints
-    before = spark.sparkContext.getCheckpointDir()
+    connect = is_connect(spark)  # the server's checkpoint folder is its own (no SparkContext here)
+    before = None if connect else spark.sparkContext.getCheckpointDir()
     try:
         yield root
     finally:
-        used = spark.sparkContext.getCheckpointDir()
+        used = None if connect else spark.sparkContext.getCheckpointDir()
         if keep:
             log.info("keeping the run's checkpoints in %s (--keep-scratch)", used or root)
         else:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from privsyn_spark.runtime.remote import is_connect
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -47,7 +49,7 @@ def warm_up(spark: SparkSession | None, folder: str | None, jobs: Sequence[WarmU
     """Run the warm-up ``jobs`` on ``spark`` in a background thread while the block runs (see the module
     doc), writing only into ``folder`` (deleted on exit). No-op without a folder, without a JVM (Spark
     Connect) or when this session was warmed up before."""
-    if spark is None or folder is None or getattr(spark, "_jvm", None) is None:
+    if spark is None or folder is None or is_connect(spark):
         yield
         return
     app = spark.sparkContext.applicationId

@@ -22,6 +22,7 @@ from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
+from privsyn_spark.runtime.remote import default_parallelism, share
 from privsyn_spark.synthesize.sharded.context import shard_sizes
 from privsyn_spark.synthesize.sharded.spark_driver import codes_schema
 
@@ -73,9 +74,9 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
     import pyarrow as pa
 
     domain = measurements.domain
-    sizes = shard_sizes(rows, shard_rows, parallelism=spark.sparkContext.defaultParallelism)
+    sizes = shard_sizes(rows, shard_rows, parallelism=default_parallelism(spark))
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
-    model = spark.sparkContext.broadcast(model)
+    model = share(spark, model)
 
     def sample(batches: Iterator[Any]) -> Any:
         for batch in batches:

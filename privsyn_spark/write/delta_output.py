@@ -19,19 +19,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is_delta_table
 from privsyn_spark.runtime.locations import is_path, location
+from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-
-def delta_identifier(target: str) -> str:
-    """The SQL identifier of a Delta table: ``delta.`<location>``` for a path, the name otherwise."""
-    if is_path(target):
-        return "delta.`" + location(target).replace("`", "``") + "`"
-    return target
 
 
 def warm_write(spark: SparkSession, folder: str) -> None:
@@ -53,8 +48,6 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
     that fails before the commit leaves the previous version as it was. ``partition``: replace only
     that partition (module docstring; its values typed as the table's columns, else ``partition_types``).
     """
-    from delta.tables import DeltaTable
-
     if mode not in ("overwrite", "append"):
         raise UsageError(f"mode must be 'overwrite' or 'append', got {mode!r}")
     spark = df.sparkSession
@@ -74,8 +67,7 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
         log.info("replaced partition %s of Delta table %s (version %d)", predicate, target, version)
         return version
     if mode == "append" and exists:
-        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-        current = list(table.detail().select("partitionColumns").head(1)[0][0])
+        current = list(spark.sql(f"DESCRIBE DETAIL {ident}").select("partitionColumns").head(1)[0][0])
         if partition_by and list(partition_by) != current:
             raise UsageError(f"{target} is partitioned by {current or 'nothing'}; an append cannot partition it "
                              f"by {list(partition_by)}")
@@ -116,11 +108,8 @@ def partition_column_types(spark: SparkSession, target: str | None, partition: S
                            types: Mapping[str, str]) -> dict[str, str]:
     """The SQL type of each partition column: the existing table's (``target``; its metadata only),
     else ``types``, else ``string``."""
-    if target is not None:  # the Delta log's schema (DeltaTable, not a DataFrameReader: no data file is read)
-        from delta.tables import DeltaTable
-
-        table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-        types = {**types, **{f.name: f.dataType.simpleString() for f in table.toDF().schema.fields}}
+    if target is not None:  # the Delta log's schema (no data file is read)
+        types = {**types, **{f.name: f.dataType.simpleString() for f in delta_frame(spark, target).schema.fields}}
     return {c: types.get(c, "string") for c, _ in partition}
 
 
@@ -152,28 +141,22 @@ def _create_empty(df: DataFrame, ident: str, properties: Mapping[str, str] | Non
 
 def table_exists(spark: SparkSession, target: str) -> bool:
     """Whether a Delta table exists at ``target`` (a path or a catalog name)."""
-    from delta.tables import DeltaTable
-
-    return bool(DeltaTable.isDeltaTable(spark, location(target)) if is_path(target)
-                else spark.catalog.tableExists(target))
+    return is_delta_table(spark, target) if is_path(target) else bool(spark.catalog.tableExists(target))
 
 
 def latest_version(spark: SparkSession, target: str) -> int:
     """The latest version of a Delta table: for a path, from the Delta log's snapshot (which the
     session's own commit just updated; no Spark job), else (a catalog name, Spark Connect, or a Delta
     without that method) from its history, a job reading the log."""
-    from delta.tables import DeltaTable
-
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is not None and is_path(target):
+    if not is_connect(spark) and is_path(target):
+        jvm: Any = spark._jvm
         try:
             none = jvm.scala.Option.empty()
             delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location(target))
             return int(delta_log.update(False, none, none).version())
         except Exception as error:  # py4j: the method is Delta-internal and may change between releases
             log.debug("Delta log snapshot unavailable (%s); reading the table's history", error)
-    table = DeltaTable.forPath(spark, location(target)) if is_path(target) else DeltaTable.forName(spark, target)
-    return int(table.history(1).select("version").head(1)[0][0])
+    return int(spark.sql(f"DESCRIBE HISTORY {delta_identifier(target)} LIMIT 1").select("version").head(1)[0][0])
 
 
 def table_properties(spark: SparkSession, target: str) -> dict[str, str]:

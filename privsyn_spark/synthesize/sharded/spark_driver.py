@@ -6,7 +6,9 @@ packed as binary); each round is one ``mapInArrow`` over it running the shard fu
 while the other rows pass through). Each round's state is checkpointed (reliable checkpoint files when a
 checkpoint directory is available, else ``localCheckpoint``), which truncates the lineage. Only counts
 reach the driver: their sum by a tree aggregation after every round, and each shard's counts at the
-append cores once, for the exact split of the appended attributes.
+append cores once, for the exact split of the appended attributes. On Spark Connect the shard context
+travels inside each round's UDF instead of a broadcast and the sums are DataFrame steps
+(:mod:`privsyn_spark.runtime.remote`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.runtime.remote import default_parallelism, is_connect, share, sum_vectors
 from privsyn_spark.synthesize.gum.kernel import GumConfig, codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
     ShardedRun,
@@ -137,15 +140,21 @@ def codes_schema(domain: Domain) -> Any:
 
 
 class _Checkpointer:
-    """Materialises each round's state and truncates its lineage; cleans its own old reliable checkpoints."""
+    """Materialises each round's state and truncates its lineage; cleans its own old reliable checkpoints.
+
+    On Spark Connect (no SparkContext to set a folder on) the checkpoints are reliable when the server sets
+    ``spark.checkpoint.dir`` (Spark's cleaner removes them), else local."""
 
     def __init__(self, spark: SparkSession, checkpoint_dir: str | None) -> None:
-        sc = spark.sparkContext
-        if checkpoint_dir is not None:
-            sc.setCheckpointDir(checkpoint_dir)
-        self.dir = sc.getCheckpointDir()
+        if is_connect(spark):
+            self.dir = spark.conf.get("spark.checkpoint.dir", None)
+        else:
+            sc = spark.sparkContext
+            if checkpoint_dir is not None:
+                sc.setCheckpointDir(checkpoint_dir)
+            self.dir = sc.getCheckpointDir()
         self.reliable = self.dir is not None
-        self.local_dir = _local_path(self.dir) if self.reliable else None
+        self.local_dir = _local_path(self.dir) if self.reliable and not is_connect(spark) else None
         self.mine: list[set[str]] = []
 
     def __call__(self, df: DataFrame) -> Any:
@@ -155,9 +164,8 @@ class _Checkpointer:
         out = df.checkpoint(eager=True)
         self.mine.append(self._listing() - before)
         while len(self.mine) > 2:  # the state before the previous one is no longer needed for recovery
-            assert self.local_dir is not None  # reliable checkpoints are local here
-            for name in self.mine.pop(0):
-                shutil.rmtree(os.path.join(self.local_dir, name), ignore_errors=True)
+            for name in self.mine.pop(0):  # (names are only listed in a local folder)
+                shutil.rmtree(os.path.join(str(self.local_dir), name), ignore_errors=True)
         return out
 
     def _listing(self) -> set[str]:
@@ -173,19 +181,35 @@ def _local_path(uri: str | None) -> str | None:
     return parsed.path if parsed.scheme in ("", "file") else None
 
 
+def _cores_fn(cells: np.ndarray) -> Any:
+    def cores(batches: Iterator[Any]) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            counts = batch.column("counts").to_pylist()
+            yield pa.RecordBatch.from_arrays(
+                [batch.column("shard_id"), pa.array([np.frombuffer(c, dtype=np.int64)[cells].tobytes() for c in counts],
+                                                    pa.binary())], ["shard_id", "cores"])
+    return cores
+
+
 def _collect_cores(state: DataFrame, ctx: ShardContext) -> list[np.ndarray]:
     """Every shard's counts at the append cores, in shard order."""
     cells = core_cells(ctx.plan, ctx.layout)
     if cells.size == 0:
         return [cells] * len(ctx.sizes)
-    got = dict(state.select("shard_id", "counts").rdd
-               .map(lambda row: (row[0], np.frombuffer(row[1], dtype=np.int64)[cells]))
-               .collect())
+    rows = state.select("shard_id", "counts").mapInArrow(_cores_fn(cells), "shard_id int, cores binary").collect()
+    got = {int(r[0]): np.frombuffer(r[1], dtype=np.int64) for r in rows}
     return [got[j] for j in range(len(ctx.sizes))]
 
 
 def _sum_counts(state: DataFrame) -> np.ndarray:
-    """Tree-aggregate the shards' count vectors (only counts reach the driver)."""
+    """Tree-aggregate the shards' count vectors (only counts reach the driver); by DataFrame steps on
+    Spark Connect."""
+    if is_connect(state.sparkSession):
+        total = sum_vectors(state, "counts")
+        assert total is not None  # every shard has a row
+        return total
     return (state.select("counts").rdd
             .map(lambda row: np.frombuffer(row[0], dtype=np.int64))
             .treeReduce(np.add, depth=2))
@@ -223,10 +247,9 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
     start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
     """
-    sc = spark.sparkContext
-    ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=sc.defaultParallelism)
+    ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=default_parallelism(spark))
     p = len(ctx.sizes)
-    bc = sc.broadcast(ctx)
+    bc = share(spark, ctx)
     checkpoint = _Checkpointer(spark, checkpoint_dir)
     run = ShardedGumResult(ctx)
     log.info("sharded GUM: %d records in %d shards, %d partitions, %s checkpoints", n, p, partitions or p,
@@ -241,13 +264,13 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
         if done:
             break
         started = time.perf_counter()
-        bc_deficit = sc.broadcast(ctx.targets - counts)
+        bc_deficit = share(spark, ctx.targets - counts)
         state = checkpoint(state.mapInArrow(_round_fn(bc, bc_deficit, step), STATE_SCHEMA))
         counts = _sum_counts(state)
         bc_deficit.unpersist()
         done = run._record(counts, started)
 
-    bc_split = sc.broadcast(split_appended(ctx, _collect_cores(state, ctx)))
+    bc_split = share(spark, split_appended(ctx, _collect_cores(state, ctx)))
     state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
     run.final_errors = union_errors(ctx, _sum_counts(state), ctx.plan.targets)
     run.records = state.mapInArrow(_decode_fn(bc), codes_schema(domain))
