@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.randomness import Stage, uniforms_at
+from privsyn_spark.runtime.remote import is_connect
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.synthesis_view import CompoundColumn
@@ -244,4 +245,10 @@ def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[st
             yield decoder.decode(codes, RowUniforms(seed, shard, start, batch.num_rows))
             start += batch.num_rows
 
-    return codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))
+    out = codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))
+    if is_connect(out.sparkSession):  # there a UDF's string columns carry an explicit collation ("string collate
+        from pyspark.sql import functions as F  # UTF8_BINARY") into the Delta log, which delta-rs cannot read
+
+        out = out.select(*[F.col(f"`{c.name}`").cast("string").alias(c.name) if c.dtype == "string"
+                           else F.col(f"`{c.name}`") for c in schema.columns])
+    return out
