@@ -174,9 +174,11 @@ class PrivSyn:
         ``scope``: the run's partition values and predicate (:mod:`privsyn_spark.runtime.input_scope`;
         with a DataFrame, ``fit(df.where(...))`` does the same)."""
         from privsyn_spark.measure.input_codes import InputCodes
+        from privsyn_spark.runtime.preflight import preflight
 
         source = source if isinstance(source, str) else _spark_frame(source)
         spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
+        preflight(spark, needs_delta=f"the budget ledger {self.ledger}" if self.ledger else None)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
         return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
                           scope)

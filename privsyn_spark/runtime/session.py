@@ -162,8 +162,12 @@ def _check_active(spark: SparkSession, conf: Mapping[str, str], delta: bool) -> 
         raise UsageError(f"a SparkSession is already running; it is used as it is and its settings "
                          f"{', '.join(differing)} are not changed: set them when you create it")
     if delta and not has_delta(spark):
-        raise UsageError(
-            f"the running SparkSession has no Delta Lake: {EXTENSIONS_KEY} (a static setting, it cannot be "
+        raise UsageError(delta_help())
+
+
+def delta_help() -> str:
+    """Why a running session without Delta Lake cannot get it, and the fix (one line)."""
+    return (f"the running SparkSession has no Delta Lake: {EXTENSIONS_KEY} (a static setting, it cannot be "
             f"added to a running session) must include {DELTA_EXTENSION}, with {CATALOG_KEY}={DELTA_CATALOG} "
             f"and the Delta jars ({delta_package()}) when the session is created")
 
