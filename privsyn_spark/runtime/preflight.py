@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.session import delta_help, has_delta
 from privsyn_spark.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,8 +61,6 @@ def check_workers(spark: SparkSession) -> None:
 
 def check_delta(spark: SparkSession, why: str) -> None:
     """Refuse (UsageError, one line) a session without Delta Lake when ``why`` (e.g. the ledger) needs it."""
-    from privsyn_spark.runtime.session import delta_help, has_delta
-
     if not has_delta(spark):
         raise UsageError(f"{why} is a Delta table, but {delta_help()}")
 

@@ -1,6 +1,6 @@
 """The pipeline end to end through a Spark Connect session (no sparkContext, no RDDs, no py4j on the client).
 
-A real Connect server from the pip install (tests/connect/server.py, Delta's jars and SQL extension on it, no
+A real Connect server from the pip install (tests/pipeline/connect_server.py, Delta's jars and SQL extension on it, no
 Delta Connect plugin): budget set, fit on the bundled Adult sample, sample, one Delta commit, and the ledger's
 commit row, each read back by a second engine (delta-rs) where it is a table.
 """
@@ -13,6 +13,26 @@ import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
+
+
+@pytest.fixture(scope="module")
+def connect_spark(tmp_path_factory):
+    """A Spark Connect session on a server started for this module; the server is killed at teardown."""
+    pytest.importorskip("grpc", reason="the connect extra (grpcio, ...) is not installed")
+    from pyspark.sql import SparkSession
+
+    from tests.pipeline.connect_server import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server") / "server.log")
+    try:
+        server.wait()
+        session = SparkSession.builder.remote(server.url).getOrCreate()
+        try:
+            yield session
+        finally:
+            session.stop()  # also ends this process's Connect mode (SPARK_CONNECT_MODE_ENABLED)
+    finally:
+        server.stop()
 
 
 def test_fit_sample_write_over_spark_connect(connect_spark, tmp_path, caplog):
