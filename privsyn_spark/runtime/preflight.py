@@ -46,9 +46,10 @@ def check_workers(spark: SparkSession) -> None:
         rows = spark.range(1, numPartitions=1).mapInArrow(_worker_version, "version string").collect()
     except Exception as error:  # noqa: BLE001 - py4j / Connect errors carry the worker's traceback as text
         text = str(error)
-        if "No module named 'privsyn_spark'" in text or "import of privsyn_spark halted" in text:
+        if "No module named 'privsyn_spark" in text:  # the package, or one of its modules
             raise UsageError(f"the Spark session's Python workers cannot import privsyn_spark: {_FIX}") from None
-        first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+        errors = [line.strip() for line in text.splitlines() if "Error" in line or "Exception:" in line]
+        first = errors[-1] if errors else type(error).__name__
         raise UsageError(f"the Spark session cannot run a Python task ({first[:300]}); check that its "
                          f"workers run a Python with pyspark, pyarrow and privsyn-spark") from None
     versions = {r[0] for r in rows}

@@ -18,7 +18,8 @@ df = spark.read.csv(privsyn_spark.SAMPLE_DATA, header=True)
 schema = Schema.load(privsyn_spark.SAMPLE_SCHEMA)
 errors = {}
 for name, ledger in (("with_ledger", f"{runs}/ledger"), ("no_ledger", None)):
-    synth = PrivSyn(schema, epsilon=1.0, ledger=ledger, dataset_id="adult", run_id=name, runs_dir=runs)
+    synth = PrivSyn(schema, epsilon=1.0, ledger=ledger, dataset_id="adult", run_id=name, runs_dir=runs,
+                    no_ledger=ledger is None)
     try:
         synth.fit(df)
         errors[name] = None
