@@ -26,15 +26,7 @@ from privsyn_spark.synthesize.gum.kernel import (
     synthesize,
     update_marginal,
 )
-
-from .adult_data import MARGINALS, adult_targets
-
-DENSE = MARGINALS + (
-    ("marital-status", "gender"), ("hours-per-week", "gender"), ("workclass", "income"),
-    ("capital-gain", "education"), ("fnlwgt", "race"), ("native-country", "income"),
-    ("marital-status", "hours-per-week", "income"), ("educational-num", "occupation"),
-    ("capital-loss", "age"), ("race", "income"),
-)
+from tests.synthesize.adult_data import DENSE, MARGINALS, adult_targets
 
 
 @pytest.mark.parametrize("marginals", [MARGINALS, DENSE], ids=["sparse", "dense"])

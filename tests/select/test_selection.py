@@ -1,4 +1,4 @@
-"""Rare-value merging, noisy InDif, DenseMarg (PrivSyn Algorithm 1, Eq. 1) and combining (Algorithm 2)."""
+"""Noisy InDif, DenseMarg (PrivSyn Algorithm 1, Eq. 1) and combining (Algorithm 2)."""
 
 from __future__ import annotations
 
@@ -13,34 +13,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_eps_delta
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.privacy.rare_values import merge_attribute, merge_rare_values
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import allocate_rho, dense_marg, noise_error
 from privsyn_spark.select.noisy_indif import indif_noise_scale, release_noisy_indif
 from privsyn_spark.select.selection_config import SelectionConfig
-
-# --- rare values -------------------------------------------------------------------------------
-
-def test_rare_values_merged_when_their_total_is_above_theta():
-    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, 5.0, -1.0]), theta=9.0)
-    assert vmap.tolist() == [0, 2, 1, 2, 2, 2]   # kept values in order, rare ones -> new last code
-    assert counts.tolist() == [100.0, 50.0, 10.0] and not zeroed
-
-
-def test_rare_values_zeroed_when_their_total_is_small():
-    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, -3.0]), theta=9.0)
-    assert vmap.tolist() == [0, 2, 1, 2, 2] and counts.tolist() == [100.0, 50.0, 0.0] and zeroed
-
-
-def test_rare_values_untouched_attribute_and_domain():
-    domain = Domain(("x", "y"), (3, 4))
-    merged = merge_rare_values({"x": np.array([50.0, 60.0, 70.0]), "y": np.array([50.0, 1.0, 0.0, 80.0])},
-                               domain, sigma=3.0)
-    assert merged.domain.to_dict() == {"x": 3, "y": 3}
-    assert merged.value_maps["x"].tolist() == [0, 1, 2] and merged.value_maps["y"].tolist() == [0, 2, 2, 1]
-    assert merged.merged_counts == {"x": 0, "y": 2} and merged.zeroed == {"x": False, "y": True}
-
 
 # --- InDif release -----------------------------------------------------------------------------
 

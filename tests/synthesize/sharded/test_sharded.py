@@ -20,9 +20,7 @@ from privsyn_spark.synthesize.sharded.algorithm import (
 from privsyn_spark.synthesize.sharded.context import ShardingConfig, make_context, shard_count, shard_sizes
 from privsyn_spark.synthesize.sharded.reconcile import append_split, layout_counts
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
-
-from .adult_data import MARGINALS, adult_targets
-from .test_gum import DENSE
+from tests.synthesize.adult_data import DENSE, MARGINALS, adult_targets
 
 
 def noisy(targets: dict, sigma: float, seed: int = 123) -> dict:
