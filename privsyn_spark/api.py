@@ -41,6 +41,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.plan import Plan, plan_release
+from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.release_guard import Release
 from privsyn_spark.run_artifacts import RunArtifacts
@@ -111,6 +112,7 @@ class PrivSyn:
         if run_id is not None:
             check_run_id(run_id)
         self.epsilon, self.delta = float(epsilon), float(delta)
+        self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, runs_dir
         self.synthesizer = synthesizer
@@ -132,7 +134,7 @@ class PrivSyn:
         if df is not None:
             self.schema.check_table_columns(df.columns)
             check_id_columns(self.unit, list(df.columns), self.schema.names)
-        return plan_release(self.schema, self.epsilon, self.delta, self.settings, self.max_cells, self.ledger,
+        return plan_release(self.schema, self.budget, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
     def fingerprint(self, source: str, spark: SparkSession | None = None,
@@ -160,7 +162,7 @@ class PrivSyn:
         """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
         it is charged."""
         return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
-                       self.unit, tuple(sorted((partition or {}).items())))
+                       self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
@@ -204,7 +206,7 @@ class PrivSyn:
                 with record.step("read+encode"):
                     packed = codes.packed()  # the one scan of the input; both passes read these persisted codes
                 measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
-                                         epsilon=self.epsilon, delta=self.delta, sampler=sampler, record=record,
+                                         budget=self.budget, sampler=sampler, record=record,
                                          split=self.settings.split, selection=self.settings.selection,
                                          max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
                                          unit=self.unit)

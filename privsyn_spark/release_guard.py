@@ -33,6 +33,7 @@ import numpy as np
 
 from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch
 from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -85,13 +86,11 @@ class Release:
     recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
     unit: PrivacyUnit = PrivacyUnit()  # the privacy unit charged: it must be the dataset budget's
     partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values (recorded; per-partition budgets)
+    rho: float = 0.0  # the zCDP budget of the release (its epsilon at its delta: the API's RunBudget)
 
-    @property
-    def rho(self) -> float:
-        """The zCDP budget of the release (its epsilon at its delta)."""
-        from privsyn_spark.privacy.accounting import resolve_budget
-
-        return resolve_budget(self.epsilon, self.delta, None)[0]
+    def __post_init__(self) -> None:
+        if not self.rho:  # built without the API's budget (tests, tools): converted here
+            object.__setattr__(self, "rho", RunBudget.of(self.epsilon, self.delta).rho)
 
     def ledger_key(self) -> tuple[str, str]:
         """``(ledger, dataset_id)`` of a release charged to a ledger (:class:`UsageError` when one is missing)."""
