@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from privsyn_spark.config import Settings
-from privsyn_spark.privacy.accounting import RunBudget
+from privsyn_spark.privacy.accounting import RunBudget, split_rho
+from privsyn_spark.privacy.noise import gaussian_sigma
+from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.select.noisy_indif import indif_noise_scale
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,6 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
                  ledger: str | None = None, dataset_id: str | None = None) -> Plan:
     """The :class:`Plan` of a run of ``schema`` at ``epsilon``/``delta`` (PrivSyn Eq. 1 splits the
     selected marginals' share once selection has chosen them); reads no data."""
-    from privsyn_spark.privacy.accounting import split_rho
-    from privsyn_spark.privacy.noise import gaussian_sigma
-    from privsyn_spark.privacy.unit import count_sensitivity
-    from privsyn_spark.select.noisy_indif import indif_noise_scale
-
     domain = schema.view.domain()  # the synthesis domain: derived columns and rules' groups resolved
     if budget.epsilon is None or budget.delta is None:
         raise ValueError("plan_release: the budget needs its epsilon and delta (RunBudget.of(epsilon, delta))")
