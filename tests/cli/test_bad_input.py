@@ -231,14 +231,16 @@ def test_a_fail_policy_stop_is_charged_and_the_error_holds_no_tally(spark, capsy
 
 @pytest.mark.slow
 def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path):
-    """±inf, 1e30 and NaN under `clip` and nulls under `nulls: value`: a table, every handled value counted."""
+    """±inf and 1e30 under `clip`, NaN, nulls under `nulls: value`: a table, every handled value counted as what
+    it is (issue 24, item 8: the NaN used to be reported as clipped)."""
     import json
 
     case = Case(tmp_path, _edge_numbers())
     code, err = _cli(spark, capsys, case)
     assert code == 0, err
     report = json.loads((case.runs / "r1" / "report.json").read_text())
-    assert report["domain_handling"]["score"] == {"out_of_domain": 4, "handling": "clip"}
+    assert report["domain_handling"]["score"] == {"out_of_domain": 3, "handling": "clip", "not_a_number": 1,
+                                                  "not_a_number_handling": "first bin"}
     assert report["domain_handling"]["city"] == {"nulls": 6, "null_handling": "value"}
     assert case.table_written() and budget_charged(spark, case.ledger) > 0
     out = spark.read.format("delta").load(str(case.output)).toPandas()  # synthetic rows
