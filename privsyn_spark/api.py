@@ -44,7 +44,7 @@ from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.release_guard import Release
 from privsyn_spark.run_artifacts import RunArtifacts
-from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
@@ -218,7 +218,7 @@ class PrivSyn:
             if codes is not data:
                 codes.close()
         if not drawn:  # reused: what the step that drew them found
-            record = RunRecord.from_state(folder.read_json(STATE_FILE))
+            record = RunRecord.from_state(folder.read_state())
         if self.ledger:
             from privsyn_spark.budget.ledger import dataset_state
 
@@ -258,7 +258,7 @@ class PrivSyn:
         folder = self.run_folder(run_id, spark)
         fingerprint = self.fingerprint(source or self._frame_name())
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
-        return self._model(measurements, RunRecord.from_state(folder.read_json(STATE_FILE)), folder)
+        return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
     def check_output(self, target: str, output: OutputConfig = OutputConfig(),
                      spark: SparkSession | None = None) -> None:
