@@ -8,9 +8,10 @@ A :class:`RunConfig` is what the command line (or a job) asks for; each step tur
 Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop file system URI, see
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
 ``targets/`` (consistent target marginals and the graphical model), ``release/`` (what may be handed
-on), ``operator/`` (``state.json``, ``report.json``, ``report.html``: NOT private). Steps are idempotent: measuring a run id again reuses its measurements and
-spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`);
-synthesizing again with the same seed rewrites the same table.
+on), ``operator/`` (``state.json``, ``report.json``, ``report.html``: NOT private). Steps are
+idempotent: measuring a run id again reuses its measurements and spends nothing (with a ledger,
+wherever the ledger says they are: :mod:`privsyn_spark.release_guard`); synthesizing again with the
+same seed rewrites the same table.
 """
 
 from __future__ import annotations

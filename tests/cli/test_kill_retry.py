@@ -50,12 +50,14 @@ def test_kill_9_between_reservation_and_noise_then_a_retry_charges_once(spark, t
     L.set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)
     marker = tmp_path / "paused"
     proc = _measure(case, {PAUSE_BEFORE_DRAW_ENV: str(marker)})
-    _wait_for(proc, marker)
-    held = L.dataset_state(spark, str(case.ledger), DATASET).reservations
-    assert [(r.status, r.drawn) for r in held] == [("reserved", False)]  # reserved, counted, no noise yet
+    try:
+        _wait_for(proc, marker)
+        held = L.dataset_state(spark, str(case.ledger), DATASET).reservations
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole task: driver and its Spark JVM
+        proc.communicate(timeout=60)
+    assert [(r.status, r.drawn) for r in held] == [("uncommitted", False)]  # reserved, counted, no noise yet
     dead_attempt = held[0].attempt
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole task: driver and its Spark JVM
-    proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (case.runs / "r1" / "measurements" / "measurements.npz").exists()
 
