@@ -83,7 +83,8 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
     import pyarrow as pa
 
     domain = measurements.domain
-    one_way = {(a,): np.asarray(targets[(a,)], dtype=np.float64) for a in domain.attrs if (a,) in targets}
+    one_way: dict[tuple[str, ...], np.ndarray] = {(a,): np.asarray(targets[(a,)], dtype=np.float64)
+                                                 for a in domain.attrs if (a,) in targets}
     sizes = shard_sizes(rows, shard_rows, parallelism=spark.sparkContext.defaultParallelism)
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
     model = spark.sparkContext.broadcast(model)
