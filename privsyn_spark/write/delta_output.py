@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is_delta_table
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.locations import is_path, location
 from privsyn_spark.runtime.remote import is_connect
 
@@ -93,7 +94,6 @@ def _with_partition(df: DataFrame, target: str, exists: bool, partition: Sequenc
     """``df`` with the partition values as typed literal columns, and the replaceWhere predicate."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.runtime.input_scope import Scope
 
     types = partition_column_types(df.sparkSession, target if exists else None, partition, types)
     clash = [c for c, _ in partition if c in df.columns]

@@ -7,7 +7,7 @@ Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -18,6 +18,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.best_cell import best_cell_moves
 from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
 from privsyn_spark.synthesize.gum.plan import GumConfig, GumPlan, Key
+from privsyn_spark.synthesize.gum.rounding import round_total, stochastic_round
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +45,6 @@ def stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
         high = (idx[order] >> 16).astype(np.uint16)
         return order[np.argsort(high, kind="stable")]
     return np.argsort(idx, kind="stable")
-
-
-def _stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Unbiased randomised rounding of non-negative reals to int64."""
-    low = np.floor(x)
-    return (low + (rng.random(x.shape) < (x - low))).astype(np.int64)
-
-
-def _round_fixed_total(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Round non-negative reals to integers keeping the (rounded) total: systematic sampling of the remainders."""
-    low = np.floor(x)
-    frac = x - low
-    extra = int(round(frac.sum()))
-    out = low.astype(np.int64)
-    if extra > 0:
-        cum = np.cumsum(frac)
-        points = (np.arange(extra) + rng.random()) * (cum[-1] / extra)
-        out += np.bincount(np.minimum(np.searchsorted(cum, points, side="right"), x.size - 1), minlength=x.size)
-    return out
 
 
 def _pick_in_groups(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
@@ -104,6 +86,21 @@ def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> t
 # ------------------------------------------------------------------------------------------- records
 
 
+def redraw_ruled_out(records: np.ndarray, attrs: Sequence[str], tables: Mapping[Key, np.ndarray],
+                     rng: np.random.Generator) -> np.ndarray:
+    """``records`` (codes, one column per attribute of ``attrs``) with every code its target 1-way table in
+    ``tables`` rules out (a zeroed or absent value: count <= 0) redrawn from that table's shares, in place.
+    A model sampled as it is gives such codes a little mass (its fit to the noisy marginals)."""
+    for j, a in enumerate(attrs):
+        one_way = tables.get((a,))
+        if one_way is None or one_way.sum() <= 0:
+            continue
+        ruled_out = one_way[records[:, j]] <= 0
+        if ruled_out.any():
+            records[ruled_out, j] = rng.choice(len(one_way), int(ruled_out.sum()), p=one_way / one_way.sum())
+    return records
+
+
 def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
                        rng: np.random.Generator, model: Any = None, chunk: int = 1 << 18) -> np.ndarray:
     """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
@@ -121,14 +118,7 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
             raise ValueError("initialize_records: the model's domain is not the plan's")
         for lo in range(0, n, chunk):
             records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
-        for j, a in enumerate(domain.attrs):  # codes the targets rule out (zeroed or absent values)
-            one_way = tables.get((a,))
-            if one_way is None or one_way.sum() <= 0:
-                continue
-            ruled_out = one_way[records[:, j]] <= 0
-            if ruled_out.any():  # redrawn from the target's 1-way shares: GUM never has to remove them
-                records[ruled_out, j] = rng.choice(len(one_way), int(ruled_out.sum()), p=one_way / one_way.sum())
-        return records
+        return redraw_ruled_out(records, domain.attrs, tables, rng)  # GUM never has to remove them
     for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
         one_way = tables.get((a,))
         if one_way is None:
@@ -137,8 +127,7 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
             continue
         total = one_way.sum()
         p = one_way / total if total > 0 else np.full(size, 1.0 / size)
-        counts = _round_fixed_total(p * n, rng)
-        counts[np.argmax(counts)] += n - counts.sum()  # float round-off only
+        counts = round_total(p * n, rng, n)
         records[:, j] = rng.permutation(np.repeat(np.arange(size), counts))
     return records
 
@@ -227,14 +216,14 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     gain = np.zeros(cells)
     gain[live] = np.minimum(target[live] - current[live], alpha * current[live])
     gain[empty] = np.minimum(target[empty], alpha * target[empty])
-    add = _stochastic_round(gain, rng)
+    add = stochastic_round(gain, rng)
     total_add = int(add.sum())
     if total_add == 0:
         return UpdateStats(l1, 0, 0, 0.0)
 
     # losses: min(n_s - n_t, beta n_s), beta solved so that losses match gains
     loss, beta = _removal_amounts(np.where(current > target, current - target, 0.0), current, float(total_add))
-    remove = np.minimum(_round_fixed_total(loss, rng), current_i)
+    remove = np.minimum(round_total(loss, rng), current_i)
     dup = np.zeros(cells, dtype=np.int64)  # gains made by Duplicate; the rest by Replace
     dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
     rep = add - dup

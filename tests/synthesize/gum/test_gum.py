@@ -12,6 +12,7 @@ from privsyn_spark.synthesize.gum import append as gum_append
 from privsyn_spark.synthesize.gum import best_cell as gum_best_cell
 from privsyn_spark.synthesize.gum import kernel as gum
 from privsyn_spark.synthesize.gum import plan as gum_plan
+from privsyn_spark.synthesize.gum import rounding as gum_rounding
 from privsyn_spark.synthesize.gum import update as gum_update
 from privsyn_spark.synthesize.gum.kernel import (
     GumConfig,
@@ -26,33 +27,35 @@ from privsyn_spark.synthesize.gum.kernel import (
     synthesize,
     update_marginal,
 )
+from privsyn_spark.synthesize.gum.rounding import round_rows, round_total
+from tests.synthesize.adult_data import DENSE, MARGINALS, adult_targets
 
-from .adult_data import MARGINALS, adult_targets
+WORST_L1 = {("sparse", "append+separate"): 0.0002, ("sparse", "plain"): 0.0015,
+            ("dense", "append+separate"): 0.0015, ("dense", "plain"): 0.0015}
+"""The bar on every target's L1 / n after 40 iterations, just above the worst the kernel reaches over seeds
+1-10 (so a change of random stream keeps it): sparse append+separate exact on every seed (the bar is 10
+records), sparse plain 0.00029-0.00098, dense 0.00070-0.00143 (seed 1, the test's: 0, 0.00098, 0.00078).
+On seed 1, removing records uniformly at random (``candidate_pool=1``, the reference implementation) ends
+at 0.00029 / 0.00242 / 0.00270, skipping the last marginal's update each iteration at 0.00078 / 0.035, half
+the iterations at 0.00168 (sparse plain): each fails here, where the former 2 % caught only the 0.035."""
 
-DENSE = MARGINALS + (
-    ("marital-status", "gender"), ("hours-per-week", "gender"), ("workclass", "income"),
-    ("capital-gain", "education"), ("fnlwgt", "race"), ("native-country", "income"),
-    ("marital-status", "hours-per-week", "income"), ("educational-num", "occupation"),
-    ("capital-loss", "age"), ("race", "income"),
-)
 
-
-@pytest.mark.parametrize("marginals", [MARGINALS, DENSE], ids=["sparse", "dense"])
-@pytest.mark.parametrize("options", [{}, {"append_attributes": False, "separate_components": False}],
-                         ids=["append+separate", "plain"])
-def test_adult_error_below_two_percent(marginals, options):
-    domain, records, targets = adult_targets(marginals)
-    n = records.shape[0]
-    result = synthesize(domain, targets, n, GumConfig(iterations=40, **options), np.random.default_rng(1))
+@pytest.mark.parametrize("marginals", ["sparse", "dense"])
+@pytest.mark.parametrize("options", ["append+separate", "plain"])
+def test_adult_error_within_a_small_factor_of_what_the_kernel_reaches(marginals, options):
+    domain, records, targets = adult_targets({"sparse": MARGINALS, "dense": DENSE}[marginals])
+    n, bar = records.shape[0], WORST_L1[marginals, options] * records.shape[0]
+    switches = {} if options == "append+separate" else {"append_attributes": False, "separate_components": False}
+    result = synthesize(domain, targets, n, GumConfig(iterations=40, **switches), np.random.default_rng(1))
     assert result.records.shape == (n, len(domain))
     assert set(result.final_errors) == set(targets)
     for key, l1 in result.final_errors.items():
-        assert l1 < 0.02 * n, (key, l1 / n)
+        assert l1 <= bar, (key, l1 / n)
     # the recorded history falls from the independent start to the final fit (it stops early on a perfect fit)
     for key in result.plan.update_targets:
         hist = result.errors[key]
         assert 2 <= hist.shape[0] <= 41
-        assert hist[-1] < 0.02 * n and hist[-1] < hist[0]
+        assert hist[-1] <= bar and hist[-1] < hist[0]
 
 
 def test_other_sizes_scale_targets():
@@ -80,7 +83,8 @@ def test_same_seed_same_table_other_seed_other_table():
 
 def test_no_python_loop_over_records():
     """Python lines executed in the GUM modules do not grow with the number of records."""
-    kernel_files = {gum.__file__, gum_update.__file__, gum_plan.__file__, gum_append.__file__, gum_best_cell.__file__}
+    kernel_files = {gum.__file__, gum_update.__file__, gum_plan.__file__, gum_append.__file__, gum_best_cell.__file__,
+                    gum_rounding.__file__}
     domain, _, targets = adult_targets(DENSE)
     cfg = GumConfig(iterations=5)
 
@@ -192,13 +196,18 @@ def test_rounding_helpers_keep_totals():
     rng = np.random.default_rng(9)
     x = rng.random(1000) * 7
     x *= 3210 / x.sum()
-    out = gum_update._round_fixed_total(x, rng)
+    out = round_total(x, rng)
     assert out.sum() == 3210 and np.all(np.abs(out - x) < 1)
+    small = round_total(np.array([1.2, 0.2]), rng)  # the rounded total (1) is below the first entry
+    assert small.sum() == 1 and small.min() >= 0
     want = rng.random((50, 6))
     totals = rng.integers(0, 100, 50)
     want *= (totals / want.sum(axis=1))[:, None]
-    rows = gum_append._round_rows(want, totals, rng)
+    rows = round_rows(want, totals, rng)
     assert np.array_equal(rows.sum(axis=1), totals) and rows.min() >= 0
+    assert np.all(np.abs(rows - want) < 1)
+    means = np.mean([round_rows(want, totals, np.random.default_rng(s)) for s in range(2000)], axis=0)
+    assert np.abs(means - want).max() < 0.1  # unbiased: sd of a mean of 2,000 draws <= 0.5/sqrt(2000) = 0.011
 
 
 def test_step_decay_and_duplicate_share():
