@@ -35,20 +35,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from privsyn_spark.budget.ledger import dataset_state
+from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
+from privsyn_spark.evaluate.report import render_html
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
+from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.plan import Plan, plan_release
+from privsyn_spark.privacy.accounting import RunBudget
+from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
-from privsyn_spark.release_guard import Release
+from privsyn_spark.release.measure_table import measure_table
+from privsyn_spark.release_guard import (
+    Release,
+    check_same_run,
+    committed_measurements,
+    guarded_measure,
+    local_artifact,
+    run_fingerprint,
+)
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.input_table import input_version
+from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
+from privsyn_spark.write.decode import output_ddl
+from privsyn_spark.write.delta_output import partition_column_types, table_exists
+from privsyn_spark.write.delta_output import write_delta as write
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,9 +116,6 @@ class PrivSyn:
                  settings: Settings = Settings(), max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
                  max_rows_per_id: int | None = None) -> None:
-        from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
-        from privsyn_spark.runtime.output_check import check_run_id
-
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
         if not (runs_dir or "").strip():
@@ -111,6 +129,7 @@ class PrivSyn:
         if run_id is not None:
             check_run_id(run_id)
         self.epsilon, self.delta = float(epsilon), float(delta)
+        self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, runs_dir
         self.synthesizer = synthesizer
@@ -132,24 +151,19 @@ class PrivSyn:
         if df is not None:
             self.schema.check_table_columns(df.columns)
             check_id_columns(self.unit, list(df.columns), self.schema.names)
-        return plan_release(self.schema, self.epsilon, self.delta, self.settings, self.max_cells, self.ledger,
+        return plan_release(self.schema, self.budget, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
     def fingerprint(self, source: str, spark: SparkSession | None = None,
                     input_format: str | None = None) -> dict[str, Any]:
         """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match);
         with ``spark``, also the version of the input's files (a changed CSV/Parquet input is a new run)."""
-        from privsyn_spark.release_guard import run_fingerprint
-        from privsyn_spark.runtime.input_table import input_version
-
         version = input_version(spark, source, input_format) if spark is not None else None
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, version)
 
     def check_reuse(self, run_id: str, source: str) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
         settings or input ``source`` (a runs dir on another file system is checked when the run reads it)."""
-        from privsyn_spark.release_guard import check_same_run, local_artifact
-
         if "://" in self.runs_dir:
             return
         found = local_artifact(self.runs_dir, run_id, skip_unreadable=bool(self.ledger))  # else: the ledger judges
@@ -160,7 +174,7 @@ class PrivSyn:
         """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
         it is charged."""
         return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
-                       self.unit, tuple(sorted((partition or {}).items())))
+                       self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
@@ -173,8 +187,6 @@ class PrivSyn:
         scratch table under ``<run>/scratch`` is deleted when the returned context manager exits.
         ``scope``: the run's partition values and predicate (:mod:`privsyn_spark.runtime.input_scope`;
         with a DataFrame, ``fit(df.where(...))`` does the same)."""
-        from privsyn_spark.measure.input_codes import InputCodes
-
         source = source if isinstance(source, str) else _spark_frame(source)
         spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
@@ -186,11 +198,6 @@ class PrivSyn:
         ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
         without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
         input. The targets are estimated on the model's first sample (or by :meth:`fit`)."""
-        from privsyn_spark.measure.input_codes import InputCodes
-        from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-        from privsyn_spark.release.measure_table import measure_table
-        from privsyn_spark.release_guard import guarded_measure
-
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
         spark, source = codes.spark, codes.label or self._frame_name()
@@ -204,7 +211,7 @@ class PrivSyn:
                 with record.step("read+encode"):
                     packed = codes.packed()  # the one scan of the input; both passes read these persisted codes
                 measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
-                                         epsilon=self.epsilon, delta=self.delta, sampler=sampler, record=record,
+                                         budget=self.budget, sampler=sampler, record=record,
                                          split=self.settings.split, selection=self.settings.selection,
                                          max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
                                          unit=self.unit)
@@ -220,8 +227,6 @@ class PrivSyn:
         if not drawn:  # reused: what the step that drew them found
             record = RunRecord.from_state(folder.read_json(STATE_FILE))
         if self.ledger:
-            from privsyn_spark.budget.ledger import dataset_state
-
             held = dataset_state(spark, *release.ledger_key())
             active = held.active(run_id)
             partition = held.partition_of(active) if active is not None else None
@@ -232,7 +237,6 @@ class PrivSyn:
                                      **({"partition": codes.scope.label()} if codes.scope.partition else {})}
         model = self._model(measurements, record, folder)
         model.save_state()
-        from privsyn_spark.privacy.policy_checks import check_policies
 
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
@@ -249,8 +253,6 @@ class PrivSyn:
                  spark: SparkSession | None = None) -> SynthModel:
         """The model of a run measured earlier (another step or process): with a ledger its committed,
         hash-checked artifact; refused if it was measured with other settings or input ``source``."""
-        from privsyn_spark.release_guard import committed_measurements
-
         run_id = run_id or self.run_id
         if not run_id:
             raise UsageError("measured() needs the run id of the measurements")
@@ -264,14 +266,9 @@ class PrivSyn:
                      spark: SparkSession | None = None) -> None:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
         of another schema in append mode. Call it before :meth:`fit` spends anything."""
-        from privsyn_spark.runtime.output_check import check_output_table
-        from privsyn_spark.write.decode import output_ddl
-
         spark = spark or _session()
         ddl = output_ddl(self.schema)
         if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
-            from privsyn_spark.write.delta_output import partition_column_types, table_exists
-
             if output.mode != "overwrite":
                 raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --write-mode "
                                  "append is refused")
@@ -323,8 +320,6 @@ def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
     version. ``provenance`` (the model it was sampled from, or its ``provenance()`` dict) becomes the
     table's ``privsyn.*`` properties and the commit's userMetadata."""
-    from privsyn_spark.write.delta_output import write_delta as write
-
     props = provenance.provenance() if isinstance(provenance, SynthModel) else dict(provenance or {})
     reserved = [k for k in output.properties if k.startswith("privsyn.")]
     if reserved:
@@ -348,8 +343,6 @@ class Report:
 
     def to_html(self, path: str | Path | None = None) -> str:
         """The report as one HTML page (written to ``path`` when given)."""
-        from privsyn_spark.evaluate.report import render_html
-
         text = render_html(to_jsonable({"metrics": self.metrics}))
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
@@ -362,9 +355,6 @@ def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, l
     :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
     and, with ``label``, ML efficacy. Reads the private table: the result is NOT
     differentially private (an operator's check, not something to publish)."""
-    from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-    from privsyn_spark.measure.input_codes import InputCodes
-
     schema = schema if isinstance(schema, Schema) else Schema.load(schema)
     synthetic = _spark_frame(synthetic)
     if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table

@@ -20,11 +20,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privsyn_spark import operations, pipeline
 from privsyn_spark.api import PrivSyn
 from privsyn_spark.cli_options import (
     config_from_args,
     draft_bounds,
     draft_dtypes,
+    privacy_ids,
     settings_from_args,
     validate_run_args,
 )
@@ -33,18 +35,30 @@ from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.operations import (
     REVIEW_NOTE,
+    PrivacyUnit,
+    SampleConfig,
+    Scope,
     build_spark_session,
     check_budget,
+    check_cell_cap,
+    check_epsilon_delta,
+    check_exclusive,
     check_locations,
+    check_output_path,
     draft_schema,
+    first_pass_tables,
+    install_sigterm_handler,
+    load_schema,
     provenance,
+    rho_from_eps_delta,
+    run_sample,
+    sweep_and_claim,
+    terminated,
 )
 from privsyn_spark.pipeline import RunConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from privsyn_spark.operations import SampleConfig
 
 log = logging.getLogger("privsyn_spark")
 
@@ -66,8 +80,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
-    from privsyn_spark.operations import install_sigterm_handler
-
     args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
     install_sigterm_handler()
     try:
@@ -83,8 +95,6 @@ def main(argv: list[str] | None = None) -> int:
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     """Everything checkable without Spark, before its session starts: options (the run's
     :class:`~privsyn_spark.PrivSyn`, :func:`validate_run_args`), input path, output."""
-    from privsyn_spark.operations import load_schema
-
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
         raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
@@ -93,8 +103,6 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     config = validate_run_args(args)
     schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
     if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
-        from privsyn_spark.operations import check_cell_cap, first_pass_tables
-
         check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
@@ -106,8 +114,6 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
 
 def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
     """The infer-schema sub-command: a private draft (--epsilon) or a labelled non-private one."""
-    from privsyn_spark.cli_options import privacy_ids
-
     draft_schema(spark, args.input, args.out, input_format=args.input_format,
                  epsilon=None if args.non_private else args.epsilon, delta=args.delta, ledger=args.ledger,
                  dataset_id=args.dataset_id, no_ledger=args.no_ledger, run_id=args.run_id,
@@ -130,8 +136,6 @@ def _main(args: argparse.Namespace) -> int:
     config = _check_before_spark(args)  # before Spark starts
     if config is None:
         return _run_step(args, None, sample)
-    from privsyn_spark.operations import release_claim as release
-    from privsyn_spark.operations import sweep_and_claim, terminated
 
     claimed = sweep_and_claim(config.runs_dir, config.run_id)
     try:
@@ -140,16 +144,14 @@ def _main(args: argparse.Namespace) -> int:
         stopped = terminated()
         if stopped is None:
             raise
-        release(claimed, terminated=True)
+        operations.release_claim(claimed, terminated=True)
         claimed = None
         raise stopped from None
     finally:
-        release(claimed)
+        operations.release_claim(claimed)
 
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
-    from privsyn_spark import pipeline
-
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if args.command == "budget":
@@ -161,15 +163,11 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         _print_provenance(spark, args.table, args.json)
         return 0
     if sample is not None:
-        from privsyn_spark.operations import run_sample
-
         run_sample(spark, sample)
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
     if config.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
-        from privsyn_spark.operations import check_exclusive
-
         check_exclusive(spark, config.ledger)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
@@ -180,16 +178,11 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
 
 def _budget_unit(args: argparse.Namespace) -> str:
     """The privacy unit `budget set --privacy-id` names (``row`` without it)."""
-    from privsyn_spark.cli_options import privacy_ids
-    from privsyn_spark.operations import PrivacyUnit
-
     return PrivacyUnit.of(privacy_ids(args.privacy_id)).name
 
 
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
     """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
-    from privsyn_spark.operations import SampleConfig, Scope, check_output_path
-
     config = SampleConfig(output=args.output, from_run=args.from_run or None, model=args.model or None,
                           schema=args.schema or None, runs_dir=args.runs_dir, ledger=args.ledger or None,
                           dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
@@ -197,8 +190,6 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
                           settings=settings_from_args(args))
     config.check()
     if config.schema:
-        from privsyn_spark.operations import load_schema
-
         config.scope.check_schema(load_schema(config.schema).names)
     if config.model and "://" not in config.model and not (Path(config.model) / "model.json").is_file():
         raise UsageError(f"--model {config.model}: no saved model there (model.json is missing)")
@@ -208,8 +199,6 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
-    from privsyn_spark.operations import Scope, check_epsilon_delta
-
     if args.action == "set":
         check_budget(args.epsilon, args.delta, _budget_unit(args))
         if args.per_partition is not None and not args.per_partition.strip():
@@ -224,34 +213,28 @@ def _check_budget_args(args: argparse.Namespace) -> None:
 
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
-    from privsyn_spark import operations as ledger
-    from privsyn_spark.operations import describe_budget as describe
-    from privsyn_spark.operations import rho_from_eps_delta
-
     forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
         if args.action != "set" and args.epsilon is not None else None
     if args.action == "set":
-        ledger.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
+        operations.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
                           privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
-        states = [ledger.dataset_state(spark, args.ledger, args.dataset)]
+        states = [operations.dataset_state(spark, args.ledger, args.dataset)]
     elif args.action == "check":
-        print(ledger.check_run(ledger.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,
+        print(operations.check_run(operations.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,
                                args.epsilon, args.delta, _scope_values(args)))
         return 0
     else:
-        ledger.require_ledger(spark, args.ledger)
-        states = ([ledger.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
-                  else ledger.all_datasets(spark, args.ledger))
+        operations.require_ledger(spark, args.ledger)
+        states = ([operations.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
+                  else operations.all_datasets(spark, args.ledger))
         if not states:
             print(f"ledger {args.ledger}: no datasets")
     for state in states:
-        print("\n".join(describe(state, forecast)))
+        print("\n".join(operations.describe_budget(state, forecast)))
     return 0
 
 
 def _scope_values(args: argparse.Namespace) -> dict[str, str]:
-    from privsyn_spark.operations import Scope
-
     return Scope.parse(args.partition).values()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
-from privsyn_spark.operations import Scope, check_draft
+from privsyn_spark.operations import DECLARED_DTYPES, PrivacyUnit, PrivacyUnitError, Scope, check_draft
 from privsyn_spark.pipeline import RunConfig, synthesizer
 
 
@@ -107,8 +107,6 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
     check_draft(args.epsilon, args.delta, args.ledger, args.dataset_id, args.no_ledger)
     if args.max_rows_per_id is not None:
-        from privsyn_spark.operations import PrivacyUnit, PrivacyUnitError
-
         try:
             PrivacyUnit(privacy_ids(args.privacy_id) or (), args.max_rows_per_id)
         except PrivacyUnitError as err:
@@ -131,8 +129,6 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
 
 def draft_dtypes(args: argparse.Namespace) -> dict[str, str]:
     """infer-schema's ``--dtype COLUMN=TYPE`` options (checked before Spark starts)."""
-    from privsyn_spark.operations import DECLARED_DTYPES
-
     dtypes = {}
     for item in args.dtype:
         column, _, dtype = item.rpartition("=")

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.privacy.accounting import BudgetSplit
@@ -114,8 +115,6 @@ class Settings:
     @classmethod
     def load(cls, path: str | Path) -> Settings:
         """Settings from a YAML or JSON file."""
-        from privsyn_spark.document_file import read_document
-
         path = Path(path)
         doc = read_document(path, "--config")
         if doc is not None and not isinstance(doc, Mapping):

@@ -27,8 +27,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.input_table import read_table
+from privsyn_spark.runtime.locations import is_path
 from privsyn_spark.runtime.storage import join
 from privsyn_spark.runtime.warmup import warm_up
+from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
 from privsyn_spark.write.delta_output import warm_write
 
@@ -121,7 +124,6 @@ def output_for(spark: SparkSession, config: RunConfig, codes: InputCodes | None 
     output = config.output_config
     if not config.scope.partition:
         return output
-    from privsyn_spark.runtime.input_table import read_table
 
     raw = codes.raw() if codes is not None else read_table(spark, config.input, config.input_format, infer_types=False)
     types = {f.name: f.dataType.simpleString() for f in raw.schema.fields if f.name in config.scope.columns}
@@ -210,9 +212,6 @@ def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: In
     """Evaluate the written table against the run's input codes (optional, NOT private) and write
     report.json / report.html into the run folder."""
     if config.evaluate:
-        from privsyn_spark.runtime.input_table import read_table
-        from privsyn_spark.runtime.locations import is_path
-
         written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
         if config.scope.partition:  # this run's partition of the table, without the partition columns
             written = Scope(config.scope.partition).apply(written).drop(*config.scope.columns)
@@ -224,8 +223,6 @@ def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: In
 
 def _config_dict(config: RunConfig) -> dict[str, Any]:
     """The run configuration as a JSON-ready dict (for the report)."""
-    from privsyn_spark.schema.schema import Schema
-
     doc = asdict(config)
     if isinstance(config.schema, Schema):
         doc["schema"] = f"Schema {config.schema.schema_hash()}"

@@ -7,7 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from privsyn_spark.config import Settings
+from privsyn_spark.privacy.accounting import RunBudget, split_rho
+from privsyn_spark.privacy.noise import gaussian_sigma
+from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.select.noisy_indif import indif_noise_scale
 
 
 @dataclass(frozen=True)
@@ -60,17 +64,14 @@ class Plan:
         return "\n".join(lines)
 
 
-def plan_release(schema: Schema, epsilon: float, delta: float, settings: Settings, max_cells: int,
+def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cells: int,
                  ledger: str | None = None, dataset_id: str | None = None) -> Plan:
     """The :class:`Plan` of a run of ``schema`` at ``epsilon``/``delta`` (PrivSyn Eq. 1 splits the
     selected marginals' share once selection has chosen them); reads no data."""
-    from privsyn_spark.privacy.accounting import resolve_budget, split_rho
-    from privsyn_spark.privacy.noise import gaussian_sigma
-    from privsyn_spark.privacy.unit import count_sensitivity
-    from privsyn_spark.select.noisy_indif import indif_noise_scale
-
     domain = schema.view.domain()  # the synthesis domain: derived columns and rules' groups resolved
-    rho = resolve_budget(epsilon, delta, None)[0]
+    if budget.epsilon is None or budget.delta is None:
+        raise ValueError("plan_release: the budget needs its epsilon and delta (RunBudget.of(epsilon, delta))")
+    rho, epsilon, delta = budget.rho, budget.epsilon, budget.delta
     d, checks = len(domain), list(schema.policy_checks())
     one_way, indif, selected, rho_checks = split_rho(rho, settings.split, d, len(checks))
     unit = schema.privacy_unit  # a person of K rows: every sigma K times the row-level one (privacy/unit.py)

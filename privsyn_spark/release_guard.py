@@ -31,8 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privsyn_spark.budget import ledger as L
+from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch
+from privsyn_spark.config import Settings
 from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -85,13 +89,11 @@ class Release:
     recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
     unit: PrivacyUnit = PrivacyUnit()  # the privacy unit charged: it must be the dataset budget's
     partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values (recorded; per-partition budgets)
+    rho: float = 0.0  # the zCDP budget of the release (its epsilon at its delta: the API's RunBudget)
 
-    @property
-    def rho(self) -> float:
-        """The zCDP budget of the release (its epsilon at its delta)."""
-        from privsyn_spark.privacy.accounting import resolve_budget
-
-        return resolve_budget(self.epsilon, self.delta, None)[0]
+    def __post_init__(self) -> None:
+        if not self.rho:  # built without the API's budget (tests, tools): converted here
+            object.__setattr__(self, "rho", RunBudget.of(self.epsilon, self.delta).rho)
 
     def ledger_key(self) -> tuple[str, str]:
         """``(ledger, dataset_id)`` of a release charged to a ledger (:class:`UsageError` when one is missing)."""
@@ -113,8 +115,6 @@ def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str,
     if input_version:
         fingerprint["input_version"] = input_version
     if settings is not None:  # a non-default budget split or selection changes what is released
-        from privsyn_spark.config import Settings
-
         default = Settings()
         if (settings.split, settings.selection) != (default.split, default.selection):
             fingerprint["measure_settings"] = {k: v for k, v in settings.to_dict().items()
@@ -151,8 +151,6 @@ def committed_measurements(spark: SparkSession, release: Release, fingerprint: d
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
     if release.ledger:
-        from privsyn_spark.budget.ledger import dataset_state
-
         held = dataset_state(spark, *release.ledger_key()).active(release.run_id)
         if held is None or held.artifact_sha256 is None:
             raise UsageError(f"run {release.run_id!r} has no committed measurements in ledger {release.ledger} "
@@ -186,7 +184,6 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
             log.info("run %s: reusing the measurements in %s (no ledger)", release.run_id, artifacts.measurements)
             return local
         return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
-    from privsyn_spark.budget import ledger as L
 
     ledger, dataset_id = release.ledger_key()
     reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
@@ -234,8 +231,6 @@ def _lost_message(release: Release, held: RunReservation) -> str:
 def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation: Any, draw: Draw,
             sampler: NoiseSampler, provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
-    from privsyn_spark.budget import ledger as L
-
     ledger = release.ledger_key()[0]
     if not release.recharge and artifacts.storage.exists(artifacts.measurements):
         L.refund(spark, ledger, reservation)  # nothing drawn; the file there is not this attempt's

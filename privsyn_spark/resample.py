@@ -15,9 +15,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from privsyn_spark.api import PrivSyn, write_delta
+from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.release_guard import find_committed, local_artifact
+from privsyn_spark.run_artifacts import RunArtifacts
+from privsyn_spark.run_record import STATE_FILE, RunRecord
 from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.output_check import check_run_id
+from privsyn_spark.schema.schema import Schema
+from privsyn_spark.synth_model import SynthModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -64,8 +72,6 @@ class SampleConfig:
         if self.scope.where:
             raise UsageError("sample reads no input: --where has nothing to filter")
         if self.from_run not in (None, LATEST):
-            from privsyn_spark.runtime.output_check import check_run_id
-
             check_run_id(self.from_run)
 
 
@@ -81,12 +87,6 @@ def latest_run(state: DatasetState, schema_hash: str) -> RunReservation:
 
 def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
     """The fitted model to sample (module docstring); reads artifacts only, never the input."""
-    from privsyn_spark.release_guard import find_committed, local_artifact
-    from privsyn_spark.run_artifacts import RunArtifacts
-    from privsyn_spark.run_record import STATE_FILE, RunRecord
-    from privsyn_spark.schema.schema import Schema
-    from privsyn_spark.synth_model import SynthModel
-
     if config.model is not None:
         model = SynthModel.load(config.model, spark)
         if config.synthesizer != model.synthesizer:
@@ -96,8 +96,6 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
     schema = Schema.load(config.schema)
     run_id = config.from_run
     if config.ledger:
-        from privsyn_spark.budget.ledger import dataset_state
-
         assert config.dataset_id is not None
         state = dataset_state(spark, config.ledger, config.dataset_id)
         held = latest_run(state, schema.schema_hash()) if run_id == LATEST else state.active(run_id)
@@ -125,8 +123,6 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
 def run_sample(spark: SparkSession, config: SampleConfig) -> int:
     """Sample ``config.rows`` records from the fitted model and write them; returns the Delta version.
     Nothing is read of the input and nothing is charged: the model is the released artifact."""
-    from privsyn_spark.api import PrivSyn, write_delta
-
     config.check()
     model = load_model(spark, config)
     output = OutputConfig(partition=config.scope.partition)

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.estimate.junction_tree import JunctionTree
+from privsyn_spark.estimate.model import GraphicalModel
+from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
@@ -129,9 +132,6 @@ class RunArtifacts:
 
     def load_model(self, run_id: str, domain: Any) -> Any:
         """The graphical model saved for ``run_id`` over ``domain``, or None."""
-        from privsyn_spark.estimate.junction_tree import JunctionTree
-        from privsyn_spark.estimate.model import GraphicalModel
-
         doc = self.read_json("targets", "model.json")
         if doc is None or doc.get("run_id") != run_id:
             return None
@@ -153,8 +153,6 @@ class RunArtifacts:
 
     def write_report(self, report: Mapping) -> str:
         """``report.json`` and ``report.html`` into the run folder; returns the HTML's location."""
-        from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
-
         text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
         self.write(text.encode("utf-8"), REPORT_JSON)
         return self.write(render_html(json.loads(text)).encode("utf-8"), REPORT_HTML)

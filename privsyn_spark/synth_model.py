@@ -20,11 +20,23 @@ import numpy as np
 
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.estimate.merged_shares import expansion_weights
+from privsyn_spark.estimate.targets import estimate_targets, estimation_budget
+from privsyn_spark.estimate.zeroed_values import absent_values
+from privsyn_spark.evaluate.run_report import build_report
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
+from privsyn_spark.privacy.policy_checks import check_policies
+from privsyn_spark.privacy.table_size import check_table_size, default_rows, table_size_warnings
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.runtime.scratch import run_scratch
+from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.synthesize.pgm_sampling import fit_model
+from privsyn_spark.synthesize.records import synthesize_codes
+from privsyn_spark.version import __version__
+from privsyn_spark.write.decode import decode_dataframe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,10 +77,6 @@ class SynthModel:
         """Consistent targets for GUM and the graphical model (Private-PGM, or PrivSyn's consistency
         fallback), once: kept in the run folder (a later step reuses them). Stops (BadInputData) when
         a ``fail`` policy's noisy check failed or the noisy total cannot be told from 0. Returns the model itself."""
-        from privsyn_spark.estimate.targets import estimate_targets
-        from privsyn_spark.privacy.policy_checks import check_policies
-        from privsyn_spark.privacy.table_size import check_table_size, table_size_warnings
-
         if self.targets is not None:
             return self
         check_policies(self.measurements.policy_checks)
@@ -100,12 +108,6 @@ class SynthModel:
         schema's column types, from the estimated targets and model (never fitted again). The same
         seed gives the same rows (whatever the session's Arrow batch size or parallelism).
         ``checkpoint_dir``: GUM's reliable checkpoints (see :meth:`checkpoints`)."""
-        from privsyn_spark.estimate.merged_shares import expansion_weights
-        from privsyn_spark.estimate.zeroed_values import absent_values
-        from privsyn_spark.privacy.table_size import default_rows
-        from privsyn_spark.synthesize.records import synthesize_codes
-        from privsyn_spark.write.decode import decode_dataframe
-
         if self.schema.schema_hash() != self.measurements.schema_hash:
             raise UsageError(f"the schema is not the one run {self.run_id} was measured with")
         rows = default_rows(self.measurements) if rows is None else int(rows)
@@ -129,9 +131,6 @@ class SynthModel:
         """The model sampling starts from; the ``pgm`` synthesizer after the consistency fallback
         fits one here, once (kept and saved with this model)."""
         if self.synthesizer == "pgm" and self.model is None:
-            from privsyn_spark.estimate.targets import estimation_budget
-            from privsyn_spark.synthesize.pgm_sampling import fit_model
-
             self.model, info = fit_model(self.measurements, estimation_budget(self.settings.selection.model_cells))
             self.record.estimation = {**self.record.estimation, "pgm_sampling_model": info}
         return self.model
@@ -147,15 +146,12 @@ class SynthModel:
         if self.run_folder is None:
             yield None
             return
-        from privsyn_spark.runtime.scratch import run_scratch
 
         with run_scratch(spark or _session(), self.run_folder.checkpoints, keep) as folder:
             yield folder
 
     def provenance(self, seed: int | None = None) -> dict[str, str]:
         """The ``privsyn.*`` properties of a table sampled from this model (run id, epsilon, delta, rho...)."""
-        from privsyn_spark.version import __version__
-
         seed = self.last_seed if seed is None else seed
         m = self.measurements
         return {"privsyn.run_id": self.run_id, "privsyn.epsilon": str(m.epsilon), "privsyn.delta": str(m.delta),
@@ -175,8 +171,6 @@ class SynthModel:
     def write_report(self, run: dict[str, Any]) -> dict:
         """The run report (:func:`privsyn_spark.evaluate.run_report.build_report`; ``run`` describes the
         run) written as ``report.json`` / ``report.html`` into the run folder; returns it."""
-        from privsyn_spark.evaluate.run_report import build_report
-
         report = build_report(run, self.measurements, self.record)
         if self.run_folder is not None:
             log.info("run report: %s", self.run_folder.write_report(report))
@@ -233,6 +227,4 @@ def _unit_properties(unit: dict) -> dict[str, str]:
 
 def _session() -> SparkSession:
     """The active SparkSession as it is, or a local one (``getOrCreate``; nothing reconfigured)."""
-    from privsyn_spark.runtime.session import build_spark_session
-
     return _active() or build_spark_session(delta=False)

@@ -30,6 +30,8 @@ from privsyn_spark.budget.ledger_state import (
     RunReservation,
     check_budget,
     fingerprint_mismatch,
+    partition_label,
+    runs_left,
     unit_mismatch,
 )
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
@@ -42,7 +44,7 @@ from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the
     require_ledger,
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
-from privsyn_spark.privacy.accounting import RHO_TOLERANCE
+from privsyn_spark.privacy.accounting import RHO_TOLERANCE, rho_from_eps_delta
 from privsyn_spark.privacy.unit import ROW, PrivacyUnit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -171,9 +173,6 @@ def check_run(state: DatasetState, run_id: str | None, epsilon: float, delta: fl
               partition: Mapping[str, str] | None = None) -> str:
     """The forecast of one run (``budget check``, the DAG's first task): a line saying it fits and how
     many more runs at its epsilon fit after it; raises the refusal its reservation would meet."""
-    from privsyn_spark.budget.ledger_state import partition_label, runs_left
-    from privsyn_spark.privacy.accounting import rho_from_eps_delta
-
     rho = rho_from_eps_delta(epsilon, delta)
     held = state.active(run_id) if run_id else None
     where = f" [{partition_label(partition)}]" if partition else ""

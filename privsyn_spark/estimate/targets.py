@@ -15,6 +15,8 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
+from privsyn_spark.estimate.one_way_fit import one_way_fit
+from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 
@@ -132,9 +134,6 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
     section (with ``one_way_fit``: :mod:`privsyn_spark.estimate.one_way_fit`); ``model`` the fitted
     graphical model (None: the consistency fallback).
     """
-    from privsyn_spark.estimate.one_way_fit import one_way_fit
-    from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
-
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)

@@ -17,6 +17,7 @@ from privsyn_spark.evaluate.codes import code_labels, holdout_split, unpacked_co
 from privsyn_spark.evaluate.fidelity import fidelity, tvd
 from privsyn_spark.evaluate.ml_efficacy import ml_efficacy
 from privsyn_spark.evaluate.privacy_smoke import DEFAULT_TOLERANCE, privacy_smoke
+from privsyn_spark.evaluate.rule_checks import rule_violations
 from privsyn_spark.evaluate.value_metrics import value_metrics
 from privsyn_spark.measure.encode import EncodedTable, encode
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS, CountingPass, all_pairs
@@ -90,8 +91,6 @@ def evaluate(spark: SparkSession, real_df: Any, synthetic_df: DataFrame, schema:
                             smoke_tolerance)
         raw = real_values if real_values is not None else (None if isinstance(real_df, EncodedTable) else real_df)
         if schema.rules:
-            from privsyn_spark.evaluate.rule_checks import rule_violations
-
             start = time.perf_counter()
             metrics["rules"] = rule_violations(schema, real, synthetic, synthetic_df, raw)
             metrics["seconds"]["rules"] = time.perf_counter() - start

@@ -14,14 +14,13 @@ from typing import Any
 
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.privacy.table_size import table_size_warnings, total_noise_sd
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.version import __version__
 
 
 def build_report(run: Mapping[str, Any], measurements: Measurements, record: RunRecord) -> dict:
     """The report dict of one run; ``run`` describes it (run_id, dataset, input, output, config)."""
-    from privsyn_spark.privacy.table_size import table_size_warnings, total_noise_sd
-
     domain = measurements.domain
     about = {k: v for k, v in run.items() if k != "config"}
     about.update({"output_version": record.output_version, "version": __version__,

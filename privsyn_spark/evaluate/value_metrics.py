@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privsyn_spark.measure.encode import numeric_value, raw_value
 from privsyn_spark.schema.columns import NumericalColumn
 from privsyn_spark.schema.schema import Schema
 
@@ -35,7 +36,6 @@ def _values(df: DataFrame, schema: Schema, column: NumericalColumn) -> Any:
     """The column as doubles (dates/timestamps as epoch seconds), null tokens as nulls; nulls dropped."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.measure.encode import numeric_value, raw_value
 
     number = numeric_value(raw_value(schema, column), column, dict(df.dtypes)[column.name])
     return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))

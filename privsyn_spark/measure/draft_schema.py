@@ -21,9 +21,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.budget.ledger import reserve
 from privsyn_spark.errors import UsageError
+from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
+from privsyn_spark.measure.encode import epoch_seconds, spark_type
+from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
+from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
+from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.schema import discovery as counts
+from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES
 from privsyn_spark.schema.schema import Schema, parse_schema
@@ -63,13 +72,12 @@ def infer_schema(df: Any, null_tokens: tuple[str, ...] = (), bins: int = 16,
     """
     from pyspark.sql import functions as F
 
-    from privsyn_spark.measure.encode import epoch_seconds
 
     log.warning("infer-schema reads the data: the draft is not private; review it before use")
     columns: list[dict[str, Any]] = []
-    for name, spark_type in df.dtypes:
+    for name, column_type in df.dtypes:
         col = cleaned(name, null_tokens)
-        base = spark_type.split("(")[0]
+        base = column_type.split("(")[0]
         if base in _NUMERIC or base.startswith("decimal"):
             dtype = _NUMERIC.get(base, "double")
             value = epoch_seconds(col, base, dtype) if dtype in ("date", "timestamp") else col
@@ -157,8 +165,6 @@ def with_declared_types(df: Any, dtypes: Mapping[str, str]) -> Any:
     declared types (CSV read untyped: strings), so no type is ever decided from the values."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.measure.encode import spark_type
-    from privsyn_spark.schema.columns import SchemaError
 
     unknown = sorted(set(dtypes) - set(df.columns))
     if unknown:
@@ -189,15 +195,9 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     of rows per id (``BOUND_SHARE`` of the rho, ``privacy.bound_choice``), then drafts the columns on
     the table bounded to K rows per id, every sensitivity K; the draft's ``privacy_unit`` says so.
     """
-    from privsyn_spark.privacy import discovery as dp
-    from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-    from privsyn_spark.schema import discovery as counts
-
     bounds = dict(bounds or {})
     unknown = sorted(set(bounds) - set(df.columns))
     if unknown:
-        from privsyn_spark.schema.columns import SchemaError
-
         raise SchemaError(f"--bounds names columns the table lacks: {unknown}")
     budget = dp.DiscoveryBudget.from_eps_delta(epsilon, delta)
     sampler = sampler or SecureDiscreteGaussian()
@@ -214,8 +214,6 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     categorical = [n for n in columns if n not in numeric]
     not_numeric = sorted(set(bounds) - set(numeric))
     if not_numeric:
-        from privsyn_spark.schema.columns import SchemaError
-
         raise SchemaError(f"--bounds names columns that are not numeric in the table: {not_numeric}; declare "
                           f"their type (--dtype COLUMN=int|long|double|date|timestamp)")
     rho_column = rho_columns / max(1, len(columns))
@@ -284,8 +282,6 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     if not unit.is_row:
         doc["privacy_unit"] = unit.to_document()
     if all(spec["type"] == "drop" for spec in specs.values()):
-        from privsyn_spark.schema.columns import SchemaError
-
         raise SchemaError(f"infer-schema: no column could be drafted at epsilon={epsilon:g} (every noisy count "
                           "is below its threshold: the table is empty or too small for this budget); the "
                           "budget is spent")
@@ -302,10 +298,6 @@ BOUND_SHARE = 0.1
 def _bounded_for_draft(df: Any, ids: list[str], max_rows_per_id: int | None, rho: float, accountant: Accountant,
                        sampler: Any, notes: list[str]) -> Any:
     """The table bounded to K rows per id (K proposed privately unless given), the unit, the rho left."""
-    from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
-    from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
-    from privsyn_spark.schema import discovery as counts
-
     check_id_columns(PrivacyUnit(tuple(ids)), list(df.columns), ())
     if max_rows_per_id is None:
         cells = counts.rows_per_id_cells(df, ids, rows_per_id_grid().starts)
@@ -334,9 +326,6 @@ def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_
     The one place the draft touches the ledger: its zCDP rho and its partition selections' delta
     (``extra_delta``), both composed into the dataset's guarantee (:mod:`privsyn_spark.budget.ledger_state`).
     """
-    from privsyn_spark.budget.ledger import reserve
-    from privsyn_spark.privacy.discovery import DiscoveryBudget
-
     budget = DiscoveryBudget.from_eps_delta(epsilon, delta)
     fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}
     unit = PrivacyUnit(tuple(privacy_id), max_rows_per_id or 1) if privacy_id else PrivacyUnit()

@@ -31,6 +31,7 @@ from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_i
 from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.schema.schema import Schema
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,8 +69,6 @@ class InputCodes:
     def raw(self) -> DataFrame:
         """The (scoped) raw table as a lazy DataFrame (nothing is read but its columns)."""
         if self._raw is None:
-            from privsyn_spark.runtime.input_table import read_table
-
             raw = (self.source if not isinstance(self.source, str)
                    else read_table(self.spark, self.source, self.fmt, infer_types=False))
             self._raw = self.scope.apply(raw)

@@ -129,6 +129,21 @@ def resolve_budget(epsilon: float | None, delta: float | None,
 
 
 @dataclass(frozen=True)
+class RunBudget:
+    """A run's budget, converted once (:func:`resolve_budget`): its zCDP ``rho`` and the epsilon at delta it
+    was asked as. The API builds it when it validates its inputs and passes it down unchanged."""
+
+    rho: float
+    epsilon: float | None = None
+    delta: float | None = None
+
+    @classmethod
+    def of(cls, epsilon: float | None, delta: float | None, rho: float | None = None) -> RunBudget:
+        """The budget of (epsilon, delta) or of rho (ValueError on a bad or doubled budget)."""
+        return cls(*resolve_budget(epsilon, delta, rho))
+
+
+@dataclass(frozen=True)
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step.
 

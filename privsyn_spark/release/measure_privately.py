@@ -32,7 +32,7 @@ from itertools import combinations
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, resolve_budget, split_rho
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget, resolve_budget, split_rho
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.policy_checks import release_policy_checks
@@ -65,7 +65,8 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       selection: SelectionConfig = SelectionConfig(),
                       sampler: NoiseSampler | None = None,
                       unit: PrivacyUnit = PrivacyUnit(),
-                      policy_counts: Mapping[str, int] | None = None) -> Measurements:
+                      policy_counts: Mapping[str, int] | None = None,
+                      budget: RunBudget | None = None) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
@@ -78,7 +79,10 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     """
     if len(domain) == 0:
         raise ValueError("measure_privately: the domain has no attributes")
-    total_rho, epsilon, delta = resolve_budget(epsilon, delta, rho)
+    if budget is not None and (epsilon, delta, rho) != (None, None, None):
+        raise ValueError("give either budget= or (epsilon, delta) / rho, not both")
+    total_rho, epsilon, delta = ((budget.rho, budget.epsilon, budget.delta) if budget is not None
+                                 else resolve_budget(epsilon, delta, rho))
     sampler = SecureDiscreteGaussian() if sampler is None else sampler
     accountant = Accountant(total_rho)
     sensitivity, unit_record = count_sensitivity(unit), unit.record()  # every count table: L2 <= K

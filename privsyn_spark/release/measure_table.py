@@ -20,7 +20,7 @@ from privsyn_spark.measure.engine import (
 )
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
-from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.privacy.accounting import BudgetSplit, RunBudget
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from privsyn_spark.run_record import RunRecord
 
 
-def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon: float, delta: float,
+def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget: RunBudget,
                   sampler: NoiseSampler, record: RunRecord, split: BudgetSplit = BudgetSplit(),
                   selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
                   log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
@@ -61,7 +61,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, epsilon
 
     start = time.perf_counter()
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
-                                     epsilon=epsilon, delta=delta, sampler=sampler, split=split, selection=selection,
+                                     budget=budget, sampler=sampler, split=split, selection=selection,
                                      unit=unit, policy_counts=tallies)
     record.timings["noise+select"] = time.perf_counter() - start - counting[0]
     return measurements

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from privsyn_spark.runtime.scratch import delete
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -55,7 +57,6 @@ def warm_up(spark: SparkSession | None, folder: str | None, jobs: Sequence[WarmU
         yield
         return
     _WARMED.add(app)
-    from privsyn_spark.runtime.scratch import delete
 
     thread = threading.Thread(target=_warm, args=(spark, folder, tuple(jobs)), name="privsyn-warm-up", daemon=True)
     thread.start()

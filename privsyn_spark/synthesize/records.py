@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
+from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,8 +33,6 @@ def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int,
     (a lost executor's shards are recomputed from them; None: local checkpoints).
     """
     if synthesizer == "gum":
-        from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
-
         if targets is None:
             raise ValueError("the gum synthesizer needs the estimate stage's targets")
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, sharding=sharding, gum=gum,
@@ -44,8 +44,6 @@ def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int,
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
     if synthesizer == "pgm":
-        from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
-
         if model is None:
             raise ValueError("the pgm synthesizer needs the estimate stage's graphical model")
         return sample_model_sharded(spark, measurements, rows, seed, model, shard_rows=sharding.shard_rows)

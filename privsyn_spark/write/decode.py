@@ -23,6 +23,7 @@ import pyarrow as pa
 from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.randomness import Stage, uniforms_at
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
+from privsyn_spark.schema.rules import bin_value_bounds
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.synthesis_view import CompoundColumn
 
@@ -197,7 +198,6 @@ def _keep_inequality(low: NumericalColumn, high: NumericalColumn, codes: Mapping
     broken = np.flatnonzero(~nl & ~nh & (vl > vh))
     if not broken.size:
         return
-    from privsyn_spark.schema.rules import bin_value_bounds
 
     lo_l, hi_l = (x[codes[low.name][broken]] for x in bin_value_bounds(low))
     lo_h, hi_h = (x[codes[high.name][broken]] for x in bin_value_bounds(high))

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.locations import is_path, location
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,7 +102,6 @@ def _with_partition(df: DataFrame, target: str, exists: bool, partition: Sequenc
     """``df`` with the partition values as typed literal columns, and the replaceWhere predicate."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.runtime.input_scope import Scope
 
     types = partition_column_types(df.sparkSession, target if exists else None, partition, types)
     clash = [c for c, _ in partition if c in df.columns]

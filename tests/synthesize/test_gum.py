@@ -12,6 +12,7 @@ from privsyn_spark.synthesize.gum import append as gum_append
 from privsyn_spark.synthesize.gum import best_cell as gum_best_cell
 from privsyn_spark.synthesize.gum import kernel as gum
 from privsyn_spark.synthesize.gum import plan as gum_plan
+from privsyn_spark.synthesize.gum import rounding as gum_rounding
 from privsyn_spark.synthesize.gum import update as gum_update
 from privsyn_spark.synthesize.gum.kernel import (
     GumConfig,
@@ -26,6 +27,7 @@ from privsyn_spark.synthesize.gum.kernel import (
     synthesize,
     update_marginal,
 )
+from privsyn_spark.synthesize.gum.rounding import round_rows, round_total
 
 from .adult_data import MARGINALS, adult_targets
 
@@ -80,7 +82,8 @@ def test_same_seed_same_table_other_seed_other_table():
 
 def test_no_python_loop_over_records():
     """Python lines executed in the GUM modules do not grow with the number of records."""
-    kernel_files = {gum.__file__, gum_update.__file__, gum_plan.__file__, gum_append.__file__, gum_best_cell.__file__}
+    kernel_files = {gum.__file__, gum_update.__file__, gum_plan.__file__, gum_append.__file__, gum_best_cell.__file__,
+                    gum_rounding.__file__}
     domain, _, targets = adult_targets(DENSE)
     cfg = GumConfig(iterations=5)
 
@@ -192,13 +195,18 @@ def test_rounding_helpers_keep_totals():
     rng = np.random.default_rng(9)
     x = rng.random(1000) * 7
     x *= 3210 / x.sum()
-    out = gum_update._round_fixed_total(x, rng)
+    out = round_total(x, rng)
     assert out.sum() == 3210 and np.all(np.abs(out - x) < 1)
+    small = round_total(np.array([1.2, 0.2]), rng)  # the rounded total (1) is below the first entry
+    assert small.sum() == 1 and small.min() >= 0
     want = rng.random((50, 6))
     totals = rng.integers(0, 100, 50)
     want *= (totals / want.sum(axis=1))[:, None]
-    rows = gum_append._round_rows(want, totals, rng)
+    rows = round_rows(want, totals, rng)
     assert np.array_equal(rows.sum(axis=1), totals) and rows.min() >= 0
+    assert np.all(np.abs(rows - want) < 1)
+    means = np.mean([round_rows(want, totals, np.random.default_rng(s)) for s in range(2000)], axis=0)
+    assert np.abs(means - want).max() < 0.1  # unbiased: sd of a mean of 2,000 draws <= 0.5/sqrt(2000) = 0.011
 
 
 def test_step_decay_and_duplicate_share():

@@ -12,15 +12,8 @@ import numpy as np
 
 from privsyn_spark.synthesize.gum.marginal_set import cell_index
 from privsyn_spark.synthesize.gum.plan import AppendGroup, GumPlan, Key
+from privsyn_spark.synthesize.gum.rounding import round_rows
 from privsyn_spark.synthesize.gum.update import stable_argsort
-
-
-def _round_rows(want: np.ndarray, totals: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Round each row of ``want`` (rows summing to the integer ``totals``) to integers with exact row sums."""
-    cum = np.cumsum(want, axis=1)
-    cum[:, -1] = totals
-    y = np.floor(cum + rng.random((want.shape[0], 1))).astype(np.int64)
-    return np.diff(y, axis=1, prepend=0)
 
 
 def append_conditional(table: np.ndarray, group: AppendGroup) -> np.ndarray:
@@ -58,7 +51,7 @@ def append_attributes(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, n
                 core_idx = np.zeros(n, dtype=np.int32)
             have = np.bincount(core_idx, minlength=core_cells)
             if counts_for is None:
-                counts = _round_rows(cond * have[:, None], have, rng)
+                counts = round_rows(cond * have[:, None], have, rng)
             else:
                 counts = counts_for(g, cond, have)
             perm = rng.permutation(n)

@@ -18,6 +18,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.best_cell import best_cell_moves
 from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
 from privsyn_spark.synthesize.gum.plan import GumConfig, GumPlan, Key
+from privsyn_spark.synthesize.gum.rounding import round_total, stochastic_round
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +45,6 @@ def stable_argsort(idx: np.ndarray, cells: int) -> np.ndarray:
         high = (idx[order] >> 16).astype(np.uint16)
         return order[np.argsort(high, kind="stable")]
     return np.argsort(idx, kind="stable")
-
-
-def _stochastic_round(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Unbiased randomised rounding of non-negative reals to int64."""
-    low = np.floor(x)
-    return (low + (rng.random(x.shape) < (x - low))).astype(np.int64)
-
-
-def _round_fixed_total(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Round non-negative reals to integers keeping the (rounded) total: systematic sampling of the remainders."""
-    low = np.floor(x)
-    frac = x - low
-    extra = int(round(frac.sum()))
-    out = low.astype(np.int64)
-    if extra > 0:
-        cum = np.cumsum(frac)
-        points = (np.arange(extra) + rng.random()) * (cum[-1] / extra)
-        out += np.bincount(np.minimum(np.searchsorted(cum, points, side="right"), x.size - 1), minlength=x.size)
-    return out
 
 
 def _pick_in_groups(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
@@ -137,8 +119,7 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
             continue
         total = one_way.sum()
         p = one_way / total if total > 0 else np.full(size, 1.0 / size)
-        counts = _round_fixed_total(p * n, rng)
-        counts[np.argmax(counts)] += n - counts.sum()  # float round-off only
+        counts = round_total(p * n, rng, n)
         records[:, j] = rng.permutation(np.repeat(np.arange(size), counts))
     return records
 
@@ -227,14 +208,14 @@ def update_marginal(records: np.ndarray, marginals: MarginalSet, which: int, alp
     gain = np.zeros(cells)
     gain[live] = np.minimum(target[live] - current[live], alpha * current[live])
     gain[empty] = np.minimum(target[empty], alpha * target[empty])
-    add = _stochastic_round(gain, rng)
+    add = stochastic_round(gain, rng)
     total_add = int(add.sum())
     if total_add == 0:
         return UpdateStats(l1, 0, 0, 0.0)
 
     # losses: min(n_s - n_t, beta n_s), beta solved so that losses match gains
     loss, beta = _removal_amounts(np.where(current > target, current - target, 0.0), current, float(total_add))
-    remove = np.minimum(_round_fixed_total(loss, rng), current_i)
+    remove = np.minimum(round_total(loss, rng), current_i)
     dup = np.zeros(cells, dtype=np.int64)  # gains made by Duplicate; the rest by Replace
     dup[live] = rng.binomial(add[live], config.duplicate_share(l1 / max(n, 1)))
     rep = add - dup

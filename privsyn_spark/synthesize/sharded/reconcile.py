@@ -35,6 +35,7 @@ from privsyn_spark.synthesize.gum.kernel import (
     marginal_counts,
     run_gum,
 )
+from privsyn_spark.synthesize.gum.rounding import round_rows
 
 
 def layout_counts(layout: CountLayout, records: np.ndarray) -> np.ndarray:
@@ -181,8 +182,9 @@ def append_split(plan: GumPlan, tables: Mapping[tuple[str, ...], np.ndarray], ha
 
     ``have[group]`` is the ``(shards, core cells)`` matrix of records per core cell in every shard. The
     union's counts are ``cond * H`` (``H`` the union's records per core cell) rounded with exact row
-    totals: the shards' floors plus the pooled fractional remainders, rounded by largest remainder (random
-    ties) and cut into consecutive slices (in a random order of appended cells) of each shard's shortfall.
+    totals: the shards' floors plus the pooled fractional remainders, rounded with exact totals
+    (:func:`~privsyn_spark.synthesize.gum.rounding.round_rows`) and cut into consecutive slices (in a
+    random order of appended cells) of each shard's shortfall.
     Costs shards x core cells x appended cells per group, on the driver, whatever the number of records.
     """
     out = {}
@@ -193,20 +195,7 @@ def append_split(plan: GumPlan, tables: Mapping[tuple[str, ...], np.ndarray], ha
             floors = np.floor(cond[None, :, :] * h[:, :, None])
             short = h - floors.sum(axis=2).astype(np.int64)           # (shards, core cells)
             want = np.clip(cond * h.sum(axis=0)[:, None] - floors.sum(axis=0), 0.0, None)
-            out[g] = GroupSplit(_largest_remainder(want, short.sum(axis=0), rng),
+            out[g] = GroupSplit(round_rows(want, short.sum(axis=0), rng),
                                 np.argsort(rng.random(cond.shape), axis=1),
                                 (np.cumsum(short, axis=0) - short).astype(np.int64))
-    return out
-
-
-def _largest_remainder(want: np.ndarray, totals: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Non-negative integer rows close to ``want`` with exact row sums ``totals`` (largest remainders first)."""
-    sums = want.sum(axis=1, keepdims=True)
-    scaled = np.where(sums > 0, want * (totals[:, None] / np.where(sums > 0, sums, 1.0)), 0.0)
-    scaled[sums[:, 0] <= 0] = totals[sums[:, 0] <= 0, None] / want.shape[1]
-    base = np.floor(scaled)
-    extra = (totals - base.sum(axis=1)).astype(np.int64)
-    ranks = np.argsort(np.argsort(-(scaled - base) + 1e-9 * rng.random(want.shape), axis=1), axis=1)
-    out = (base + (ranks < extra[:, None])).astype(np.int64)
-    out[np.arange(out.shape[0]), np.argmax(out, axis=1)] += totals - out.sum(axis=1)  # float round-off only
     return out
