@@ -132,7 +132,8 @@ def _one_per_id(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tupl
                                             F.max(F.col(_NULL)).alias(_NULL),
                                             *(F.min_by(F.col(f"`{c}`"), F.col(_KEY)).alias(c) for c in values))
     agg = agg.observe(observation, F.sum(_COUNT).alias("rows"), F.count(F.lit(1)).alias("kept"),
-                      F.count(F.lit(1)).alias("ids"), F.sum(F.when(F.col(_COUNT) > 1, 1).otherwise(0)).alias("ids_over"),
+                      F.count(F.lit(1)).alias("ids"),
+                      F.sum(F.when(F.col(_COUNT) > 1, 1).otherwise(0)).alias("ids_over"),
                       F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
     return agg.select(*(F.col(f"`{c}`") for c in columns)), (observation,)
 
