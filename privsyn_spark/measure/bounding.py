@@ -1,18 +1,29 @@
 """Contribution bounding in Spark: each privacy id keeps at most K of its rows, uniformly at random.
 
-Before anything is counted (``measure/input_codes``), the raw table goes through one window: rows
-are hash-partitioned by the id (one shuffle, the physical floor of a per-id bound), sorted within
-the id by a random key ``rand(seed)`` and numbered; rows numbered above K are dropped. The seed is
-drawn from ``os.urandom`` per bounding and never logged or stored; each row's key is an
-independent uniform draw, so the K rows an id keeps are a uniform sample of its rows, and the
-rows one id keeps depend on that id's rows alone (the stability that ``privacy/unit.py`` needs).
+Before anything is counted (``measure/input_codes``), every row gets a key: a keyed pseudo-random
+permutation (:func:`row_key`) of its ``monotonically_increasing_id``, with round keys derived from a
+seed drawn from ``os.urandom`` per bounding and never logged or stored. The keys are distinct (a
+permutation of distinct indices), so an id's rows are in a uniformly random order with no ties, and an
+id keeps its K rows of smallest key: a uniform sample of its rows that depends on that id's rows alone
+(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, with work before it that
+cuts what that shuffle moves, in the job that consumes the rows (the scratch write):
 
-A row whose id is null (any id column null) is its own unit: it is numbered 1 in a group of its
-own (the window partitions it by its random key too, so null ids never pile up in one task). No
-data-dependent refusal. What bounding did (rows and ids affected, null-id rows) is observed during
-the same job (``DataFrame.observe``, no extra pass) for the operator report only: it is exact and
-NOT private. The id columns never go further than this function's output, which only the encoder
-reads (it keeps the schema's columns).
+- K = 1: one aggregate, per id the ``min_by`` of every column by the key. Spark aggregates it
+  partially before the shuffle (a hash aggregate on fixed-width columns such as the packed words), so
+  the shuffle moves one row per id and input partition, like a ``groupBy(id).count()``;
+- K > 1: a window numbering each id's rows by key, rows above K dropped; the filter sits right above
+  the window, so Spark first keeps each id's K + 1 smallest keys within each input partition
+  (``WindowGroupLimit``, partial), which never drops a row the id keeps.
+
+A threshold design (per id the K-th smallest key from a partial aggregate, broadcast, a narrow filter)
+would need the key to be the same in two passes over the source; ``rand`` and
+``monotonically_increasing_id`` are only that when the scan is, so it is not used (docs/privacy-unit.md).
+
+A row whose id is null (any id column null) is its own unit: its key joins the group key, so it is a
+group of its own (and null ids never pile up in one task). No data-dependent refusal. What bounding did
+(rows and ids affected, null-id rows) is observed during the same job (``DataFrame.observe``, no extra
+pass) for the operator report only: it is exact and NOT private. The id columns never go further than
+this function's output, which only the encoder reads (it keeps the schema's columns).
 """
 
 from __future__ import annotations
