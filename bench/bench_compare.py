@@ -115,7 +115,7 @@ def run_ours(spark, folder: Path, epsilon: float, delta: float, seed: int, out: 
     domain = json.loads((folder / "domain.json").read_text())
     doc = generated_schema(list(domain.values()))
     for column, name in zip(doc["columns"], domain):
-        column["name"] = name
+        column["name"], column["nulls"] = name, "none"  # complete integer codes: no null code to spend noise on
     train = pd.read_csv(folder / "train.csv")
     df = spark.createDataFrame(train).repartition(2).cache()
     df.count()
@@ -126,7 +126,10 @@ def run_ours(spark, folder: Path, epsilon: float, delta: float, seed: int, out: 
         synth = model.sample(rows=len(train), seed=seed).toPandas()
         seconds = time.perf_counter() - start
     df.unpersist()
-    synth[list(domain)].astype(np.int64).to_csv(out, index=False)
+    unseen = synth[list(domain)].isna()  # the `other` code (no such input value) decodes to None
+    if unseen.any().any():
+        print(f"ours: {int(unseen.sum().sum())} synthetic values in the `other` code, scored as code 0")
+    synth[list(domain)].fillna(0).astype(np.int64).to_csv(out, index=False)
     return seconds
 
 

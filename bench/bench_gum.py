@@ -43,8 +43,7 @@ from bench.gum_pandas_reference import gum_pandas  # noqa: E402
 from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize  # noqa: E402
 from privsyn_spark.synthesize.sharded.context import ShardingConfig  # noqa: E402
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded  # noqa: E402
-from tests.synthesize.adult_data import adult_targets  # noqa: E402
-from tests.synthesize.test_gum import DENSE  # noqa: E402
+from tests.synthesize.adult_data import DENSE, adult_targets  # noqa: E402
 
 
 def targets_for(sigma: float):

@@ -54,7 +54,7 @@ def _run(argv: list[str], runs: Path, run_id: str) -> tuple[float, dict]:
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"run {run_id} exited {code}")
-    return wall, json.loads((runs / run_id / "report.json").read_text()).get("timings", {})
+    return wall, json.loads((runs / run_id / "operator" / "report.json").read_text()).get("timings", {})
 
 
 def bench(rows: int, columns: int, days: int, backfill: int, master: str, workdir: Path, epsilon: float,

@@ -173,7 +173,7 @@ def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float) -> 
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"pipeline exited {code} on case {run_id}")
-    report = json.loads((runs / run_id / "report.json").read_text())
+    report = json.loads((runs / run_id / "operator" / "report.json").read_text())
     result = {"case": f"{rows:,} x {columns}" if rows != "adult" else "Adult sample", "rows": rows,
               "columns": columns, "wall": wall, "scan": scan, "timings": report.get("timings", {}),
               "estimation": (report.get("estimation") or {}).get("method"),

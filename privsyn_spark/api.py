@@ -60,7 +60,7 @@ from privsyn_spark.release_guard import (
     run_fingerprint,
 )
 from privsyn_spark.run_artifacts import RunArtifacts
-from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
@@ -225,7 +225,7 @@ class PrivSyn:
             if codes is not data:
                 codes.close()
         if not drawn:  # reused: what the step that drew them found
-            record = RunRecord.from_state(folder.read_json(STATE_FILE))
+            record = RunRecord.from_state(folder.read_state())
         if self.ledger:
             held = dataset_state(spark, *release.ledger_key())
             active = held.active(run_id)
@@ -260,7 +260,7 @@ class PrivSyn:
         folder = self.run_folder(run_id, spark)
         fingerprint = self.fingerprint(source or self._frame_name())
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
-        return self._model(measurements, RunRecord.from_state(folder.read_json(STATE_FILE)), folder)
+        return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
     def check_output(self, target: str, output: OutputConfig = OutputConfig(),
                      spark: SparkSession | None = None) -> None:

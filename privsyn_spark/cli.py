@@ -32,7 +32,7 @@ from privsyn_spark.cli_options import (
 )
 from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
-from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.errors import EXIT_FAILURE, PrivsynError, UsageError, out_of_space
 from privsyn_spark.operations import (
     REVIEW_NOTE,
     PrivacyUnit,
@@ -90,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"privsyn-spark: error: {err}", file=sys.stderr)
         return err.exit_code
+    except Exception as err:
+        message = out_of_space(err)  # a full disk: one line naming the location, not Spark's trace
+        if message is None or args.debug:
+            raise
+        print(f"privsyn-spark: error: {message}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:

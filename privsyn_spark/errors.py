@@ -18,6 +18,9 @@ values): those go only to the operator report.
 
 from __future__ import annotations
 
+import errno
+import re
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -50,3 +53,31 @@ class BadInputData(PrivsynError, ValueError):
     """The input table cannot be used as declared (a ``fail`` policy hit, an empty table, ...)."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+_NO_SPACE = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+             errno.EFBIG: "file too large"}
+_JAVA_NO_SPACE = {"No space left on device": "no space left on device", "Disk quota exceeded": "disk quota exceeded",
+                  "File too large": "file too large"}
+_URI = re.compile(r"\b(?:file|hdfs|s3a?|s3n|abfss?|gs|wasbs?|viewfs|dbfs):/[^\s'\",;)]*")
+
+
+def out_of_space(err: BaseException) -> str | None:
+    """The one-line message of a write that ran out of space (ENOSPC, EDQUOT, EFBIG, raised in Python
+    or in Spark's JVM anywhere in the cause chain), naming the location; None for any other error.
+    Such a run exits 1 (retryable once space is freed); before its first noise draw it is refunded."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _NO_SPACE:
+            where = current.filename or "the run's storage"
+            return f"{_NO_SPACE[current.errno]} writing {where}; free space (or use other storage) and retry"
+        current = current.__cause__ or current.__context__
+    text = str(err)
+    for marker, what in _JAVA_NO_SPACE.items():
+        if marker in text:  # the JVM's error: the first location it names is the one being written
+            found = _URI.search(text)
+            where = found.group(0).rstrip(".") if found else "the run's storage"
+            return f"{what} writing {where}; free space (or use other storage) and retry"
+    return None

@@ -7,10 +7,11 @@ A :class:`RunConfig` is what the command line (or a job) asks for; each step tur
 
 Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop file system URI, see
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
-``targets/`` (consistent target marginals and the graphical model), ``state.json``, ``report.json``
-and ``report.html``. Steps are idempotent: measuring a run id again reuses its measurements and
-spends nothing (with a ledger, wherever the ledger says they are: :mod:`privsyn_spark.release_guard`);
-synthesizing again with the same seed rewrites the same table.
+``targets/`` (consistent target marginals and the graphical model), ``release/`` (what may be handed
+on), ``operator/`` (``state.json``, ``report.json``, ``report.html``: NOT private). Steps are
+idempotent: measuring a run id again reuses its measurements and spends nothing (with a ledger,
+wherever the ledger says they are: :mod:`privsyn_spark.release_guard`); synthesizing again with the
+same seed rewrites the same table.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: Ou
 
 def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: InputCodes) -> dict:
     """Evaluate the written table against the run's input codes (optional, NOT private) and write
-    report.json / report.html into the run folder."""
+    operator/report.json / report.html into the run folder."""
     if config.evaluate:
         written = read_table(spark, config.output, "delta" if is_path(config.output) else "table")
         if config.scope.partition:  # this run's partition of the table, without the partition columns

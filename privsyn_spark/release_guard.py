@@ -23,6 +23,8 @@ Without a ledger (``--no-ledger``) only the runs dir's artifact is reused.
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +53,19 @@ log = logging.getLogger(__name__)
 #: (sampler, provenance) -> the run's fresh measurements (counts the data, draws the noise).
 Draw = Callable[[NoiseSampler, dict], Measurements]
 
+PAUSE_BEFORE_DRAW_ENV = "PRIVSYN_TEST_PAUSE_BEFORE_DRAW"
+"""Test hook, inert unless set (docs/reliability.md): a path; the holder of a reservation about to record
+``drawn`` creates that file and sleeps (10 minutes at most), so a fault test can ``kill -9`` the run at
+the last moment it provably drew no noise (tests/cli/test_kill_retry.py). Never set in production."""
+
+
+def _pause_for_fault_tests() -> None:
+    marker = os.environ.get(PAUSE_BEFORE_DRAW_ENV)
+    if marker:
+        log.warning("%s is set (a fault test): pausing before the first noise draw", PAUSE_BEFORE_DRAW_ENV)
+        Path(marker).write_text(f"{os.getpid()}\n")
+        time.sleep(600)
+
 
 class ArtifactLost(BudgetRefused):
     """The run id holds a reservation whose artifact cannot be found or read (no fresh noise without
@@ -67,6 +82,7 @@ class TrackingSampler:
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
         if not self.drawn and self.before_first is not None:
+            _pause_for_fault_tests()
             self.before_first()  # raises when the reservation was taken over: nothing drawn
         self.drawn = True
         return self.inner.discrete_gaussian(sigma, size)

@@ -21,7 +21,7 @@ from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.release_guard import find_committed, local_artifact
 from privsyn_spark.run_artifacts import RunArtifacts
-from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.output_check import check_run_id
 from privsyn_spark.schema.schema import Schema
@@ -117,7 +117,7 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
         raise UsageError(f"--schema is not the schema run {run_id!r} was measured with")
     folder = RunArtifacts(config.runs_dir, run_id, spark)
     return SynthModel(measurements, schema, synthesizer=config.synthesizer, settings=config.settings,
-                      record=RunRecord.from_state(folder.read_json(STATE_FILE)), run_folder=folder)
+                      record=RunRecord.from_state(folder.read_state()), run_folder=folder)
 
 
 def run_sample(spark: SparkSession, config: SampleConfig) -> int:

@@ -1,11 +1,14 @@
 """A run's artifact folder ``<runs-dir>/<run-id>/`` on any storage (see :mod:`privsyn_spark.runtime.storage`).
 
-Holds ``measurements/measurements.npz`` (written once, atomically, before anything derived from it
-leaves the process), ``targets/`` (consistent target marginals, and the graphical model they came from),
-``state.json`` (what the steps found), ``report.json`` / ``report.html``, GUM's ``checkpoints/`` and
-``release/``. Only ``release/`` may be handed on (the run's model as :meth:`SynthModel.save
-<privsyn_spark.SynthModel.save>` writes it: noisy measurements, their post-processing, nothing exact);
-everything else is for operators (``README.txt`` in the folder says so: :data:`RUN_FOLDER_NOTE`).
+Three parts, kept apart (``README.txt`` in the folder says which is which: :data:`RUN_FOLDER_NOTE`):
+
+- ``release/``: what may be handed on, the run's model as :meth:`SynthModel.save
+  <privsyn_spark.SynthModel.save>` writes it (noisy measurements, their post-processing, nothing exact);
+- ``operator/``: what is NOT private, for operators only: ``state.json`` (what the steps found: exact
+  tallies, timings) and the run report ``report.json`` / ``report.html`` (exact statistics);
+- the run's working state: ``measurements/measurements.npz`` (written once, atomically, before anything
+  derived from it leaves the process), ``targets/`` (consistent target marginals, the graphical model),
+  and while a run is alive the private-row ``scratch/`` and GUM's ``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from privsyn_spark.estimate.model import GraphicalModel
 from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
+from privsyn_spark.run_record import STATE_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,18 +34,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 RELEASE_DIR = "release"
+OPERATOR_DIR = "operator"
 NOTE_FILE = "README.txt"
 RUN_FOLDER_NOTE = """\
 privsyn-spark run folder.
 
-release/   MAY BE HANDED ON: the run's saved model (noisy measurements, consistent targets, the fitted
-           model, settings). Differentially private at the run's (epsilon, delta); load it with
-           PrivSyn.load("<this folder>/release").
-all else   OPERATORS ONLY, NOT private: state.json (exact out-of-domain and null tallies, timings),
-           report.json / report.html (exact statistics of the private table: fidelity metrics, ML
-           split sizes, real values of numeric columns), measurements/ and targets/ (working copies:
-           hand on release/ instead), scratch/ and checkpoints/ (packed codes of private rows while a
-           run is alive).
+release/     MAY BE HANDED ON: the run's saved model (noisy measurements, consistent targets, the
+             fitted model, settings). Differentially private at the run's (epsilon, delta); load it
+             with PrivSyn.load("<this folder>/release").
+operator/    OPERATORS ONLY, NOT private: state.json (exact out-of-domain, null and not-a-number
+             tallies, bounding tallies, timings), report.json / report.html (exact statistics of the
+             private table: fidelity metrics, ML split sizes, real values of numeric columns).
+all else     the run's working state, not to be handed on: measurements/ and targets/ (working copies:
+             hand on release/ instead), scratch/ and checkpoints/ (packed codes of private rows while
+             a run is alive).
 """
 """What ``README.txt`` in every run folder says: which part may be handed on."""
 
@@ -74,6 +80,16 @@ class RunArtifacts:
     def release(self) -> str:
         """``release/``: what may be handed on (the run's saved model)."""
         return self.location(RELEASE_DIR)
+
+    def write_state(self, doc: Any) -> str:
+        """``operator/state.json``: what the steps found (exact tallies, timings; operators only)."""
+        return self.write_json(doc, OPERATOR_DIR, STATE_FILE)
+
+    def read_state(self) -> Any:
+        """What :meth:`write_state` wrote (or, in a run folder of a version before ``operator/``, the
+        top-level ``state.json``); None when neither is there."""
+        doc = self.read_json(OPERATOR_DIR, STATE_FILE)
+        return self.read_json(STATE_FILE) if doc is None else doc
 
     def write_note(self) -> None:
         """``README.txt``: which part of the run folder may be handed on (written once)."""
@@ -152,7 +168,8 @@ class RunArtifacts:
         return tables, doc
 
     def write_report(self, report: Mapping) -> str:
-        """``report.json`` and ``report.html`` into the run folder; returns the HTML's location."""
+        """``operator/report.json`` and ``operator/report.html`` (exact statistics: operators only);
+        returns the HTML's location."""
         text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
-        self.write(text.encode("utf-8"), REPORT_JSON)
-        return self.write(render_html(json.loads(text)).encode("utf-8"), REPORT_HTML)
+        self.write(text.encode("utf-8"), OPERATOR_DIR, REPORT_JSON)
+        return self.write(render_html(json.loads(text)).encode("utf-8"), OPERATOR_DIR, REPORT_HTML)

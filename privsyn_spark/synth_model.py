@@ -29,7 +29,7 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.table_size import check_table_size, default_rows, table_size_warnings
 from privsyn_spark.run_artifacts import RunArtifacts
-from privsyn_spark.run_record import STATE_FILE, RunRecord
+from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.scratch import run_scratch
 from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.schema.schema import Schema
@@ -160,17 +160,17 @@ class SynthModel:
                 **_unit_properties(m.privacy_unit)}
 
     def save_state(self) -> None:
-        """Keep what the steps found in the run folder's ``state.json`` (for a later step's report; operators
-        only), and refresh the run folder's ``release/``: this model saved (:meth:`save`), the only part of
+        """Keep what the steps found in the run folder's ``operator/state.json`` (for a later step's report;
+        operators only), and refresh the run folder's ``release/``: this model saved (:meth:`save`), the only part of
         the run folder that may be handed on (:data:`privsyn_spark.run_artifacts.RUN_FOLDER_NOTE`)."""
         if self.run_folder is not None:
-            self.run_folder.write_json(self.record.to_state(), STATE_FILE)
+            self.run_folder.write_state(self.record.to_state())
             self.save(self.run_folder.release, self.run_folder.spark)
             self.run_folder.write_note()
 
     def write_report(self, run: dict[str, Any]) -> dict:
         """The run report (:func:`privsyn_spark.evaluate.run_report.build_report`; ``run`` describes the
-        run) written as ``report.json`` / ``report.html`` into the run folder; returns it."""
+        run) written as ``operator/report.json`` / ``report.html`` into the run folder; returns it."""
         report = build_report(run, self.measurements, self.record)
         if self.run_folder is not None:
             log.info("run report: %s", self.run_folder.write_report(report))

@@ -1,10 +1,13 @@
-"""Shared fixtures: one SparkSession (local[2], Delta) for the whole test session."""
+"""Shared fixtures: one SparkSession (local[2], Delta) for the whole test session, and the constructed
+code tables of tests/code_tables.py."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
+
+pytest_plugins = ["tests.code_tables"]
 
 logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at interpreter exit hit closed streams
 

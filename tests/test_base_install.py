@@ -41,5 +41,5 @@ def test_the_base_package_alone_runs_the_pipeline(tmp_path):
     assert run.returncode == 0, run.stderr[-4000:]
     assert "(jvm backend)" in run.stderr  # the counter jar came with the wheel
     assert (tmp_path / "out" / "_delta_log" / "00000000000000000000.json").exists()
-    report = (tmp_path / "runs" / "base" / "report.html").read_text()
+    report = (tmp_path / "runs" / "base" / "operator" / "report.html").read_text()
     assert "they need matplotlib" in report and "privsyn-spark[report]" in report

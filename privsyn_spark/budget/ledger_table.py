@@ -201,7 +201,7 @@ def exclusion_problem(location: str, conf: Callable[[str], str | None]) -> str |
     is single-driver: two clusters can both "win"), i.e. ``spark.delta.logStore.<scheme>.impl`` (or
     ``spark.delta.logStore.class``) set to one such as ``io.delta.storage.S3DynamoDBLogStore``. HDFS,
     ABFS, GCS and local file systems give mutual exclusion with Delta's defaults (a local ledger is
-    tested with two processes racing: ``tests/jobs/test_ledger_processes.py``)."""
+    tested with two processes racing: ``tests/budget/test_ledger_processes.py``)."""
     scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
     if scheme not in _SINGLE_DRIVER_SCHEMES:
         return None

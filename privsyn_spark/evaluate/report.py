@@ -171,9 +171,14 @@ def warnings(report: Mapping) -> list[str]:
                    f"the output ({_n(report, 'metrics', 'values_not_in_input', i, 'synthetic_rows')} rows) but "
                    "not in the input.")
     for column, handled in (_at(report, "domain_handling")[0] or {}).items():
-        out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'out_of_domain')} "
-                   "input values outside the declared domain, handled by "
-                   f"<i>{html.escape(str(handled.get('handling')))}</i>.")
+        if "out_of_domain" in handled:
+            out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'out_of_domain')} "
+                       "input values outside the declared domain, handled by "
+                       f"<i>{html.escape(str(handled.get('handling')))}</i>.")
+        if "not_a_number" in handled:
+            out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'not_a_number')} "
+                       "input values NaN or not a number, handled by "
+                       f"<i>{html.escape(str(handled.get('not_a_number_handling')))}</i>.")
     for column, values in (_at(report, "metrics", "values")[0] or {}).items():
         if values.get("high_error"):
             out.append(f"Column <b>{html.escape(column)}</b>: high value-level error, KS distance "

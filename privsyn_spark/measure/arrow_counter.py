@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
+from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
 from privsyn_spark.measure.packing import CounterPlan
 
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
@@ -67,8 +67,8 @@ def _partition_counter(layout: CounterPlan) -> Any:
             for j, (word, offset, _) in enumerate(fields.values()):
                 if flagged[word]:
                     state = (words[word] >> offset) & status_field
-                    acc[tail + 1 + 2 * j] += np.count_nonzero(state == STATUS_OUT_OF_DOMAIN)
-                    acc[tail + 2 + 2 * j] += np.count_nonzero(state == STATUS_NULL)
+                    for s, status in enumerate(TALLIED_STATUSES):
+                        acc[tail + 1 + len(TALLIED_STATUSES) * j + s] += np.count_nonzero(state == status)
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary()), pa.array([peak_kb])],
                                          ["counts", "peak_kb"])

@@ -1,7 +1,8 @@
 """Encoding on the executors: each row becomes integer codes, with Spark expressions only.
 
 Each kept column becomes one small integer column holding ``code * 4 + status`` (status: 0 in
-domain, 1 outside the declared domain, 2 a null where nulls fail), typed ``smallint`` or ``int``
+domain, 1 outside the declared domain, 2 a null where nulls fail, 3 a number that is NaN or does not
+parse; the counters tally 1, 2 and 3 per column: :data:`TALLIED_STATUSES`), typed ``smallint`` or ``int``
 by the column's size. Each column's lookup is evaluated once per row (it leads its CASE, so
 Spark's subexpression elimination shares it); contiguous integer categories use arithmetic.
 
@@ -27,8 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
-STATUS_OK, STATUS_OUT_OF_DOMAIN, STATUS_NULL = 0, 1, 2
+STATUS_OK, STATUS_OUT_OF_DOMAIN, STATUS_NULL, STATUS_NOT_A_NUMBER = 0, 1, 2, 3
 STATUS_BITS = 2
+TALLIED_STATUSES = (STATUS_OUT_OF_DOMAIN, STATUS_NULL, STATUS_NOT_A_NUMBER)
+"""The statuses a counting pass tallies per column, in the order of its tallies (after the row count)."""
 LOOKUP_JOIN_ABOVE = 1000
 """Categorical columns with more declared values than this are encoded with a broadcast join."""
 _SEPARATORS = ("\x1f", "\x1e", "\x1d", "\x01")
@@ -200,7 +203,7 @@ def _numerical(raw: SparkColumn, column: NumericalColumn, source_type: str) -> A
     null_value = _null_value(column, _packed(0, STATUS_OUT_OF_DOMAIN))
     return (F.when(inside, clipped)
             .when(raw.isNull(), F.lit(null_value))
-            .when(x.isNull() | F.isnan(x), F.lit(_packed(0, STATUS_OUT_OF_DOMAIN)))
+            .when(x.isNull() | F.isnan(x), F.lit(_packed(0, STATUS_NOT_A_NUMBER)))
             .otherwise(clipped + STATUS_OUT_OF_DOMAIN))
 
 
@@ -208,11 +211,11 @@ def encode(df: DataFrame, schema: Schema, keep: tuple[str, ...] = ()) -> Encoded
     """Encode ``df`` against ``schema`` (lazy: nothing runs yet); the columns ``keep`` (the privacy id,
     for contribution bounding) are carried along as they are.
 
-    Values that cannot be parsed as the declared type count as outside the domain, like
-    unseen categories and out-of-range numbers. In numerical columns, +-inf and huge values are
-    clipped to the edge bins and counted as out of range; unparseable numbers and NaN go to the
-    first bin (they cannot be clipped) and are counted as out of range. Numbers too large for an
-    integer category's type are unseen categories.
+    Values that cannot be parsed as a categorical column's dtype are unseen categories, as are
+    numbers too large for an integer category's type. In numerical columns, +-inf and huge values
+    are clipped to the edge bins and counted as out of range; NaN and values that do not parse as a
+    number cannot be clipped: they go to the first bin and are counted as what they are (status 3,
+    ``not_a_number`` in the run report; an ``out_of_range: fail`` check counts them too).
     """
     from pyspark.sql import functions as F
 

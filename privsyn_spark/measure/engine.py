@@ -52,6 +52,8 @@ class CountingPass:
     rows: int
     out_of_domain: dict[str, int] = field(default_factory=dict)
     null_failures: dict[str, int] = field(default_factory=dict)
+    not_a_number: dict[str, int] = field(default_factory=dict)
+    """Per numerical column: values that are NaN or do not parse as a number (encoded to the first bin)."""
     seconds: float = 0.0
     backend: str = ""
     worker_peak_rss_mb: float = 0.0  # arrow backend: largest Python worker resident memory seen
@@ -162,14 +164,14 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
         total = count_with_jvm(packed.df, layout)
     else:
         total, peak_mb = count_with_arrow(packed.df, layout)
-    tables, rows, out_of_domain, null_failures = layout.split(total)
+    tables, rows, (out_of_domain, null_failures, not_a_number) = layout.split(total)
     for m in wanted:
         if m not in tables:
             source = derived[m]
             drop = tuple(i for i, a in enumerate(source) if a not in m)
             tables[m] = tables[source].sum(axis=drop)
     result = CountingPass(tables={m: tables[m] for m in wanted}, rows=rows, out_of_domain=out_of_domain,
-                            null_failures=null_failures, seconds=time.perf_counter() - start,
+                            null_failures=null_failures, not_a_number=not_a_number, seconds=time.perf_counter() - start,
                             backend=backend, worker_peak_rss_mb=peak_mb)
     # never the row count: it is a statistic of the private table (docs/privacy.md)
     log.info("counted %d marginals (%d computed, %s cells) in %.1f s (%s backend)",
@@ -182,7 +184,8 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
     """The out-of-domain and null tallies for the run report (operators only, marked not private).
 
     Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (and ``"nulls": n, "null_handling":
-    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``). Nothing here
+    "value"`` for nulls kept as their own code, read from the 1-way table in ``counts``; ``"not_a_number":
+    n, "not_a_number_handling": "first bin"`` (or ``"fail"``) for NaN and unparseable numbers). Nothing here
     stops the run: a ``fail`` policy is a noisy check (:func:`policy_tallies`,
     :mod:`privsyn_spark.privacy.policy_checks`). The tallies read the private table, so by default no
     log line depends on them (not even on whether one is > 0); ``log_exact_counts`` logs them.
@@ -200,10 +203,14 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
             report.setdefault(column.name, {}).update({"nulls": kept_nulls, "null_handling": "value"})
         if nulls:
             report.setdefault(column.name, {}).update({"nulls": nulls, "null_handling": "fail"})
-        if log_exact_counts and (outside or kept_nulls or nulls):
+        nan = counts.not_a_number.get(column.name, 0)
+        if nan:
+            report.setdefault(column.name, {}).update(
+                {"not_a_number": nan, "not_a_number_handling": "fail" if policy == "fail" else "first bin"})
+        if log_exact_counts and (outside or kept_nulls or nulls or nan):
             log.warning("column %r (exact, --log-exact-counts): %d values outside the declared domain (%s), "
-                        "%d nulls kept as a value, %d nulls under nulls: fail", column.name, outside, policy,
-                        kept_nulls, nulls)
+                        "%d nulls kept as a value, %d nulls under nulls: fail, %d NaN or unparseable numbers",
+                        column.name, outside, policy, kept_nulls, nulls, nan)
     log.info("domain policies applied to %d columns (tallies in the run report, operators only)",
              len(encoded.schema.columns))
     return report
@@ -211,6 +218,11 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
 
 def policy_tallies(encoded: EncodedTable | PackedCodes, counts: CountingPass) -> dict[str, int]:
     """The exact tally of every ``fail`` check the schema declares (:meth:`Schema.policy_checks`), zeros
-    included: the input of their noisy release (:mod:`privsyn_spark.privacy.policy_checks`)."""
-    return {name: int((counts.out_of_domain if kind == "out_of_domain" else counts.null_failures).get(column, 0))
-            for name, (column, kind) in encoded.schema.policy_checks().items()}
+    included: the input of their noisy release (:mod:`privsyn_spark.privacy.policy_checks`). A numerical
+    column's NaN and unparseable values count as outside its declared domain."""
+    def tally(column: str, kind: str) -> int:
+        if kind == "out_of_domain":
+            return counts.out_of_domain.get(column, 0) + counts.not_a_number.get(column, 0)
+        return counts.null_failures.get(column, 0)
+
+    return {name: int(tally(column, kind)) for name, (column, kind) in encoded.schema.policy_checks().items()}

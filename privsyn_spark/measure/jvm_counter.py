@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.errors import PrivsynError
-from privsyn_spark.measure.encode import STATUS_BITS, STATUS_NULL, STATUS_OUT_OF_DOMAIN
+from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
 from privsyn_spark.measure.packing import CounterPlan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
-PLAN_VERSION = 2                         # MarginalCounter.PLAN_VERSION
+PLAN_VERSION = 3                         # MarginalCounter.PLAN_VERSION
 ERROR_PREFIX = "privsyn-spark counter: "  # MarginalCounter.ERROR
 TREE_DEPTH = 2
 _MISSING_ON_EXECUTORS = (  # how a task of the counter fails where its classes cannot be loaded
@@ -58,7 +58,7 @@ def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
     major, minor = (int(x) for x in spark_version.split(".")[:2])
     plan = [PLAN_MAGIC, PLAN_VERSION, major, minor,
             layout.words, len(needed), len(layout.tables), len(layout.fields), layout.cells,
-            STATUS_BITS, STATUS_OUT_OF_DOMAIN, STATUS_NULL]
+            STATUS_BITS, *TALLIED_STATUSES]
     lut_start = 0
     for a in needed:
         word, offset, bits = layout.fields[a]

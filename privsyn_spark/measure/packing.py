@@ -18,7 +18,7 @@ import numpy as np
 
 from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
-from privsyn_spark.measure.encode import STATUS_BITS, EncodedTable
+from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES, EncodedTable
 from privsyn_spark.schema.columns import Column
 from privsyn_spark.schema.schema import Schema
 
@@ -64,8 +64,9 @@ class CounterPlan:
 
     @property
     def length(self) -> int:
-        """Cells, then the row count, then (out of domain, null failure) per encoded column."""
-        return self.cells + 1 + 2 * len(self.fields)
+        """Cells, then the row count, then per encoded column a tally of each of :data:`TALLIED_STATUSES`
+        (out of domain, null failure, not a number)."""
+        return self.cells + 1 + len(TALLIED_STATUSES) * len(self.fields)
 
     def status_masks(self) -> list[int]:
         """Per word, the bits holding some column's status."""
@@ -74,14 +75,13 @@ class CounterPlan:
             masks[word] |= ((1 << STATUS_BITS) - 1) << offset
         return masks
 
-    def split(self, total: np.ndarray) -> tuple[dict[tuple[str, ...], np.ndarray], int, dict[str, int], dict[str, int]]:
-        """The flat array as (tables, rows, out-of-domain tallies, null-failure tallies)."""
+    def split(self, total: np.ndarray) -> tuple[dict[tuple[str, ...], np.ndarray], int, list[dict[str, int]]]:
+        """The flat array as (tables, rows, per status of :data:`TALLIED_STATUSES` its tally per column)."""
         tables = self.counts.unpack(total[:self.cells])
-        tail = self.cells
+        tail, k = self.cells, len(TALLIED_STATUSES)
         names = list(self.fields)
         return (tables, int(total[tail]),
-                {a: int(total[tail + 1 + 2 * j]) for j, a in enumerate(names)},
-                {a: int(total[tail + 2 + 2 * j]) for j, a in enumerate(names)})
+                [{a: int(total[tail + 1 + k * j + s]) for j, a in enumerate(names)} for s in range(k)])
 
 
 @dataclass(frozen=True)

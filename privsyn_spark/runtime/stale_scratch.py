@@ -4,8 +4,10 @@ A run's scratch (``<run>/scratch``: the packed codes of the private rows; ``<run
 GUM's checkpoints) is removed when the run ends, but a ``kill -9`` (or a lost machine) leaves it.
 Each CLI run step marks its run folder with ``.owner`` (host and process id) while it runs; at the
 start of any run step in a local runs dir, the scratch of every run folder whose owner is gone
-(no marker, or a process of this host that no longer runs) is deleted. A folder owned by a live
-process, or by another host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
+(no marker, or a process of this host that no longer runs) is deleted, with the temporaries of
+atomic writes it cut short (``.<name>.<32 hex>.tmp``, empty or partial:
+:func:`privsyn_spark.runtime.storage.is_temporary`). A folder owned by a live process, or by another
+host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
 
 SIGTERM (what Airflow and Kubernetes send before killing a task) raises :class:`Terminated` in the
 main thread, so the run's ``finally`` blocks delete its scratch as on any failure (inside a Spark
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from privsyn_spark.errors import PrivsynError
+from privsyn_spark.runtime.storage import is_temporary
 
 log = logging.getLogger(__name__)
 
@@ -94,23 +97,38 @@ def remove_scratch(run_dir: Path) -> bool:
     return found
 
 
-def sweep_and_claim(runs_dir: str, run_id: str) -> Path | None:
-    """Delete stale scratch in a local ``runs_dir``, then mark ``<runs_dir>/<run_id>`` as this process's.
+def orphaned_writes(run_dir: Path) -> list[Path]:
+    """The temporaries of atomic writes under a local run folder (its scratch folders not searched)."""
+    found = []
+    for folder, subfolders, files in os.walk(run_dir):
+        if Path(folder) == run_dir:
+            subfolders[:] = [d for d in subfolders if d not in SCRATCH_FOLDERS]
+        found += [Path(folder) / name for name in files if is_temporary(name)]
+    return found
 
-    Returns the marked run folder (None for a remote runs dir)."""
+
+def sweep_and_claim(runs_dir: str, run_id: str) -> Path | None:
+    """Delete stale scratch and cut-short writes in a local ``runs_dir``, then mark ``<runs_dir>/<run_id>``
+    as this process's. Returns the marked run folder (None for a remote runs dir)."""
     if "://" in runs_dir:
         return None
     root = Path(runs_dir).expanduser()
     host, me = socket.gethostname(), os.getpid()
-    for run_dir in sorted(root.iterdir()) if root.is_dir() else []:
-        if not any((run_dir / name).exists() for name in SCRATCH_FOLDERS):
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        scratch = any((run_dir / name).exists() for name in SCRATCH_FOLDERS)
+        orphans = orphaned_writes(run_dir)
+        if not scratch and not orphans:
             continue
         owner = _owner(run_dir)
         if owner is not None and owner[1] != me and (owner[0] != host or _alive(owner[1])):
             log.info("run folder %s: scratch of a running process (%s, pid %d) left alone", run_dir, *owner)
             continue
-        remove_scratch(run_dir)
-        log.warning("run folder %s: removed the scratch (private-row codes) a killed run left behind", run_dir)
+        if scratch:
+            remove_scratch(run_dir)
+            log.warning("run folder %s: removed the scratch (private-row codes) a killed run left behind", run_dir)
+        for orphan in orphans:
+            orphan.unlink(missing_ok=True)
+            log.warning("run folder %s: removed %s, a write a killed run cut short", run_dir, orphan.name)
     run_dir = root / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / OWNER_FILE).write_text(f"{host} {me}\n")

@@ -6,18 +6,34 @@ A plain local path (no scheme) is handled in Python; a URI through the JVM's
 endpoints come from the cluster's settings, nothing is reconfigured). Writes are atomic: the bytes go
 to a temporary name next to the target, which is then renamed (a rename on HDFS and the local file
 system; S3A and ABFS make the object visible only once it is complete). Write-once artifacts (the
-measurements) are never overwritten.
+measurements) are never overwritten. A process killed mid-write leaves its temporary
+(``.<name>.<32 hex>.tmp``, :func:`is_temporary`); the next run step in the runs dir removes it
+(:mod:`privsyn_spark.runtime.stale_scratch`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
+
+
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
+
+
+def temporary_name(name: str) -> str:
+    """The name an atomic write of ``name`` goes to first (renamed to ``name`` once complete)."""
+    return f".{name}.{uuid.uuid4().hex}.tmp"
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is an atomic write's temporary (:func:`temporary_name`)."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 class ArtifactExists(FileExistsError):
@@ -62,9 +78,13 @@ class LocalStorage:
     def write(self, location: str, data: bytes, overwrite: bool = True) -> None:
         target = Path(location)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
+        tmp = target.with_name(temporary_name(target.name))
         try:
+            try:
+                tmp.write_bytes(data)
+            except OSError as err:  # e.g. a full disk: name the artifact, not the temporary
+                err.filename = location
+                raise
             if overwrite:
                 os.replace(tmp, target)
             else:
@@ -102,7 +122,7 @@ class HadoopStorage:
     def write(self, location: str, data: bytes, overwrite: bool = True) -> None:
         path, fs = self._path(location)
         fs.mkdirs(path.getParent())
-        tmp = self._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{uuid.uuid4().hex}.tmp")
+        tmp = self._jvm.org.apache.hadoop.fs.Path(path.getParent(), temporary_name(str(path.getName())))
         out = fs.create(tmp, False)
         try:
             out.write(bytearray(data))

@@ -44,7 +44,7 @@ def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int,
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
         return result.records, info
     if synthesizer == "pgm":
-        if model is None:
-            raise ValueError("the pgm synthesizer needs the estimate stage's graphical model")
-        return sample_model_sharded(spark, measurements, rows, seed, model, shard_rows=sharding.shard_rows)
+        if model is None or targets is None:
+            raise ValueError("the pgm synthesizer needs the estimate stage's graphical model and targets")
+        return sample_model_sharded(spark, measurements, rows, seed, model, targets, shard_rows=sharding.shard_rows)
     raise ValueError(f"unknown synthesizer {synthesizer!r} (use one of {SYNTHESIZERS})")

@@ -109,13 +109,13 @@ def test_gum_over_shards_keeps_every_rule_and_the_report_counts_violations(spark
     frame = spark.read.format("delta").load(str(files / "out")).toPandas()
     assert len(frame) > N / 2 and broken(frame) == [0] * 6
     assert frame["sex"].notna().any() and (frame["start"] > 0).any()
-    on_disk = json.loads((files / "runs" / "g" / "report.json").read_text())
+    on_disk = json.loads((files / "runs" / "g" / "operator" / "report.json").read_text())
     rules = on_disk["metrics"]["rules"]
     assert rules["synthetic_violations"] == 0
     assert [r["synthetic_violations"] for r in rules["rules"]] == [0] * 6
     real = broken(pd.read_csv(files / "table.csv"))
     assert [r["real_violations"] for r in rules["rules"]] == real
-    html = (files / "runs" / "g" / "report.html").read_text()
+    html = (files / "runs" / "g" / "operator" / "report.html").read_text()
     assert "Declared rules" in html and "rel=husband =&gt; sex=m" in html
     # the input rows breaking a rule were counted as outside the declared domain of their group
     handled = on_disk["domain_handling"]

@@ -231,27 +231,39 @@ def test_a_fail_policy_stop_is_charged_and_the_error_holds_no_tally(spark, capsy
 
 @pytest.mark.slow
 def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path):
-    """±inf, 1e30 and NaN under `clip` and nulls under `nulls: value`: a table, every handled value counted."""
+    """±inf and 1e30 under `clip`, NaN, nulls under `nulls: value`: a table, every handled value counted as what
+    it is (issue 24, item 8: the NaN used to be reported as clipped)."""
     import json
 
     case = Case(tmp_path, _edge_numbers())
     code, err = _cli(spark, capsys, case)
     assert code == 0, err
-    report = json.loads((case.runs / "r1" / "report.json").read_text())
-    assert report["domain_handling"]["score"] == {"out_of_domain": 4, "handling": "clip"}
+    report = json.loads((case.runs / "r1" / "operator" / "report.json").read_text())
+    assert report["domain_handling"]["score"] == {"out_of_domain": 3, "handling": "clip", "not_a_number": 1,
+                                                  "not_a_number_handling": "first bin"}
     assert report["domain_handling"]["city"] == {"nulls": 6, "null_handling": "value"}
     assert case.table_written() and budget_charged(spark, case.ledger) > 0
     out = spark.read.format("delta").load(str(case.output)).toPandas()  # synthetic rows
     assert np.isfinite(out["score"].dropna()).all() and out["score"].dropna().between(0, 100).all()
     assert not (case.runs / "r1" / "checkpoints").exists()  # scratch removed when the run ends
-    # issue 24, R2: release/ holds only what may be handed on; the folder's README says which is which
+    # issue 24, R2: release/ holds only what may be handed on; the folder's README says which part is which
     release = case.runs / "r1" / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
     assert files == ["measurements/measurements.npz", "model.json", "targets/model.json", "targets/model.npz",
                      "targets/targets.json", "targets/targets.npz"], files
     texts = [(release / f).read_text() for f in files if f.endswith(".json")]
     assert not any(key in t for t in texts for key in ("domain_handling", "timings"))
-    assert "release/   MAY BE HANDED ON" in (case.runs / "r1" / "README.txt").read_text()
+    # ... and operator/ all that is NOT private (exact tallies, the report), apart from both
+    run_dir = case.runs / "r1"
+    assert sorted(p.name for p in (run_dir / "operator").iterdir()) == ["report.html", "report.json", "state.json"]
+    assert '"not_a_number": 1' in (run_dir / "operator" / "state.json").read_text()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["README.txt", "measurements", "operator", "release",
+                                                         "targets"]
+    outside = [p for p in run_dir.rglob("*") if p.is_file() and "operator" not in p.relative_to(run_dir).parts]
+    assert not any(key in p.read_text() for p in outside if p.suffix == ".json"
+                   for key in ("domain_handling", "timings", "not_a_number"))
+    note = (run_dir / "README.txt").read_text()
+    assert "release/     MAY BE HANDED ON" in note and "operator/    OPERATORS ONLY, NOT private" in note
     from privsyn_spark import PrivSyn
 
     assert PrivSyn.load(str(release)).sample(50, seed=3).count() == 50

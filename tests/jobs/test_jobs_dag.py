@@ -187,11 +187,11 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     runs = [p.name for p in (work / "runs").iterdir()]
     assert len(runs) == 1 and runs[0].startswith("manual__"), runs  # the Airflow run id, folder-safe
     assert (work / "runs" / runs[0] / "measurements").is_dir()
-    assert (work / "runs" / runs[0] / "report.json").exists()  # the evaluate task
+    assert (work / "runs" / runs[0] / "operator" / "report.json").exists()  # the evaluate task
     state = dataset_state(spark, str(ledger), "adult")
     assert [(r.run_id, r.status) for r in state.reservations] == [(runs[0], "committed")], \
         "the measure step did not record its release in the budget ledger"
-    report = json.loads((work / "runs" / runs[0] / "report.json").read_text())
+    report = json.loads((work / "runs" / runs[0] / "operator" / "report.json").read_text())
     assert report["budget"]["dataset_ledger"]["spent_rho"] == pytest.approx(state.reservations[0].rho)
 
     # a retry of the measure task (same Airflow run id, even from another runs dir) reuses the

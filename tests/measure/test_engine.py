@@ -125,11 +125,18 @@ def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions, bac
     assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
 
 
-def test_nan_counts_as_out_of_range_not_null(spark, backend):
-    schema = parse_schema({"columns": [{"name": "x", "type": "numerical", "min": 0, "max": 1, "bins": 2}]})
-    df = spark.createDataFrame([(0.2,), (float("nan"),), (None,)], "x double")
-    counts = count_marginals(encode(df, schema), [("x",)], backend=backend)
-    assert counts.tables[("x",)].tolist() == [2, 0, 1] and counts.out_of_domain == {"x": 1}
+def test_nan_and_unparseable_numbers_are_counted_as_such_not_as_clipped_nor_null(spark, backend):
+    """Issue 24, item 8: NaN and text that is no number used to be tallied (and reported) as clipped."""
+    schema = parse_schema({"columns": [{"name": "x", "type": "numerical", "min": 0, "max": 1, "bins": 2},
+                                       {"name": "t", "type": "numerical", "min": 0, "max": 1, "bins": 2}]})
+    df = spark.createDataFrame([(0.2, "0.7"), (float("nan"), "n/a"), (None, "5"), (7.0, None)], "x double, t string")
+    encoded = encode(df, schema)
+    counts = count_marginals(encoded, [("x",), ("t",)], backend=backend)
+    assert counts.tables[("x",)].tolist() == [2, 1, 1] and counts.out_of_domain == {"x": 1, "t": 1}
+    assert counts.not_a_number == {"x": 1, "t": 1} and counts.null_failures == {"x": 0, "t": 0}
+    assert check_domain_policies(encoded, counts)["t"] == {"out_of_domain": 1, "handling": "clip", "nulls": 1,
+                                                           "null_handling": "value", "not_a_number": 1,
+                                                           "not_a_number_handling": "first bin"}
 
 
 def test_fail_policies_are_tallied_for_their_noisy_checks_and_never_refuse(spark, backend, caplog):

@@ -244,7 +244,7 @@ def test_whole_run_with_runs_dir_as_a_file_uri(spark, small, tmp_path):
     report = pipeline.run(spark, conf)
     folder = tmp_path / "runs" / "uri"
     assert (folder / "measurements" / "measurements.npz").is_file()
-    for name in ("report.json", "report.html", "state.json", "targets/targets.json"):
+    for name in ("operator/report.json", "operator/report.html", "operator/state.json", "targets/targets.json"):
         assert (folder / name).is_file(), name
     assert report["budget"]["epsilon"] == 1.0
     again = pipeline.measure(spark, conf)  # reused from the URI

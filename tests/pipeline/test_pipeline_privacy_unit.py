@@ -106,8 +106,8 @@ def test_a_person_unit_run_end_to_end(spark, people, tmp_path, caplog):
     props = {r["key"]: r["value"] for r in shown}
     assert props["privsyn.max_rows_per_id"] == "5" and props["privsyn.privacy_unit"] == "person"
     assert not any("person_id" in f"{k}={v}" or MARK in v for k, v in props.items())
-    texts = [json.dumps(report, default=str), (runs / "persons" / "report.json").read_text(),
-             (runs / "persons" / "report.html").read_text(),
+    texts = [json.dumps(report, default=str), (runs / "persons" / "operator" / "report.json").read_text(),
+             (runs / "persons" / "operator" / "report.html").read_text(),
              "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)]
     assert not any(MARK in t for t in texts)
     # the default output size: the noisy total of the bounded rows (not of all rows)

@@ -84,8 +84,8 @@ def independent_baseline(spark) -> float:
 
 def test_report_and_budget(spark, adult_run):
     config, report = adult_run
-    assert (config.run_dir / "report.html").exists()
-    saved = json.loads((config.run_dir / "report.json").read_text())
+    assert (config.run_dir / "operator" / "report.html").exists()
+    saved = json.loads((config.run_dir / "operator" / "report.json").read_text())
     assert saved["budget"]["spent_rho"] == pytest.approx(saved["budget"]["rho"], rel=1e-9)
     assert saved["estimation"]["method"] == "pgm"  # the bounded selection always fits the model budget
     assert saved["estimation"]["info"]["reason"].startswith("auto")

@@ -1,18 +1,11 @@
-"""Reading every supported input format, and Delta writes with their provenance, on real Delta tables
-(read back with delta-rs, a second engine, where the commit layout matters)."""
-
-import json
+"""Reading every supported input format; a Delta table at its current version only."""
 
 import pytest
-from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import functions as F
 
-from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
-from privsyn_spark.measure.draft_schema import WARNING_HEADER, infer_schema
 from privsyn_spark.runtime.input_table import delta_root, detect_format, read_table
-from privsyn_spark.schema.schema import save_schema
-from privsyn_spark.write.delta_output import latest_version, provenance, table_properties, write_delta
+from privsyn_spark.write.delta_output import write_delta
 
 
 def test_read_every_format(spark, tmp_path):
@@ -51,98 +44,3 @@ def test_a_delta_table_at_a_uri_is_read_at_its_current_version_only(spark, tmp_p
     (path / "sub").mkdir()
     with pytest.raises(UsageError, match="inside the Delta table"):
         read_table(spark, str(path / "sub"))
-
-
-def test_provenance_is_in_the_data_commit(spark, tmp_path):
-    """Version 0 already carries the properties, comment, partitioning and the run record (delta-rs)."""
-    target = str(tmp_path / "out")
-    df = spark.range(6).withColumn("g", F.col("id") % 2)
-    run1 = {"privsyn.run_id": "r1", "privsyn.epsilon": "1.0", "privsyn.delta": "1e-09", "privsyn.rho": "0.01"}
-    v0 = write_delta(df, target, properties={**run1, "department": "team-a"}, user_metadata=run1,
-                     partition_by=["g"], comment="synthetic, DP")
-    assert v0 == 0
-    rust = RustDeltaTable(target, version=0)
-    meta = rust.metadata()
-    assert meta.configuration["privsyn.run_id"] == "r1" and meta.configuration["department"] == "team-a"
-    assert meta.description == "synthetic, DP" and meta.partition_columns == ["g"]
-    history = RustDeltaTable(target).history()
-    assert len(history) == 1 and json.loads(history[0]["userMetadata"]) == run1
-
-    run2 = {**run1, "privsyn.run_id": "r2", "privsyn.epsilon": "0.5"}
-    assert write_delta(spark.range(3).withColumn("g", F.lit(1)), target, mode="append", user_metadata=run2) == 1
-    assert RustDeltaTable(target).metadata().configuration["privsyn.run_id"] == "r1"  # the creating run's
-    assert [(e["version"], e["run"]["privsyn.run_id"]) for e in provenance(spark, target)] == [(1, "r2"), (0, "r1")]
-    assert RustDeltaTable(target).to_pyarrow_table().num_rows == 9
-    with pytest.raises(UsageError, match="partitioned by"):
-        write_delta(spark.range(1).withColumn("g", F.lit(0)), target, mode="append", partition_by=["id"])
-
-
-def test_catalog_tables_get_provenance_in_one_commit(spark):
-    try:
-        write_delta(spark.range(4), "privsyn_prov_t", properties={"privsyn.run_id": "c1"},
-                    user_metadata={"privsyn.run_id": "c1"}, comment="c")
-        location = spark.sql("DESCRIBE DETAIL privsyn_prov_t").first()["location"]
-        rust = RustDeltaTable(location, version=0)
-        assert rust.metadata().configuration["privsyn.run_id"] == "c1" and rust.metadata().description == "c"
-        assert table_properties(spark, "privsyn_prov_t")["privsyn.run_id"] == "c1"
-        assert [e["run"] for e in provenance(spark, "privsyn_prov_t")] == [{"privsyn.run_id": "c1"}]
-    finally:
-        spark.sql("DROP TABLE IF EXISTS privsyn_prov_t")
-
-
-def test_provenance_command_lists_every_version(spark, tmp_path, capsys):
-    target = str(tmp_path / "t")
-    for run_id, mode in (("a1", "overwrite"), ("a2", "append")):
-        write_delta(spark.range(2), target, mode=mode, user_metadata={
-            "privsyn.run_id": run_id, "privsyn.epsilon": "1.0", "privsyn.delta": "1e-09", "privsyn.rho": "0.02"})
-    assert main(["provenance", target]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and "run=a2" in lines[0] and "run=a1" in lines[1]
-    assert "epsilon=1.0" in lines[1] and "delta=1e-09" in lines[1] and "rho=0.02" in lines[1]
-    assert main(["provenance", "--json", target]) == 0
-    assert [json.loads(x)["version"] for x in capsys.readouterr().out.splitlines()] == [1, 0]
-
-
-def test_latest_version_is_the_history_s_newest_even_after_another_writer(spark, tmp_path):
-    """The version a write returns comes from the Delta log (no job); a commit by another engine
-    (delta-rs) since this session last looked is seen, as the table's history sees it."""
-    from deltalake import write_deltalake
-
-    target = str(tmp_path / "out")
-    assert write_delta(spark.range(2), target) == 0
-    assert write_delta(spark.range(3), target) == 1  # overwrite of an existing table: a new version
-    write_deltalake(target, RustDeltaTable(target).to_pyarrow_table(), mode="append")
-    newest = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").agg(F.max("version")).first()[0]
-    assert newest == 2 and latest_version(spark, target) == 2
-    sc = spark.sparkContext
-    sc.setJobGroup("privsyn-test-latest-version", "jobs of latest_version")
-    try:
-        latest_version(spark, target)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    assert sc.statusTracker().getJobIdsForGroup("privsyn-test-latest-version") == []  # the log, not a query
-    assert write_delta(spark.range(1), target, mode="append") == 3
-
-
-def test_delta_write_is_atomic(spark, tmp_path):
-    target = str(tmp_path / "out")
-    v0 = write_delta(spark.range(5), target, properties={"privsyn.run_id": "r1"})
-    failing = spark.range(100).withColumn(
-        "id", F.when(F.col("id") > 50, F.raise_error(F.lit("executor failure"))).otherwise(F.col("id")))
-    with pytest.raises(Exception, match="executor failure"):
-        write_delta(failing, target)
-    assert spark.read.format("delta").load(target).count() == 5  # the previous version is intact
-    assert table_properties(spark, target)["privsyn.run_id"] == "r1"
-    v1 = write_delta(spark.range(3), target, mode="append")
-    assert v1 > v0 and spark.read.format("delta").load(target).count() == 8
-
-
-def test_infer_schema_drafts_and_warns(spark, tmp_path):
-    df = spark.read.csv("privsyn_spark/sample/adult.csv.gz", header=True, inferSchema=True)
-    draft = infer_schema(df, null_tokens=("?",), max_categories=50)
-    kinds = {c.name: c.kind for c in draft.columns}
-    assert kinds["age"] == "numerical" and kinds["workclass"] == "categorical"
-    assert "?" not in draft.column("workclass").values
-    path = tmp_path / "draft.yaml"
-    save_schema(draft, path, header=WARNING_HEADER)
-    assert "NOT private" in path.read_text()

@@ -28,6 +28,14 @@ MARGINALS: tuple[tuple[str, ...], ...] = (
     ("race", "native-country"),        # a separate component (both attributes appended on an empty core)
 )
 
+DENSE = MARGINALS + (
+    ("marital-status", "gender"), ("hours-per-week", "gender"), ("workclass", "income"),
+    ("capital-gain", "education"), ("fnlwgt", "race"), ("native-country", "income"),
+    ("marital-status", "hours-per-week", "income"), ("educational-num", "occupation"),
+    ("capital-loss", "age"), ("race", "income"),
+)
+"""MARGINALS and ten more 2-/3-way marginals overlapping them: a denser set, harder to fit."""
+
 
 @lru_cache(maxsize=1)
 def adult_codes() -> tuple[Domain, np.ndarray]:

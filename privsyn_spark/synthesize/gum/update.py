@@ -7,7 +7,7 @@ Duplicate or Replace; everything vectorised (cell index, bincount, radix argsort
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -86,6 +86,21 @@ def _removal_amounts(excess: np.ndarray, current: np.ndarray, total: float) -> t
 # ------------------------------------------------------------------------------------------- records
 
 
+def redraw_ruled_out(records: np.ndarray, attrs: Sequence[str], tables: Mapping[Key, np.ndarray],
+                     rng: np.random.Generator) -> np.ndarray:
+    """``records`` (codes, one column per attribute of ``attrs``) with every code its target 1-way table in
+    ``tables`` rules out (a zeroed or absent value: count <= 0) redrawn from that table's shares, in place.
+    A model sampled as it is gives such codes a little mass (its fit to the noisy marginals)."""
+    for j, a in enumerate(attrs):
+        one_way = tables.get((a,))
+        if one_way is None or one_way.sum() <= 0:
+            continue
+        ruled_out = one_way[records[:, j]] <= 0
+        if ruled_out.any():
+            records[ruled_out, j] = rng.choice(len(one_way), int(ruled_out.sum()), p=one_way / one_way.sum())
+    return records
+
+
 def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
                        rng: np.random.Generator, model: Any = None, chunk: int = 1 << 18) -> np.ndarray:
     """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
@@ -103,14 +118,7 @@ def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
             raise ValueError("initialize_records: the model's domain is not the plan's")
         for lo in range(0, n, chunk):
             records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
-        for j, a in enumerate(domain.attrs):  # codes the targets rule out (zeroed or absent values)
-            one_way = tables.get((a,))
-            if one_way is None or one_way.sum() <= 0:
-                continue
-            ruled_out = one_way[records[:, j]] <= 0
-            if ruled_out.any():  # redrawn from the target's 1-way shares: GUM never has to remove them
-                records[ruled_out, j] = rng.choice(len(one_way), int(ruled_out.sum()), p=one_way / one_way.sum())
-        return records
+        return redraw_ruled_out(records, domain.attrs, tables, rng)  # GUM never has to remove them
     for j, (a, size) in enumerate(zip(domain.attrs, domain.sizes)):
         one_way = tables.get((a,))
         if one_way is None:

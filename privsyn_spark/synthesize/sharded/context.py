@@ -43,7 +43,7 @@ class ShardingConfig:
     deficit). They remove the ``P`` single-shard error floors that Jacobi rounds leave in the union; worth
     it when those matter (small ``n``, few shards), 0 to skip. On the Adult sample, 10 sweeps after 4
     Jacobi rounds of 10 iterations, with ``gum.best_cell_pairs`` on in the rounds too, bring 4 shards to
-    the error of 1 shard, exact or noisy targets (``tests/synthesize/test_sharded.py``)."""
+    the error of 1 shard, exact or noisy targets (``tests/synthesize/sharded/test_sharded.py``)."""
     iterations_per_round: int = 10
     """Local GUM iterations (k) between two reconciliations."""
     model_iterations_per_round: int | None = 5

@@ -33,7 +33,7 @@ public final class MarginalCounter {
   /** "PSYC": the first int of every plan. */
   public static final int MAGIC = 0x50535943;
   /** Version of the plan layout; {@code jvm_counter.PLAN_VERSION} in Python must be the same. */
-  public static final int PLAN_VERSION = 2;
+  public static final int PLAN_VERSION = 3;
   /** Prefix of every error message of the counter (the Python side looks for it). */
   public static final String ERROR = "privsyn-spark counter: ";
   /** The Spark version this jar was compiled against (Maven writes it into counter.properties). */
@@ -133,11 +133,13 @@ public final class MarginalCounter {
   static final class Layout implements java.io.Serializable {
     private static final long serialVersionUID = 1L;
     private static final int BLOCK = 4096;
+    private static final int TALLIES = 3;
     final String driverSpark;
     final int words;
     final int statusBits;
     final int statusOutside;
     final int statusNull;
+    final int statusNotANumber;
     final int cells;
     final int[] attrWord;
     final int[] attrShift;
@@ -172,6 +174,7 @@ public final class MarginalCounter {
       statusBits = p[i++];
       statusOutside = p[i++];
       statusNull = p[i++];
+      statusNotANumber = p[i++];
       attrWord = new int[attrs];
       attrShift = new int[attrs];
       attrMask = new long[attrs];
@@ -208,9 +211,9 @@ public final class MarginalCounter {
       luts = java.util.Arrays.copyOfRange(p, i, p.length);
     }
 
-    /** Cells, then the row count, then (out of domain, null failure) per column. */
+    /** Cells, then the row count, then (out of domain, null failure, not a number) per column. */
     int length() {
-      return cells + 1 + 2 * statusWord.length;
+      return cells + 1 + TALLIES * statusWord.length;
     }
 
     /**
@@ -297,9 +300,11 @@ public final class MarginalCounter {
         }
         long status = (w >>> statusShift[c]) & fieldMask;
         if (status == statusOutside) {
-          acc[cells + 1 + 2 * c]++;
+          acc[cells + 1 + TALLIES * c]++;
         } else if (status == statusNull) {
-          acc[cells + 2 + 2 * c]++;
+          acc[cells + 2 + TALLIES * c]++;
+        } else if (status == statusNotANumber) {
+          acc[cells + 3 + TALLIES * c]++;
         }
       }
     }

@@ -18,9 +18,9 @@ import org.junit.jupiter.api.Test;
 /** The counter's plan decoding, counting and version checks, against a brute-force reference. */
 class MarginalCounterTest {
   // two encoded columns in one word: a (3 codes, 4 bits at offset 0), b (2 codes, 3 bits at offset 4);
-  // the status is the low 2 bits of each field (0 ok, 1 out of domain, 2 null failure)
+  // the status is the low 2 bits of each field (0 ok, 1 out of domain, 2 null failure, 3 not a number)
   private static final int[] BODY = {
-    1, 2, 2, 2, 8, 2, 1, 2,          // words, attrs, tables, columns, cells, status bits/outside/null
+    1, 2, 2, 2, 8, 2, 1, 2, 3,       // words, attrs, tables, columns, cells, status bits/outside/null/NaN
     0, 2, 2, 0,                      // a: word, code shift, code bits, lut start
     0, 6, 1, 3,                      // b
     2, 0, 0, 1, 3, 2,                // table (a, b): arity, offset, attrs, sizes
@@ -49,16 +49,17 @@ class MarginalCounterTest {
     int n = 10_000;  // more than two blocks of 4096
     for (int r = 0; r < n; r++) {
       int a = random.nextInt(3), b = random.nextInt(2);
-      int sa = random.nextInt(10) == 0 ? 1 : 0, sb = random.nextInt(20) == 0 ? 2 : 0;
+      int sa = random.nextInt(10) == 0 ? 1 + 2 * random.nextInt(2) : 0, sb = random.nextInt(20) == 0 ? 2 : 0;
       long word = ((long) a << 2 | sa) | ((long) (b << 2 | sb) << 4);
       rows.add(new GenericInternalRow(new Object[] {word}));
       expected[lutA[a] * 2 + b]++;
       expected[6 + b]++;
       expected[8 + 1] += sa == 1 ? 1 : 0;   // a out of domain
-      expected[8 + 4] += sb == 2 ? 1 : 0;   // b null failure
+      expected[8 + 3] += sa == 3 ? 1 : 0;   // a not a number
+      expected[8 + 5] += sb == 2 ? 1 : 0;   // b null failure
     }
     expected[8] = n;
-    assertEquals(8 + 1 + 4, layout.length());
+    assertEquals(8 + 1 + 6, layout.length());
     assertArrayEquals(expected, layout.count(rows.iterator()));
     assertArrayEquals(new long[layout.length()], layout.count(new ArrayList<InternalRow>().iterator()));
   }

@@ -20,9 +20,7 @@ from privsyn_spark.synthesize.sharded.algorithm import (
 from privsyn_spark.synthesize.sharded.context import ShardingConfig, make_context, shard_count, shard_sizes
 from privsyn_spark.synthesize.sharded.reconcile import append_split, layout_counts
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
-
-from .adult_data import MARGINALS, adult_targets
-from .test_gum import DENSE
+from tests.synthesize.adult_data import DENSE, MARGINALS, adult_targets
 
 
 def noisy(targets: dict, sigma: float, seed: int = 123) -> dict:
@@ -161,18 +159,27 @@ best-cell polishing moves in the rounds too (sweeps always use them), for the lo
 
 @pytest.mark.slow
 def test_four_shards_reach_the_single_shard_error():
-    """On DP-like noisy targets, 4 reconciled shards (with sweeps) and 1 shard end within 10% of each other."""
+    """On DP-like noisy targets, 4 reconciled shards (with sweeps) end at the summed L1 of 1 shard, seed by seed.
+
+    Each seed draws its own noise and runs both. Over seeds 0-9 the ratio (4 shards / 1 shard) lay in
+    0.985-1.012 (mean 0.996; summed L1 ~4,000, the noise's floor); without the sweeps (Jacobi rounds only)
+    it is 1.13-1.16. Every seed's ratio within 4 % of 1, and their mean within 2 %.
+    """
     domain, _, exact = adult_targets(DENSE)
-    targets = noisy(exact, sigma=10.0)
     n = 20_000
-    errors = {}
-    for p in (1, 4):
-        cfg = ShardingConfig(shard_rows=-(-n // p), **SWEEPS)
-        records, run = run_shards_locally(domain, targets, n, seed=0, sharding=cfg, gum=SWEEPS_GUM)
-        assert records.shape == (n, len(domain)) and len(run.context.sizes) == p
-        errors[p] = sum(run.final_errors.values())
-        assert run.rounds == 1 + 3 + 10 * p
-    assert abs(errors[4] - errors[1]) <= 0.10 * errors[1], errors
+    ratios = []
+    for seed in range(4):
+        targets = noisy(exact, sigma=10.0, seed=123 + seed)
+        errors = {}
+        for p in (1, 4):
+            cfg = ShardingConfig(shard_rows=-(-n // p), **SWEEPS)
+            records, run = run_shards_locally(domain, targets, n, seed=seed, sharding=cfg, gum=SWEEPS_GUM)
+            assert records.shape == (n, len(domain)) and len(run.context.sizes) == p
+            assert run.rounds == 1 + 3 + 10 * p
+            errors[p] = sum(run.final_errors.values())
+        ratios.append(errors[4] / errors[1])
+    assert max(abs(r - 1) for r in ratios) <= 0.04, ratios
+    assert abs(np.mean(ratios) - 1) <= 0.02, ratios
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Fixtures for the privacy-core tests: a constructed table as numpy codes and a numpy marginal engine."""
+"""Constructed tables of numpy codes with a numpy marginal engine, and their fixtures (registered for every
+test by tests/conftest.py): the privacy, select and release tests run the privacy core on them."""
 
 from __future__ import annotations
 

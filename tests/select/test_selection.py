@@ -1,7 +1,8 @@
-"""Rare-value merging, noisy InDif, DenseMarg (PrivSyn Algorithm 1, Eq. 1) and combining (Algorithm 2)."""
+"""Noisy InDif, DenseMarg (PrivSyn Algorithm 1, Eq. 1) and combining (Algorithm 2)."""
 
 from __future__ import annotations
 
+import logging
 import math
 from itertools import combinations
 
@@ -13,34 +14,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_eps_delta
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.privacy.rare_values import merge_attribute, merge_rare_values
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import allocate_rho, dense_marg, noise_error
 from privsyn_spark.select.noisy_indif import indif_noise_scale, release_noisy_indif
 from privsyn_spark.select.selection_config import SelectionConfig
-
-# --- rare values -------------------------------------------------------------------------------
-
-def test_rare_values_merged_when_their_total_is_above_theta():
-    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, 5.0, -1.0]), theta=9.0)
-    assert vmap.tolist() == [0, 2, 1, 2, 2, 2]   # kept values in order, rare ones -> new last code
-    assert counts.tolist() == [100.0, 50.0, 10.0] and not zeroed
-
-
-def test_rare_values_zeroed_when_their_total_is_small():
-    vmap, counts, zeroed = merge_attribute(np.array([100.0, 2.0, 50.0, 4.0, -3.0]), theta=9.0)
-    assert vmap.tolist() == [0, 2, 1, 2, 2] and counts.tolist() == [100.0, 50.0, 0.0] and zeroed
-
-
-def test_rare_values_untouched_attribute_and_domain():
-    domain = Domain(("x", "y"), (3, 4))
-    merged = merge_rare_values({"x": np.array([50.0, 60.0, 70.0]), "y": np.array([50.0, 1.0, 0.0, 80.0])},
-                               domain, sigma=3.0)
-    assert merged.domain.to_dict() == {"x": 3, "y": 3}
-    assert merged.value_maps["x"].tolist() == [0, 1, 2] and merged.value_maps["y"].tolist() == [0, 2, 2, 1]
-    assert merged.merged_counts == {"x": 0, "y": 2} and merged.zeroed == {"x": False, "y": True}
-
 
 # --- InDif release -----------------------------------------------------------------------------
 
@@ -141,10 +119,25 @@ def test_combining_basic_triangle_and_threshold():
     assert combine_marginals(domain, pairs, gamma=24) == [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]
 
 
-def test_combining_dense_graph_is_fast():
+def test_combining_a_dense_graph_searches_thousands_of_steps_not_millions_of_cliques(caplog):
+    """All 4,950 pairs of 100 attributes selected: the complete graph has 9,079,424 cliques of 3+ attributes
+    under gamma (enumerate-then-filter lists them all); the pruned search takes 8,720 steps, so it finishes
+    within a cap of 10,000 (no "stopped after" warning) and its cliques obey Algorithm 2's rules."""
     domain = Domain(tuple(f"c{i:03d}" for i in range(100)), tuple(2 + (i * 7) % 19 for i in range(100)))
-    out = combine_marginals(domain, list(combinations(domain.attrs, 2)))  # all 4,950 pairs selected
-    assert all(domain.cells(m) < 5000 for m in out if len(m) > 2)
+    pairs = list(combinations(domain.attrs, 2))
+    with caplog.at_level(logging.INFO, logger="privsyn_spark.select.combine"):
+        out = combine_marginals(domain, pairs, max_steps=10_000)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    cliques = [m for m in out if len(m) > 2]
+    assert len(cliques) == 39 and all(domain.cells(m) < 5000 for m in cliques)
+    used: set[str] = set()
+    for clique in cliques:  # each accepted clique shares at most 2 attributes with those accepted before it
+        assert len(used & set(clique)) <= 2, clique
+        used |= set(clique)
+    covered = [frozenset(e) for m in cliques for e in combinations(m, 2)]
+    rest = [frozenset(m) for m in out if len(m) == 2]
+    assert set(covered).isdisjoint(rest) and set(covered) | set(rest) == {frozenset(p) for p in pairs}
+    assert len(rest) == 4658
 
 
 # --- selection on a constructed table ----------------------------------------------------------

@@ -1,5 +1,5 @@
-"""What the CLI refuses before Spark starts (each with one line and exit code 2), the schema draft
-marker, and the local artifact storage's atomic, write-once files."""
+"""What the CLI refuses before Spark starts (each with one line and exit code 2), and the schema draft
+marker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pytest
 
 from privsyn_spark import cli
 from privsyn_spark.errors import EXIT_USAGE
-from privsyn_spark.runtime.storage import ArtifactExists, LocalStorage, join
 from privsyn_spark.schema.schema import load_schema, save_schema
 from tests.jobs.conftest import SAMPLE_INPUT, SAMPLE_SCHEMA
 
@@ -59,16 +58,3 @@ def test_an_unreviewed_draft_is_refused_until_marked_reviewed(capsys, tmp_path):
     draft.write_text(draft.read_text().replace("reviewed: true", "reviewed: maybe"))
     with pytest.raises(ValueError, match="true or false"):
         load_schema(draft)
-
-
-def test_local_storage_writes_atomically_and_never_replaces_a_write_once_file(tmp_path):
-    storage = LocalStorage()
-    target = join(str(tmp_path), "run", "measurements", "m.npz")
-    storage.write(target, b"first", overwrite=False)
-    with pytest.raises(ArtifactExists):
-        storage.write(target, b"second", overwrite=False)
-    assert storage.read(target) == b"first"
-    storage.write(target, b"third")  # overwritable files (state, report) are replaced
-    assert storage.read(target) == b"third"
-    assert [p.name for p in (tmp_path / "run" / "measurements").iterdir()] == ["m.npz"]  # no temporary left
-    assert join("s3a://bucket/runs/", "r", "m") == "s3a://bucket/runs/r/m"

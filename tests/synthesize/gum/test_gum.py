@@ -28,33 +28,34 @@ from privsyn_spark.synthesize.gum.kernel import (
     update_marginal,
 )
 from privsyn_spark.synthesize.gum.rounding import round_rows, round_total
+from tests.synthesize.adult_data import DENSE, MARGINALS, adult_targets
 
-from .adult_data import MARGINALS, adult_targets
+WORST_L1 = {("sparse", "append+separate"): 0.0002, ("sparse", "plain"): 0.0015,
+            ("dense", "append+separate"): 0.0015, ("dense", "plain"): 0.0015}
+"""The bar on every target's L1 / n after 40 iterations, just above the worst the kernel reaches over seeds
+1-10 (so a change of random stream keeps it): sparse append+separate exact on every seed (the bar is 10
+records), sparse plain 0.00029-0.00098, dense 0.00070-0.00143 (seed 1, the test's: 0, 0.00098, 0.00078).
+On seed 1, removing records uniformly at random (``candidate_pool=1``, the reference implementation) ends
+at 0.00029 / 0.00242 / 0.00270, skipping the last marginal's update each iteration at 0.00078 / 0.035, half
+the iterations at 0.00168 (sparse plain): each fails here, where the former 2 % caught only the 0.035."""
 
-DENSE = MARGINALS + (
-    ("marital-status", "gender"), ("hours-per-week", "gender"), ("workclass", "income"),
-    ("capital-gain", "education"), ("fnlwgt", "race"), ("native-country", "income"),
-    ("marital-status", "hours-per-week", "income"), ("educational-num", "occupation"),
-    ("capital-loss", "age"), ("race", "income"),
-)
 
-
-@pytest.mark.parametrize("marginals", [MARGINALS, DENSE], ids=["sparse", "dense"])
-@pytest.mark.parametrize("options", [{}, {"append_attributes": False, "separate_components": False}],
-                         ids=["append+separate", "plain"])
-def test_adult_error_below_two_percent(marginals, options):
-    domain, records, targets = adult_targets(marginals)
-    n = records.shape[0]
-    result = synthesize(domain, targets, n, GumConfig(iterations=40, **options), np.random.default_rng(1))
+@pytest.mark.parametrize("marginals", ["sparse", "dense"])
+@pytest.mark.parametrize("options", ["append+separate", "plain"])
+def test_adult_error_within_a_small_factor_of_what_the_kernel_reaches(marginals, options):
+    domain, records, targets = adult_targets({"sparse": MARGINALS, "dense": DENSE}[marginals])
+    n, bar = records.shape[0], WORST_L1[marginals, options] * records.shape[0]
+    switches = {} if options == "append+separate" else {"append_attributes": False, "separate_components": False}
+    result = synthesize(domain, targets, n, GumConfig(iterations=40, **switches), np.random.default_rng(1))
     assert result.records.shape == (n, len(domain))
     assert set(result.final_errors) == set(targets)
     for key, l1 in result.final_errors.items():
-        assert l1 < 0.02 * n, (key, l1 / n)
+        assert l1 <= bar, (key, l1 / n)
     # the recorded history falls from the independent start to the final fit (it stops early on a perfect fit)
     for key in result.plan.update_targets:
         hist = result.errors[key]
         assert 2 <= hist.shape[0] <= 41
-        assert hist[-1] < 0.02 * n and hist[-1] < hist[0]
+        assert hist[-1] <= bar and hist[-1] < hist[0]
 
 
 def test_other_sizes_scale_targets():
