@@ -1,22 +1,34 @@
 """Contribution bounding in Spark: each privacy id keeps at most K of its rows, uniformly at random.
 
-Before anything is counted (``measure/input_codes``), the raw table goes through one window: rows
-are hash-partitioned by the id (one shuffle, the physical floor of a per-id bound), sorted within
-the id by a random key ``rand(seed)`` and numbered; rows numbered above K are dropped. The seed is
-drawn from ``os.urandom`` per bounding and never logged or stored; each row's key is an
-independent uniform draw, so the K rows an id keeps are a uniform sample of its rows, and the
-rows one id keeps depend on that id's rows alone (the stability that ``privacy/unit.py`` needs).
+Before anything is counted (``measure/input_codes``), every row gets a key: a keyed pseudo-random
+permutation (:func:`row_key`) of its ``monotonically_increasing_id``, with round keys derived from a
+seed drawn from ``os.urandom`` per bounding and never logged or stored. The keys are distinct (a
+permutation of distinct indices), so an id's rows are in a uniformly random order with no ties, and an
+id keeps its K rows of smallest key: a uniform sample of its rows that depends on that id's rows alone
+(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, with work before it that
+cuts what that shuffle moves, in the job that consumes the rows (the scratch write):
 
-A row whose id is null (any id column null) is its own unit: it is numbered 1 in a group of its
-own (the window partitions it by its random key too, so null ids never pile up in one task). No
-data-dependent refusal. What bounding did (rows and ids affected, null-id rows) is observed during
-the same job (``DataFrame.observe``, no extra pass) for the operator report only: it is exact and
-NOT private. The id columns never go further than this function's output, which only the encoder
-reads (it keeps the schema's columns).
+- K = 1: one aggregate, per id the ``min_by`` of every column by the key. Spark aggregates it
+  partially before the shuffle (a hash aggregate on fixed-width columns such as the packed words), so
+  the shuffle moves one row per id and input partition, like a ``groupBy(id).count()``;
+- K > 1: a window numbering each id's rows by key, rows above K dropped; the filter sits right above
+  the window, so Spark first keeps each id's K + 1 smallest keys within each input partition
+  (``WindowGroupLimit``, partial), which never drops a row the id keeps.
+
+A threshold design (per id the K-th smallest key from a partial aggregate, broadcast, a narrow filter)
+would need the key to be the same in two passes over the source; ``rand`` and
+``monotonically_increasing_id`` are only that when the scan is, so it is not used (docs/privacy-unit.md).
+
+A row whose id is null (any id column null) is its own unit: its key joins the group key, so it is a
+group of its own (and null ids never pile up in one task). No data-dependent refusal. What bounding did
+(rows and ids affected, null-id rows) is observed during the same job (``DataFrame.observe``, no extra
+pass) for the operator report only: it is exact and NOT private. The id columns never go further than
+this function's output, which only the encoder reads (it keeps the schema's columns).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,9 +37,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.unit import PrivacyUnit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 _RANK, _KEY, _NULL = "__privsyn_rank", "__privsyn_key", "__privsyn_null_id"
+_GROUP, _COUNT = "__privsyn_group", "__privsyn_rows"
+_ROUNDS, _LOW = 4, 0xFFFFFFFF
 DROPPED_WARNING_SHARE = 0.10
 """Share of dropped rows above which the report warns that bounding biases the table."""
 
@@ -49,15 +63,17 @@ class Bounded:
 
     df: DataFrame
     unit: PrivacyUnit
-    observation: Any = None
+    observations: tuple[Any, ...] = ()
 
     def stats(self) -> dict[str, Any] | None:
         """Exact tallies of the bounding (operators only, NOT private); None for a row unit. Call it only
         after a DataFrame action (a write, a collect; not an RDD pass) over :attr:`df`: Spark's
         ``Observation.get`` waits for one."""
-        if self.observation is None:
+        if not self.observations:
             return None
-        got = self.observation.get
+        got: dict[str, Any] = {}
+        for observation in self.observations:
+            got.update(observation.get)
         rows, kept = int(got.get("rows") or 0), int(got.get("kept") or 0)
         ids, over = int(got.get("ids") or 0), int(got.get("ids_over") or 0)
         dropped = rows - kept
@@ -77,25 +93,79 @@ def bound_contributions(df: DataFrame, unit: PrivacyUnit, seed: int | None = Non
     collect. The id columns are still in the result (the encoder drops them). ``seed``: tests only."""
     if unit.is_row:
         return Bounded(df, unit)
-    from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
     check_id_columns(unit, list(df.columns), ())
     seed = int.from_bytes(os.urandom(8), "big") >> 1 if seed is None else int(seed)
-    ids = [F.col(f"`{c}`") for c in unit.id_columns]
     null_id = F.lit(False)
-    for c in ids:
-        null_id = null_id | c.isNull()
-    keyed = df.withColumn(_KEY, F.rand(seed)).withColumn(_NULL, null_id)
-    # A null id: its own group (its random key joins the partition key), numbered 1.
-    window = Window.partitionBy(*ids, F.when(F.col(_NULL), F.col(_KEY))).orderBy(_KEY)
-    ranked = keyed.withColumn(_RANK, F.row_number().over(window))
-    k = unit.bound
+    for c in unit.id_columns:
+        null_id = null_id | F.col(f"`{c}`").isNull()
+    keyed = df.withColumn(_KEY, F.monotonically_increasing_id()).withColumn(_KEY, row_key(F.col(_KEY), seed))
+    keyed = keyed.withColumn(_NULL, null_id)
+    bounded, observations = (_one_per_id if unit.bound == 1 else _window)(keyed, list(df.columns), unit)
+    return Bounded(bounded, unit, observations)
+
+
+def row_key(index: Column, seed: int) -> Column:
+    """A keyed pseudo-random permutation of the 64-bit row index (unique in, unique out): a 4-round Feistel
+    network over its 32-bit halves with ``xxhash64`` of a secret round key as the round function (Luby and
+    Rackoff 1988). Unique keys: ordering an id's rows by them is a (pseudo-)uniform random order with no
+    ties. Bit operations only (no overflow under ANSI mode)."""
+    from pyspark.sql import functions as F
+
+    digest = hashlib.blake2b(seed.to_bytes(16, "big", signed=True), digest_size=4 * _ROUNDS).digest()
+    low = F.lit(_LOW)
+    left, right = F.shiftrightunsigned(index, 32), index.bitwiseAND(low)
+    for r in range(_ROUNDS):
+        round_key = int.from_bytes(digest[4 * r:4 * r + 4], "big")
+        left, right = right, left.bitwiseXOR(F.xxhash64(F.lit(round_key), right).bitwiseAND(low))
+    return F.shiftleft(left, 32).bitwiseOR(right)
+
+
+def _groups(unit: PrivacyUnit) -> list[Column]:
+    """The id columns and, for a row with a null id, its own key (each such row is a group of its own)."""
+    from pyspark.sql import functions as F
+
+    return [*(F.col(f"`{c}`") for c in unit.id_columns), F.when(F.col(_NULL), F.col(_KEY)).alias(_GROUP)]
+
+
+def _one_per_id(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tuple[DataFrame, tuple[Any, ...]]:
+    """K = 1: per id, the row of the smallest key, as one aggregate (``min_by`` of every column by the
+    unique key: all from one row). Spark aggregates it partially before the shuffle (a hash aggregate when
+    the columns are fixed-width, like the packed words), so the shuffle moves about one row per id and
+    input partition instead of every row."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     observation = Observation("privsyn_bounding")
-    ranked = ranked.observe(observation, F.count(F.lit(1)).alias("rows"),
+    values = [c for c in columns if c not in unit.id_columns]
+    agg = keyed.groupBy(*_groups(unit)).agg(F.count(F.lit(1)).alias(_COUNT),
+                                            F.max(F.col(_NULL)).alias(_NULL),
+                                            *(F.min_by(F.col(f"`{c}`"), F.col(_KEY)).alias(c) for c in values))
+    agg = agg.observe(observation, F.sum(_COUNT).alias("rows"), F.count(F.lit(1)).alias("kept"),
+                      F.count(F.lit(1)).alias("ids"),
+                      F.sum(F.when(F.col(_COUNT) > 1, 1).otherwise(0)).alias("ids_over"),
+                      F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
+    return agg.select(*(F.col(f"`{c}`") for c in columns)), (observation,)
+
+
+def _window(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tuple[DataFrame, tuple[Any, ...]]:
+    """K > 1: rows hash-partitioned by the id (one shuffle), sorted by the key within the id, numbered;
+    rows numbered above K are dropped. The filter right above the window lets Spark limit each id to its
+    K + 1 smallest keys within every input partition before the shuffle (``WindowGroupLimit``, partial),
+    which cannot drop a row the id keeps; row K + 1 only tells that the id was truncated. The input's
+    tallies are observed below the window, the kept ones above it."""
+    from pyspark.sql import Observation, Window
+    from pyspark.sql import functions as F
+
+    k = unit.bound
+    source, kept = Observation("privsyn_bounding_rows"), Observation("privsyn_bounding_kept")
+    counted = keyed.observe(source, F.count(F.lit(1)).alias("rows"),
+                            F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
+    window = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
+    ranked = counted.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) <= k + 1)
+    ranked = ranked.observe(kept,
                             F.sum(F.when(F.col(_RANK) <= k, 1).otherwise(0)).alias("kept"),
                             F.sum(F.when(F.col(_RANK) == 1, 1).otherwise(0)).alias("ids"),
-                            F.sum(F.when(F.col(_RANK) == k + 1, 1).otherwise(0)).alias("ids_over"),
-                            F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
-    bounded = ranked.where(F.col(_RANK) <= k).drop(_RANK, _KEY, _NULL)
-    return Bounded(bounded, unit, observation)
+                            F.sum(F.when(F.col(_RANK) == k + 1, 1).otherwise(0)).alias("ids_over"))
+    return ranked.where(F.col(_RANK) <= k).select(*(F.col(f"`{c}`") for c in columns)), (source, kept)

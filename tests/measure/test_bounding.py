@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.measure.bounding import bound_contributions
+from privsyn_spark.measure.bounding import bound_contributions, row_key
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 from privsyn_spark.measure.input_codes import bounded_codes
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
@@ -69,50 +69,83 @@ def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_
     base.unpersist()
 
 
-def test_rows_kept_within_an_id_are_uniform_chi_square(spark):
-    """4,000 ids of 6 rows each (positions 0..5 in input order), K = 2: each position is kept 4000 * 2/6
-    times in expectation. A selection by input order (the first K) gives a statistic of ~16,000; the
-    threshold 30 (5 degrees of freedom) is passed by a uniform selection with probability > 0.9999."""
+@pytest.mark.parametrize("k", [1, 2])
+def test_rows_kept_within_an_id_are_uniform_chi_square(spark, k):
+    """4,000 ids of 6 rows each (positions 0..5 in input order), K = 1 (the aggregate) and K = 2 (the
+    window): each position is kept 4000 * K/6 times in expectation. A selection by input order (the first
+    K) gives a statistic of 20,000 (K = 1) or ~16,000 (K = 2); the threshold 30 (5 degrees of freedom) is
+    passed by a uniform selection with probability > 0.9999."""
     ids, per = 4000, 6
     frame = pd.DataFrame({"pid": np.repeat(np.arange(ids), per), "pos": np.tile(np.arange(per), ids)})
     df = spark.createDataFrame(frame).repartition(2)
     for seed in (1, 2):
-        kept = bound_contributions(df, PrivacyUnit(("pid",), 2), seed=seed).df
+        kept = bound_contributions(df, PrivacyUnit(("pid",), k), seed=seed).df
         counts = kept.groupBy("pos").count().toPandas().set_index("pos")["count"].reindex(range(per), fill_value=0)
-        expected = ids * 2 / per
+        expected = ids * k / per
         statistic = float((((counts - expected) ** 2) / expected).sum())
         assert statistic < 30.0, (seed, counts.to_dict())
         pairs = kept.groupBy("pid").count().toPandas()["count"]
-        assert (pairs == 2).all()
+        assert len(pairs) == ids and (pairs == k).all()
     # unseeded (the production path: a secret from os.urandom): two boundings keep different rows
-    a = bound_contributions(df, PrivacyUnit(("pid",), 2)).df.groupBy("pos").count().toPandas()
-    b = bound_contributions(df, PrivacyUnit(("pid",), 2)).df.groupBy("pos").count().toPandas()
+    a = bound_contributions(df, PrivacyUnit(("pid",), k)).df.groupBy("pos").count().toPandas()
+    b = bound_contributions(df, PrivacyUnit(("pid",), k)).df.groupBy("pos").count().toPandas()
     assert not a.sort_values("pos").reset_index(drop=True).equals(b.sort_values("pos").reset_index(drop=True))
 
 
-def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark):
+def test_row_keys_never_tie(spark):
+    """The keys are a permutation of the row index (a Feistel network): distinct indices, distinct keys, so
+    no tie at an id's K-th key can let a row more through, and min_by takes every column from one row.
+    Checked on indices around the 32-bit halves and Spark's partition offsets (partition << 33)."""
+    edges = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**33 - 1, 2**33, 2**63 - 1, -(2**63), -1]
+    base = [p << 33 for p in range(0, 2000, 7)]
+    values = sorted({*edges, *(b + d for b in base for d in range(0, 300, 3))})
+    df = spark.createDataFrame(pd.DataFrame({"i": np.asarray(values, dtype=np.int64)}))
+    for seed in (3, 4):
+        keys = df.select(row_key(df["i"], seed).alias("k")).toPandas()["k"]
+        assert keys.nunique() == len(values)
+    one = df.select(row_key(df["i"], 3).alias("k")).toPandas()["k"]
+    other = df.select(row_key(df["i"], 4).alias("k")).toPandas()["k"]
+    assert (one != other).mean() > 0.99  # the round keys come from the seed
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k):
     frame = pd.DataFrame({"pid": [1, 1, 1, 1, 2, 2, 3, None, None, None],
                           "a": [0, 1, 2, 0, 1, 1, 2, 0, 0, 0], "b": [0] * 10, "c": [1] * 10})
     df = spark.createDataFrame(frame.astype({"pid": "Int64"}))
-    bounded = bound_contributions(df, PrivacyUnit(("pid",), 2), seed=5)
-    assert bounded.df.count() == 2 + 2 + 1 + 3  # the 3 null-id rows are all kept
+    bounded = bound_contributions(df, PrivacyUnit(("pid",), k), seed=5)
+    out = bounded.df.toPandas()
+    kept = min(4, k) + min(2, k) + 1 + 3  # the 3 null-id rows are all kept
+    assert len(out) == kept and list(out.columns) == ["pid", "a", "b", "c"]
+    assert int(out["pid"].isna().sum()) == 3
+    assert out.dropna().groupby("pid").size().to_dict() == {1: k, 2: k, 3: 1}
     stats = bounded.stats()
-    assert stats == {"private": False, "max_rows_per_id": 2, "rows": 10, "rows_kept": 8, "rows_dropped": 2,
-                     "rows_dropped_share": 0.2, "ids": 6, "ids_truncated": 1, "ids_truncated_share": 1 / 6,
-                     "null_id_rows": 3, "warning": stats["warning"]}
-    assert "dropped 20.0% of the rows" in stats["warning"]
+    dropped = 10 - kept
+    assert stats == {"private": False, "max_rows_per_id": k, "rows": 10, "rows_kept": kept, "rows_dropped": dropped,
+                     "rows_dropped_share": dropped / 10, "ids": 6, "ids_truncated": 2 if k == 1 else 1,
+                     "ids_truncated_share": (2 if k == 1 else 1) / 6, "null_id_rows": 3, "warning": stats["warning"]}
+    assert f"dropped {dropped / 10:.1%} of the rows" in stats["warning"]
 
 
-def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark):
+@pytest.mark.parametrize("k", [1, 3])
+def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark, k):
+    """One Exchange, on the id, and work before it that cuts what it moves: K = 1 a partial hash aggregate
+    (min_by of the packed word), K > 1 a partial per-id limit of K + 1 rows (WindowGroupLimit)."""
     df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a", "id % 4 as b", "id % 2 as c")
-    plan = bound_contributions(df, PrivacyUnit(("pid",), 3), seed=1).df._jdf.queryExecution().executedPlan().toString()
+    plan = bound_contributions(df, PrivacyUnit(("pid",), k), seed=1).df._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan
-    schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": 3}})
+    schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": k}})
     packed, _ = bounded_codes(df, schema, seed=1)
+    packed.df.write.format("noop").mode("overwrite").save()  # the final (adaptive) plan
     plan = packed.df._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan
     exchange = plan[plan.index("Exchange"):].splitlines()[0]
     assert "hashpartitioning(pid" in exchange, exchange
+    below = plan[plan.index("Exchange"):]
+    if k == 1:
+        assert "HashAggregate" in below and "partial_min_by(w0" in below, plan
+    else:
+        assert f"row_number(), {k + 1}, Partial" in below, plan
     assert packed.df.columns == ["w0"]  # the id does not go further
 
 
