@@ -77,9 +77,9 @@ def _value(obj: Any, path: str) -> str:
     if obj is None:
         return "&mdash;"
     if isinstance(obj, str):
-        return html.escape(obj)
+        return html.escape(attr_label(obj))
     if isinstance(obj, Mapping):
-        rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
+        rows = "".join(f"<tr><th>{html.escape(attr_label(str(k)))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
                        for k, v in obj.items() if not is_plotted(_pointer(path, k)))
         return _fold(len(obj), f"<table>{rows}</table>") if rows else "&mdash;"
     if obj and all(isinstance(v, Mapping) for v in obj):
@@ -160,8 +160,8 @@ def _ledger(report: Mapping) -> str:
     else:
         left = f"rho {_n(report, *key, 'left_rho')} of {_n(report, *key, 'budget_rho')} is left"
         if ledger.get("left_epsilon") is not None:
-            left += (f": one more run at delta {_n(report, *key, 'budget_delta')} may spend up to epsilon "
-                     f"{_n(report, *key, 'left_epsilon')} (the budget is epsilon {_n(report, *key, 'budget_epsilon')})")
+            left += (f" (epsilon {_n(report, *key, 'left_epsilon')} of {_n(report, *key, 'budget_epsilon')} at "
+                     f"delta {_n(report, *key, 'budget_delta')})")
     scope = f", partition {html.escape(str(ledger['partition']))}" if ledger.get("partition") else ""
     return (f"<p><b>Ledger.</b> After this run the dataset <i>{html.escape(str(ledger.get('dataset_id') or ''))}</i>"
             f"{scope} has spent {spent} in total over all runs and drafts; {left}.</p>")

@@ -3,15 +3,12 @@
 The call reads the report only (the metrics of the synthetic table against the real one, which are
 NOT private: the report is the operator's). Four checks, each ``fit``, ``care`` or ``not fit``:
 
-========================================  ===================  ====================  ===========
-check                                      fit for use          use with care         not fit
-========================================  ===================  ====================  ===========
-2-way TVD / independent-columns baseline   <= 0.5 (or TVD       <= 0.9                > 0.9
-                                           <= 0.01)
-estimate's 1-way fit to the noisy 1-ways   ratio <= 2           <= 10                 > 10
-1-way TVD, synthetic vs real (max)         <= 0.05              <= 0.15               > 0.15
-KS distance of numeric columns (max)       <= 0.1               <= 0.3                > 0.3
-========================================  ===================  ====================  ===========
+| check | fit for use | use with care | not fit |
+|---|---|---|---|
+| mean 2-way TVD / the independent-columns baseline's | <= 0.5 (or TVD <= 0.01) | <= 0.9 | > 0.9 |
+| the estimate's 1-way fit to the noisy 1-ways (TVD / noise TVD) | <= 2 | <= 10 | > 10 |
+| 1-way TVD, synthetic against real (largest column) | <= 0.05 | <= 0.15 | > 0.15 |
+| KS distance of numeric columns (largest) | <= 0.1 | <= 0.3 | > 0.3 |
 
 The call is the worst check, and at best "use with care" when there is a warning (a fallback, values
 in the output that are not in the input, a numeric column off, a broken rule, a privacy-smoke flag,

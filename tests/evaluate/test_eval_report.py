@@ -103,7 +103,7 @@ def test_report_opens_with_a_verdict_and_warnings(tmp_path):
     assert "value (null) is in the output" in text and "14 rows" in text
     assert "3 input values outside the declared domain, clipped to the edge bin" in text  # a note: 3 % of rows
     assert "high value-level error, KS distance 0.25" in text
-    assert "0.03 rho of 0.05 is left" in text
+    assert "rho 0.03 of 0.05 is left" in text
     assert "sex: the estimate's 1-way marginal is TVD 0.04 from the noisy one" in text
     assert "0.1167 vs 0.2334: 0.50x" in text
     # the estimate's 1-way fit of sex is 13.3x the noise (not fit above 10): the box is red

@@ -136,8 +136,7 @@ def test_ledger_in_rho_and_epsilon():
                                           "budget_epsilon": 3.0, "left_epsilon": 2.1, "budget_delta": 1e-9}
     _, text = page_of(report)
     assert ("After this run the dataset adult has spent rho 0.015 (epsilon 1 at delta 1e-09) in total over all runs "
-            "and drafts; rho 0.03 of 0.045 is left: one more run at delta 1e-09 may spend up to epsilon 2.1 (the "
-            "budget is epsilon 3).") in text
+            "and drafts; rho 0.03 of 0.045 is left (epsilon 2.1 of 3 at delta 1e-09).") in text
     del report["budget"]
     _, text = page_of(report)
     assert "No budget ledger was used" not in text and "Ledger. Not shown: this page was made without the model" in text
