@@ -43,6 +43,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
 from privsyn_spark.evaluate.report import render_html
 from privsyn_spark.evaluate.run_report import build_report
+from privsyn_spark.evaluate.verdict import verdict as make_verdict
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
@@ -344,15 +345,21 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return self.metrics
 
+    def _page(self) -> dict[str, Any]:
+        if self.model is None:
+            return to_jsonable({"metrics": self.metrics})
+        record = dataclasses.replace(self.model.record, metrics=self.metrics)
+        run = {"run_id": self.model.run_id, "dataset": (record.dataset_ledger or {}).get("dataset_id")}
+        return build_report(run, self.model.measurements, record)
+
+    def verdict(self) -> dict[str, Any]:
+        """The fit-for-use call, its checks against the stated thresholds, the warnings and notes
+        (:mod:`privsyn_spark.evaluate.verdict`; report.json's ``verdict``)."""
+        return make_verdict(self._page()).to_dict()
+
     def to_html(self, path: str | Path | None = None) -> str:
         """The report as one HTML page (written to ``path`` when given)."""
-        if self.model is None:
-            page = to_jsonable({"metrics": self.metrics})
-        else:
-            record = dataclasses.replace(self.model.record, metrics=self.metrics)
-            run = {"run_id": self.model.run_id, "dataset": (record.dataset_ledger or {}).get("dataset_id")}
-            page = build_report(run, self.model.measurements, record)
-        text = render_html(page)
+        text = render_html(self._page())
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text

@@ -228,7 +228,7 @@ def render_html(report: Mapping) -> str:
     """The report as one self-contained HTML page (``report`` as returned by ``to_jsonable``)."""
     run = report.get("run") or {}
     title = f"privsyn-spark run report: {run.get('dataset') or ''} {run.get('run_id') or ''}".strip()
-    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report]
+    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report and k != "verdict"]
     toc = ["verdict", "summary"] + sections
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
@@ -276,11 +276,18 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def report_json(report: Mapping) -> str:
+    """The text of report.json: ``report`` with its ``verdict`` (the call, for a pipeline to gate on)."""
+    doc = to_jsonable(report)
+    doc["verdict"] = verdict(doc).to_dict()
+    return json.dumps(doc, indent=1, allow_nan=False)
+
+
 def write_report(report: Mapping, folder: str | Path) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.html`` into ``folder``; returns their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
+    text = report_json(report)
     json_path, html_path = folder / REPORT_JSON, folder / REPORT_HTML
     _write_atomic(json_path, text)
     _write_atomic(html_path, render_html(json.loads(text)))

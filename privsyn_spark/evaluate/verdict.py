@@ -22,8 +22,10 @@ report holds no fidelity metrics ("no call").
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from privsyn_spark.estimate.one_way_fit import OFF_RATIO
 from privsyn_spark.evaluate.report_html import at, attr_label, n
@@ -78,6 +80,16 @@ class Verdict:
         if self.warnings:
             out.append(f"{len(self.warnings)} warning{'s' if len(self.warnings) > 1 else ''} below")
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call as report.json's ``verdict`` (plain text, no numbers of its own: they are the metrics')."""
+        def text(items: list[str]) -> list[str]:
+            return [html.unescape(re.sub(r"<[^>]+>", "", item)) for item in items]
+
+        return {"call": self.call, "colour": self.colour, "reasons": self.reasons,
+                "checks": [{"check": c.name, "value": text([c.value])[0], "thresholds": text([c.thresholds])[0],
+                            "outcome": c.outcome} for c in self.checks],
+                "warnings": text(self.warnings), "notes": text(self.notes)}
 
     @property
     def colour(self) -> str:

@@ -44,7 +44,8 @@ def test_the_page_shows_the_ledger_of_the_model(spark, tmp_path):
 
     model.save(str(tmp_path / "model"))
     for m in (model, PrivSyn.load(str(tmp_path / "model"))):  # a saved model keeps the ledger state
-        page = evaluate(df, out, schema, model=m).to_html(tmp_path / "report.html")
+        report = evaluate(df, out, schema, model=m)
+        page = report.to_html(tmp_path / "report.html")
         assert "No budget ledger was used" not in page and "After this run the dataset" in page
         got = numbers(page)
         key = "/budget/dataset_ledger/"
@@ -56,4 +57,5 @@ def test_the_page_shows_the_ledger_of_the_model(spark, tmp_path):
         assert got[key + "left_epsilon"] == pytest.approx(eps_from_rho(held.left_rho, 1e-9), rel=1e-9)
         assert 2.0 < got[key + "left_epsilon"] < 3.0  # zCDP composes rho: more than the naive 3 - 1 is left
         assert got["/budget/epsilon"] == 1.0 and "/metrics/tvd/tvd_2way_mean" in got
-        assert 'data-call="' in page  # the verdict's call is made on the same page
+        call = report.verdict()
+        assert f'data-call="{call["call"]}"' in page and call["call"] in ("fit for use", "use with care", "not fit")

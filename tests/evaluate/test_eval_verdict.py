@@ -80,6 +80,21 @@ def test_the_call_follows_the_thresholds(change, call, colour, reason):
     assert f"Call: {call}: " in text and reason in text
 
 
+def test_report_json_carries_the_call(tmp_path):
+    report = good_report()
+    report["metrics"]["values"]["age"]["ks"] = 0.2
+    report["domain_handling"]["age"] = {"out_of_domain": 3, "handling": "clip"}
+    json_path, html_path = write_report(report, tmp_path)
+    check_report(json_path, html_path, min_images=0)  # the verdict adds no number of its own
+    doc = json.loads(json_path.read_text())["verdict"]
+    assert doc["call"] == CARE and doc["colour"] == "amber" and doc["reasons"] == ["the KS distance of age is 0.2"]
+    assert doc["warnings"] == [] and doc["notes"] == ["age: 3 input values outside the declared domain, clipped to "
+                                                      "the edge bin."]
+    assert doc["checks"][-1] == {"check": "KS distance of numeric columns (largest)", "value": "0.2 (age)",
+                                 "thresholds": "fit ≤ 0.1, care ≤ 0.3, else not fit", "outcome": CARE}
+    assert html_path.read_text().count('id="verdict"') == 1  # not shown twice
+
+
 def test_a_tiny_2way_tvd_is_fit_whatever_the_baseline():
     report = good_report()
     report["metrics"]["tvd"]["tvd_2way_mean"] = 0.008
