@@ -173,7 +173,7 @@ def _verdict(report: Mapping) -> str:
     eps = _at(report, "budget", "epsilon")[0]
     call = verdict(report)
     parts = ["<h2 id=\"verdict\">Verdict</h2>",
-             f'<div class="verdict verdict-{call.colour}" data-call="{html.escape(call.call)}">', verdict_html(report)]
+             f'<div class="verdict verdict-{call.colour}" data-call="{html.escape(call.call)}">', verdict_html(call)]
     if eps is not None:
         parts.append(f"<p><b>Budget.</b> This run spent epsilon = {_n(report, 'budget', 'epsilon')}, delta = "
                      f"{_n(report, 'budget', 'delta')} (rho = {_n(report, 'budget', 'spent_rho')} zCDP) on "

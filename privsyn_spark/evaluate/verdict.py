@@ -211,9 +211,8 @@ def verdict(report: Mapping) -> Verdict:
     return Verdict(call, found, found_warnings, _handled(report)[1])
 
 
-def verdict_html(report: Mapping) -> str:
+def verdict_html(v: Verdict) -> str:
     """The call line, the checks table, the warnings and the notes (inside the verdict box)."""
-    v = verdict(report)
     because = "" if v.call == FIT or not v.reasons else ": " + html.escape("; ".join(v.reasons))
     head = f'<p class="call"><b>Call: {html.escape(v.call)}</b>{because}.</p>'
     if not v.checks:
