@@ -83,18 +83,20 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """The call as report.json's ``verdict`` (plain text, no numbers of its own: they are the metrics')."""
-        def text(items: list[str]) -> list[str]:
-            return [html.unescape(re.sub(r"<[^>]+>", "", item)) for item in items]
-
         return {"call": self.call, "colour": self.colour, "reasons": self.reasons,
-                "checks": [{"check": c.name, "value": text([c.value])[0], "thresholds": text([c.thresholds])[0],
+                "checks": [{"check": c.name, "value": _plain(c.value), "thresholds": _plain(c.thresholds),
                             "outcome": c.outcome} for c in self.checks],
-                "warnings": text(self.warnings), "notes": text(self.notes)}
+                "warnings": [_plain(w) for w in self.warnings], "notes": [_plain(x) for x in self.notes]}
 
     @property
     def colour(self) -> str:
         """The box's colour: green only for "fit for use"; grey when there is nothing to judge by."""
         return {FIT: "green", CARE: "amber", NOT_FIT: "red", NO_CALL: "grey"}[self.call]
+
+
+def _plain(fragment: str) -> str:
+    """An HTML fragment's text."""
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
 def _grade(value: float, limits: tuple[float, float]) -> str:
