@@ -50,6 +50,7 @@ from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_table import measure_table
 from privsyn_spark.release_guard import (
     Release,
@@ -205,18 +206,19 @@ class PrivSyn:
         spark, source = codes.spark, codes.label or self._frame_name()
         release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
+        progress = Progress(self.settings.progress)
         codes.check_columns()  # a missing id column: refused before any budget is reserved
 
         def draw(sampler: NoiseSampler, provenance: dict) -> Measurements:
             drawn.append(True)
             with record.step("measure"):
-                with record.step("read+encode"):
+                with record.step("read+encode"), progress.phase("measure: reading and encoding the input (one scan)"):
                     packed = codes.packed()  # the one scan of the input; both passes read these persisted codes
                 measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
                                          budget=self.budget, sampler=sampler, record=record,
                                          split=self.settings.split, selection=self.settings.selection,
                                          max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
-                                         unit=self.unit)
+                                         unit=self.unit, progress=progress)
             record.bounding = codes.bounding() or {}
             return dataclasses.replace(measured, provenance=provenance)
 

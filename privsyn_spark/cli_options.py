@@ -35,6 +35,7 @@ FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "shard_rows": ("sharding", "shard_rows"),
     "gum_rounds": ("sharding", "gum_rounds"),
     "gum_sweeps": ("sharding", "gum_sweeps"),
+    "quiet": ("progress", "quiet"),
 }
 """The flags that override one field of :class:`~privsyn_spark.config.Settings` (``--config``): argparse
 destination -> (section attribute, field); a flag keeps its field's name (``--gum-rounds`` -> ``gum_rounds``)."""

@@ -11,6 +11,7 @@ override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
     estimation: {estimator: auto}
     gum: {alpha_0: 0.5}
     sharding: {shard_rows: 1000000, iterations_per_round: 10}
+    progress: {quiet: true}
 
 >>> s = Settings.from_dict({"budget_split": {"one_way": 0.2, "indif": 0.1, "selected": 0.7}})
 >>> s.split.one_way, s.selection.gamma == SelectionConfig().gamma
@@ -23,9 +24,10 @@ privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 's
 One home, one name, one default per knob: each section is a frozen dataclass defined beside the stage
 that reads it (``BudgetSplit`` in privacy/accounting.py, ``SelectionConfig`` in select/,
 ``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/plan.py, ``ShardingConfig``
-in synthesize/sharded/context.py) and validates itself in ``__post_init__`` (a :class:`UsageError`), so a
-``Settings`` that exists is valid; :class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged
-(nothing copies a field out and back). To add a knob:
+in synthesize/sharded/context.py, ``ProgressConfig`` in progress.py) and validates itself in
+``__post_init__`` (a :class:`UsageError`), so a ``Settings`` that exists is valid;
+:class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged (nothing copies a field out and
+back). To add a knob:
 
 1. add a field with its default and a one-line comment to the section's dataclass (or a new section
    dataclass: a field of :class:`Settings` with a ``default_factory`` and an entry in ``_SECTIONS``),
@@ -49,6 +51,7 @@ from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.progress import ProgressConfig
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
@@ -59,7 +62,7 @@ DEFAULT_DELTA = 1e-9
 """Documented default delta; never derived from the (private) row count."""
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig",
-           "SelectionConfig", "Settings", "ShardingConfig"]
+           "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,10 @@ class Settings:
     estimation: EstimationConfig = field(default_factory=EstimationConfig)
     gum: GumConfig = field(default_factory=GumConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)  # stderr lines / notebook bar; quiet
 
     _SECTIONS = {"budget_split": "split", "selection": "selection", "estimation": "estimation", "gum": "gum",
-                 "sharding": "sharding"}
+                 "sharding": "sharding", "progress": "progress"}
     _UNUSED_GUM = {"iterations": "sharding.gum_rounds and sharding.iterations_per_round",
                    "track_errors": "the rounds' errors, always tracked"}
     """GumConfig fields sharded GUM does not read (only the single-process kernel does), and what rules instead."""
