@@ -1,8 +1,9 @@
 """Progress people see: the long steps of a run report on stderr, with no logging set up.
 
 The engine's counting passes, the estimate's mirror-descent iterations and the GUM rounds write
-concise lines ``privsyn-spark: <step> <k> of <N> (<seconds> s)``; a loop writes its first step, then
-at most one line every :attr:`ProgressConfig.every_seconds`, then its end. In a notebook with
+concise lines ``privsyn-spark: <step> <k> of <N> (<seconds> s)``: each pass and GUM round, and of the
+mirror descent's iterations the first, then at most one every :attr:`ProgressConfig.every_seconds`, and
+its end. In a notebook with
 ``tqdm`` installed (an optional dependency) a loop is a notebook progress bar instead.
 ``ProgressConfig(quiet=True)`` (``Settings(progress=...)``, YAML ``progress: {quiet: true}``, the
 CLI's ``--quiet``) silences them.
@@ -14,7 +15,7 @@ the private table (no row counts, no tallies). Every stage gets its :class:`Prog
 
 >>> import io
 >>> out = io.StringIO()
->>> loop = Progress(ProgressConfig(every_seconds=0), stream=out).loop("GUM round", 3)
+>>> loop = Progress(stream=out).loop("GUM round", 3, every_step=True)
 >>> for k in range(1, 4):
 ...     loop.update(k)
 >>> loop.close(3)
@@ -74,28 +75,31 @@ class Progress:
         yield
         self.say(f"{text}: done in {time.perf_counter() - start:.1f} s")
 
-    def loop(self, label: str, total: int, at_most: bool = False) -> Loop:
-        """A loop of ``total`` steps (``at_most``: it may stop earlier) to :meth:`Loop.update` as it goes."""
+    def loop(self, label: str, total: int, at_most: bool = False, every_step: bool = False) -> Loop:
+        """A loop of ``total`` steps (``at_most``: it may stop earlier) to :meth:`Loop.update` as it goes;
+        ``every_step``: a line for each (few, slow steps), else at most one per ``every_seconds``."""
         bar = _notebook_bar(label, total) if self.enabled and self.config.bar else None
-        return Loop(self, label, int(total), at_most, bar)
+        return Loop(self, label, int(total), at_most, bar, every_step)
 
 
 class Loop:
     """One loop's reporting: ``update(k)`` after step k, ``close(k)`` at its end."""
 
-    def __init__(self, progress: Progress, label: str, total: int, at_most: bool, bar: Any = None) -> None:
-        self.progress, self.label, self.total, self.bar = progress, label, total, bar
+    def __init__(self, progress: Progress, label: str, total: int, at_most: bool, bar: Any = None,
+                 every_step: bool = False) -> None:
+        self.progress, self.label, self.total, self.bar, self.every_step = progress, label, total, bar, every_step
         self.of = f"of at most {total}" if at_most else f"of {total}"
         self.start = self.last = time.perf_counter()
         self.reported = False
 
     def update(self, k: int) -> None:
-        """Step ``k`` is done: a line if it is the first, the last, or ``every_seconds`` passed."""
+        """Step ``k`` is done: a line if it is the first, the last, or ``every_seconds`` passed (or ``every_step``)."""
         now = time.perf_counter()
         if self.bar is not None:
             self.bar.update(k - self.bar.n)
             return
-        if not self.reported or k >= self.total or now - self.last >= self.progress.config.every_seconds:
+        if (self.every_step or not self.reported or k >= self.total
+                or now - self.last >= self.progress.config.every_seconds):
             self.progress.say(f"{self.label} {k} {self.of} ({now - self.start:.1f} s)")
             self.reported, self.last = True, now
 

@@ -259,7 +259,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
 
     started = time.perf_counter()
     steps = ctx.sharding.steps(p)
-    rounds = progress.loop("synthesize: GUM round", len(steps) + 1, at_most=True)
+    rounds = progress.loop("synthesize: GUM round", len(steps) + 1, at_most=True, every_step=True)
     ids = spark.range(0, p, 1, numPartitions=min(partitions or p, p))
     state = checkpoint(ids.mapInArrow(_init_fn(bc), STATE_SCHEMA))
     counts = _sum_counts(state)
