@@ -81,9 +81,9 @@ def test_every_seconds_zero_reports_each_step_and_bounds_the_lines(capsys):
         loop.update(k)
     loop.close(5, "converged")
     lines = capsys.readouterr().err.splitlines()
+    end = "privsyn-spark: estimate: mirror descent iterations: converged after 5 of at most 1000 (0.0 s)"
     assert lines == [f"privsyn-spark: estimate: mirror descent iteration {k} of at most 1000 (0.0 s)"
-                     for k in range(1, 6)] + ["privsyn-spark: estimate: mirror descent iterations: converged after 5 of "
-                                              "at most 1000 (0.0 s)"]
+                     for k in range(1, 6)] + [end]
     slow = Progress(ProgressConfig(every_seconds=3600)).loop("synthesize: GUM round", 50)
     for k in range(1, 51):
         slow.update(k)
