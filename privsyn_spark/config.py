@@ -65,9 +65,41 @@ __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig"
            "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
 
 
+RESERVED_PROPERTIES = {
+    "comment": "it is the table comment: use --comment (OutputConfig(comment=...))",
+    "location": "it is where the table is: write to that location as --output",
+    "provider": "the table is Delta",
+    "owner": "Spark sets it to the writing user; change it after the write (ALTER TABLE ... OWNER TO ...)",
+    "external": "Spark sets it from how the table is created",
+    "is_managed_location": "Spark sets it from how the table is created",
+}
+"""Table properties Spark reserves (its ``TableCatalog`` drops or rejects them as properties), and why."""
+
+
+def refused_property(key: str) -> str | None:
+    """Why the table property ``key`` cannot be set by the caller (privsyn.*, Spark's reserved ones), or None."""
+    if key.startswith("privsyn."):
+        return "privsyn.* properties record the run and are set by privsyn-spark itself"
+    if key.lower() in RESERVED_PROPERTIES:
+        return f"Spark reserves it ({RESERVED_PROPERTIES[key.lower()]})"
+    return None
+
+
 @dataclass(frozen=True)
 class OutputConfig:
-    """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`)."""
+    """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`).
+
+    ``partition_by`` takes a column name or a comma list too (``"income"``, ``"a,b"``, as ``--partition-by``);
+    a table property Spark reserves (owner, location, provider, ...) or a ``privsyn.*`` one is a
+    :class:`UsageError`.
+
+    >>> OutputConfig(partition_by="income").partition_by
+    ('income',)
+    >>> OutputConfig(properties={"owner": "me"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    privsyn_spark.errors.UsageError: table property 'owner': Spark reserves it (Spark sets it to the writing user; ...
+    """
 
     mode: str = "overwrite"                 # or "append"
     partition_by: tuple[str, ...] = ()      # partition columns (on create/overwrite)
@@ -75,6 +107,22 @@ class OutputConfig:
     properties: Mapping[str, str] = field(default_factory=dict)  # extra table properties (not privsyn.*)
     partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values: in every row, replaceWhere
     partition_types: Mapping[str, str] = field(default_factory=dict)  # their SQL types (else the table's, else string)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.partition_by, str):  # one column (not its letters), or a comma list as on the CLI
+            object.__setattr__(self, "partition_by", tuple(c.strip() for c in self.partition_by.split(",")
+                                                           if c.strip()))
+        if self.mode not in ("overwrite", "append"):
+            raise UsageError(f"output mode must be 'overwrite' or 'append', got {self.mode!r}")
+        for key in self.properties:
+            why = refused_property(str(key))
+            if why:
+                raise UsageError(f"table property {key!r}: {why}")
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> OutputConfig:
+        """An OutputConfig from a dict of its fields (``{"mode": "append", "partition_by": "income"}``)."""
+        return _section("output", cls, doc, "output")
 
 
 @dataclass(frozen=True)
@@ -130,14 +178,14 @@ class Settings:
         return {section: dataclasses.asdict(getattr(self, attr)) for section, attr in self._SECTIONS.items()}
 
 
-def _section(name: str, kind: type, values: Any) -> Any:
+def _section(name: str, kind: type, values: Any, where: str = "--config") -> Any:
     if not isinstance(values, Mapping):
-        raise UsageError(f"--config: section {name!r} must be a mapping")
+        raise UsageError(f"{where}: section {name!r} must be a mapping")
     known = {f.name for f in dataclasses.fields(kind)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise UsageError(f"--config: unknown key(s) {unknown} in section {name!r} (known: {sorted(known)})")
+        raise UsageError(f"{where}: unknown key(s) {unknown} in section {name!r} (known: {sorted(known)})")
     try:
         return kind(**values)
     except (TypeError, ValueError) as err:
-        raise UsageError(f"--config: section {name!r}: {err}") from err
+        raise UsageError(f"{where}: section {name!r}: {err}") from err

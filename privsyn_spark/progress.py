@@ -120,7 +120,7 @@ SILENT = Progress(ProgressConfig(quiet=True))
 def in_notebook() -> bool:
     """True inside a Jupyter-style kernel (IPython with a kernel: Jupyter, VS Code, Databricks, Colab)."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -129,7 +129,7 @@ def _notebook_bar(label: str, total: int) -> Any:
     if not in_notebook():
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]  # optional, untyped
     except ImportError:
         return None
     return tqdm(total=total, desc=f"privsyn-spark {label}", leave=True)

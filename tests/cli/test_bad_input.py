@@ -120,6 +120,8 @@ BEFORE_SPARK = [
     ("mixed-values", with_column("city", values=["A", 1, 2]), [], "column 'city': 'values' mix types"),
     ("bins-2.7", with_column("age", bins=2.7), [], "column 'age': bins must be a whole number, got 2.7"),
     ("rows-0", None, ["--rows", "0"], "--rows must be >= 1, got 0"),
+    ("table-property-owner", None, ["--table-property", "owner=me"],  # Spark drops it silently: refused
+     "--table-property 'owner': Spark reserves it (Spark sets it to the writing user; change it after the write"),
     ("rows-negative", None, ["--rows", "-5"], "--rows must be >= 1, got -5"),
     ("shard-rows-0", None, ["--shard-rows", "0"], "--shard-rows: shard_rows must be >= 1"),
     ("run-id-escapes", None, ["--run-id", "../escaped"], "--run-id '../escaped' is not a safe folder name"),
