@@ -116,3 +116,20 @@ def test_the_quiet_knob_has_one_home_reached_by_yaml_and_the_cli(tmp_path):
     (tmp_path / "c.yaml").write_text("progress: {quiet: true}\n")
     config = validate_run_args(build_parser().parse_args([*args, "--config", str(tmp_path / "c.yaml")]))
     assert config.settings.progress.quiet
+
+
+def test_in_a_notebook_with_tqdm_a_loop_is_a_bar(monkeypatch, capsys):
+    """tqdm (the notebook extra; dev installs it) draws the loop: no lines; the bar ends at the loop's end."""
+    pytest.importorskip("tqdm", reason="tqdm is in the dev extra")
+    shell = types.SimpleNamespace(kernel=object())
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    loop = Progress().loop("estimate: mirror descent iteration", 1000, at_most=True)
+    assert loop.bar is not None and loop.bar.total == 1000
+    for k in range(1, 8):
+        loop.update(k)
+    assert loop.bar.n == 7
+    loop.close(7, "converged")
+    assert (loop.bar.n, loop.bar.total) == (7, 7)
+    assert "privsyn-spark: " not in capsys.readouterr().err  # the bar, not lines
+    assert Progress(ProgressConfig(bar=False)).loop("x", 3).bar is None  # bar: false keeps lines
+    assert Progress(ProgressConfig(quiet=True)).loop("x", 3).bar is None
