@@ -3,9 +3,8 @@
 The engine's counting passes, the estimate's mirror-descent iterations and the GUM rounds write
 concise lines ``privsyn-spark: <step> <k> of <N> (<seconds> s)``: each pass and GUM round, and of the
 mirror descent's iterations the first, then at most one every :attr:`ProgressConfig.every_seconds`, and
-its end. In a notebook with
-``tqdm`` installed (an optional dependency) a loop is a notebook progress bar instead.
-``ProgressConfig(quiet=True)`` (``Settings(progress=...)``, YAML ``progress: {quiet: true}``, the
+its end. In a notebook with ``tqdm`` installed (the ``notebook`` extra) a loop is a notebook progress
+bar instead. ``ProgressConfig(quiet=True)`` (``Settings(progress=...)``, YAML ``progress: {quiet: true}``, the
 CLI's ``--quiet``) silences them.
 
 The lines hold only step names, counts of public quantities (passes, iterations, rounds: each
