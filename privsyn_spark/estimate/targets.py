@@ -107,8 +107,7 @@ def consistent_targets(
             info.update({"model_cells": too_large.cells, "max_clique_cells": too_large.clique_cells,
                          "largest_clique": list(too_large.clique)})
     if tree is None:
-        with progress.phase(f"estimate: PrivSyn consistency (at most {consistency_iters} iterations)"):
-            tables, extra = consistent_marginals(marginals, domain, n, max_iters=consistency_iters)
+        tables, extra = consistent_marginals(marginals, domain, n, max_iters=consistency_iters, progress=progress)
         info.update(extra)
         info.update({"method": "consistency", "reason": reason, "seconds": time.perf_counter() - start})
         return tables, "consistency", info

@@ -133,3 +133,20 @@ def test_in_a_notebook_with_tqdm_a_loop_is_a_bar(monkeypatch, capsys):
     assert "privsyn-spark: " not in capsys.readouterr().err  # the bar, not lines
     assert Progress(ProgressConfig(bar=False)).loop("x", 3).bar is None  # bar: false keeps lines
     assert Progress(ProgressConfig(quiet=True)).loop("x", 3).bar is None
+
+
+def test_the_consistency_fallback_reports_its_iterations(capsys):
+    """PrivSyn's consistency (the estimator when the model is too large) is a loop too: k of at most N."""
+    from privsyn_spark.domain import Domain
+    from privsyn_spark.estimate.consistency import consistent_marginals
+    from privsyn_spark.privacy.measurements import NoisyMarginal
+
+    domain = Domain.from_dict({"a": 3, "b": 2, "c": 2})
+    rng = np.random.default_rng(0)
+    marginals = [NoisyMarginal(attrs, rng.normal(50, 30, domain.shape(attrs)), 5.0, 0.1)
+                 for attrs in (("a", "b"), ("b", "c"), ("a", "c"))]
+    consistent_marginals(marginals, domain, 600.0, max_iters=40, progress=Progress(ProgressConfig(every_seconds=0)))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("privsyn-spark: estimate: consistency iteration 1 of at most 40 (")
+    assert re.match(r"privsyn-spark: estimate: consistency iterations: done after \d+ of at most 40", lines[-1])
+    assert all(LOOP_LINE.match(line) or END_LINE.match(line) for line in lines)
