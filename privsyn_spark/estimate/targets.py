@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import combinations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,10 +40,14 @@ class EstimationConfig:
     consistency_iters: int = 100  # iterations of the consistency fallback
     shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
                                   # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
+    pair_targets: int = 0         # GUM also matches the model's marginal of up to this many unmeasured pairs
+                                  # (post-processing; 0: only the measured cliques, PrivSyn's targets)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise UsageError(f"estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
+        if self.pair_targets < 0:
+            raise UsageError(f"pair_targets must be >= 0, got {self.pair_targets}")
 
 
 DRIVER_MODEL_CELLS = 1e8
@@ -125,7 +130,8 @@ def consistent_targets(
 
 
 def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
-                     consistency_iters: int = 100) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
+                     consistency_iters: int = 100, pair_targets: int = 0,
+                     ) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 
     Consistent targets (:func:`consistent_targets` within :func:`estimation_budget` of the
@@ -137,12 +143,30 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)
+    model = info.pop("model", None)
+    if model is not None and pair_targets:
+        tables.update(unmeasured_pair_targets(model, tables, pair_targets))
     absent = absent_values(schema, measurements)
     tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                 unavailable_merged(absent, measurements.value_maps, measurements.domain))
-    model = info.pop("model", None)
     fit = one_way_fit(tables, measurements.marginals, measurements.domain, info["total"])
     log.info("targets from %s: %d tables; 1-way fit: mean TVD %.4g to the noisy 1-ways (noise explains %.4g)%s",
              method, len(tables), fit.get("mean_tvd", 0.0), fit.get("mean_noise_tvd", 0.0),
              f", off: {', '.join(fit['off'])}" if fit.get("off") else "")
     return tables, {"method": method, "info": to_jsonable(info), "one_way_fit": to_jsonable(fit)}, model
+
+
+def unmeasured_pair_targets(model: Any, tables: dict[tuple[str, ...], np.ndarray],
+                            limit: int) -> dict[tuple[str, ...], np.ndarray]:
+    """The model's marginals of the attribute pairs inside no target (post-processing), at most ``limit``:
+    the ones the model holds most dependent first (TVD to the product of its 1-ways)."""
+    covered = {frozenset(p) for c in tables for p in combinations(c, 2)}
+    pairs = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
+    extra = {p: np.maximum(model.marginal(p), 0.0) for p in pairs}
+    if len(extra) > limit:
+        def dependence(p: tuple[str, ...]) -> float:
+            table = extra[p]
+            product = np.outer(table.sum(axis=1), table.sum(axis=0)) / max(table.sum(), 1e-300)
+            return float(np.abs(table - product).sum())
+        extra = {p: extra[p] for p in sorted(extra, key=dependence, reverse=True)[:limit]}
+    return extra
