@@ -12,7 +12,12 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
-from privsyn_spark.estimate.targets import DRIVER_MODEL_CELLS, consistent_targets, estimation_budget
+from privsyn_spark.estimate.targets import (
+    DRIVER_MODEL_CELLS,
+    consistent_targets,
+    estimation_budget,
+    unmeasured_pair_targets,
+)
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
 
@@ -153,3 +158,27 @@ def test_estimation_budget_caps_auto_at_the_driver() -> None:
     assert estimation_budget(1e6) == 1e6
     assert estimation_budget(1e12) == estimation_budget(None) == DRIVER_MODEL_CELLS  # past that: consistency
     assert estimation_budget(1e12, "pgm") == 1e12 and estimation_budget(None, "pgm") is None
+
+
+def test_unmeasured_pair_targets_are_the_models_pairs_most_dependent_first() -> None:
+    dom, cliques, measured = _heavy_noise("chain", seed=16, total=2000.0, sigma=5.0)
+    tables, _, info = consistent_targets(measured, dom, 2000.0)
+    model = info["model"]
+    joint = np.zeros(dom.shape())  # the model's full joint, brute force: sum of exp(theta) over the cliques
+    for index in itertools.product(*(range(s) for s in dom.sizes)):
+        joint[index] = np.exp(sum(model.potentials[c][tuple(index[dom.attrs.index(a)] for a in c)]
+                                  for c in model.potentials))
+    joint *= 2000.0 / joint.sum()
+    unmeasured = [("a", "c"), ("a", "d"), ("b", "d")]  # the chain measures a-b, b-c, c-d
+    extra = unmeasured_pair_targets(model, tables, limit=10)
+    assert sorted(extra) == unmeasured
+    for pair, table in extra.items():
+        np.testing.assert_allclose(table, marginal(dom, joint, pair), rtol=1e-6)
+
+    def dependence(t: np.ndarray) -> float:
+        return float(np.abs(t - np.outer(t.sum(axis=1), t.sum(axis=0)) / t.sum()).sum())
+
+    ranked = sorted(unmeasured, key=lambda p: dependence(extra[p]), reverse=True)
+    assert dependence(extra[ranked[0]]) > dependence(extra[ranked[-1]])
+    assert list(unmeasured_pair_targets(model, tables, limit=1)) == ranked[:1]
+    assert unmeasured_pair_targets(model, {**tables, ("a", "b", "c", "d"): joint}, limit=10) == {}
