@@ -32,6 +32,11 @@ ESTIMATORS = ("auto", "pgm", "consistency")
 ``pgm``: Private-PGM or a :class:`UsageError`; ``consistency``: PrivSyn's post-processing only."""
 
 
+PAIR_TARGET_WORK = 2e7
+"""Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows (issue 26: every pair of the
+bench's 40,000-row tables, ~6x GUM's CPU there; none at 10^7 rows, where GUM's cost would grow by as much)."""
+
+
 @dataclass(frozen=True)
 class EstimationConfig:
     """Private-PGM estimation of the consistent targets (post-processing; ``Settings.estimation``)."""
@@ -40,14 +45,14 @@ class EstimationConfig:
     consistency_iters: int = 100  # iterations of the consistency fallback
     shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
                                   # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
-    pair_targets: int = 0         # GUM also matches the model's marginal of up to this many unmeasured pairs
-                                  # (post-processing; 0: only the measured cliques, PrivSyn's targets)
+    pair_target_work: float = PAIR_TARGET_WORK  # GUM also matches the model's marginals of unmeasured pairs,
+                                  # as many as keep pairs x noisy rows within this (0: the measured cliques only)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise UsageError(f"estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
-        if self.pair_targets < 0:
-            raise UsageError(f"pair_targets must be >= 0, got {self.pair_targets}")
+        if not self.pair_target_work >= 0:
+            raise UsageError(f"pair_target_work must be >= 0, got {self.pair_target_work}")
 
 
 DRIVER_MODEL_CELLS = 1e8
@@ -130,7 +135,7 @@ def consistent_targets(
 
 
 def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
-                     consistency_iters: int = 100, pair_targets: int = 0,
+                     consistency_iters: int = 100, pair_target_work: float = 0.0,
                      ) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 
@@ -144,8 +149,11 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)
     model = info.pop("model", None)
-    if model is not None and pair_targets:
-        tables.update(unmeasured_pair_targets(model, tables, pair_targets))
+    limit = int(pair_target_work // max(info["total"], 1.0))
+    if model is not None and limit > 0:
+        extra = unmeasured_pair_targets(model, tables, limit)
+        tables.update(extra)
+        info["pair_targets"] = len(extra)
     absent = absent_values(schema, measurements)
     tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                 unavailable_merged(absent, measurements.value_maps, measurements.domain))
