@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from itertools import combinations
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 
 if TYPE_CHECKING:  # pragma: no cover
+    from privsyn_spark.estimate.model import GraphicalModel
     from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
@@ -164,12 +165,12 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
     return tables, {"method": method, "info": to_jsonable(info), "one_way_fit": to_jsonable(fit)}, model
 
 
-def unmeasured_pair_targets(model: Any, tables: dict[tuple[str, ...], np.ndarray],
+def unmeasured_pair_targets(model: GraphicalModel, tables: Mapping[tuple[str, ...], np.ndarray],
                             limit: int) -> dict[tuple[str, ...], np.ndarray]:
     """The model's marginals of the attribute pairs inside no target (post-processing), at most ``limit``:
     the ones the model holds most dependent first (TVD to the product of its 1-ways)."""
     covered = {frozenset(p) for c in tables for p in combinations(c, 2)}
-    pairs = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
+    pairs: list[tuple[str, ...]] = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
     extra = {p: np.maximum(model.marginal(p), 0.0) for p in pairs}
     if len(extra) > limit:
         def dependence(p: tuple[str, ...]) -> float:

@@ -17,8 +17,8 @@ from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError, count_sensitivity, partition_threshold
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.schema.schema import parse_schema
+from privsyn_spark.select.selection_config import SelectionConfig
 
 DOMAIN = Domain(("a", "b", "c"), (3, 4, 5))
 EVERY_PAIR = SelectionConfig(min_improvement=-1e18, combine=True)  # all pairs, as (a, b, c), whatever the noise
