@@ -36,6 +36,8 @@ ESTIMATORS = ("auto", "pgm", "consistency")
 PAIR_TARGET_WORK = 2e7
 """Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows (issue 26: every pair of the
 bench's 40,000-row tables, ~6x GUM's CPU there; none at 10^7 rows, where GUM's cost would grow by as much)."""
+MAX_PAIR_TARGETS = 1000
+"""At most this many unmeasured-pair targets whatever the rows (each is a model marginal to compute)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)
     model = info.pop("model", None)
-    limit = int(pair_target_work // max(info["total"], 1.0))
+    limit = min(int(pair_target_work // max(info["total"], 1.0)), MAX_PAIR_TARGETS)
     if model is not None and limit > 0:
         extra = unmeasured_pair_targets(model, tables, limit)
         tables.update(extra)
@@ -168,14 +170,10 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
 def unmeasured_pair_targets(model: GraphicalModel, tables: Mapping[tuple[str, ...], np.ndarray],
                             limit: int) -> dict[tuple[str, ...], np.ndarray]:
     """The model's marginals of the attribute pairs inside no target (post-processing), at most ``limit``:
-    the ones the model holds most dependent first (TVD to the product of its 1-ways)."""
+    with more candidates, the pairs of one junction-tree clique (read off the calibration; the model ties
+    them together) before the rest, each group in domain order; only the ones kept are computed."""
     covered = {frozenset(p) for c in tables for p in combinations(c, 2)}
     pairs: list[tuple[str, ...]] = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
-    extra = {p: np.maximum(model.marginal(p), 0.0) for p in pairs}
-    if len(extra) > limit:
-        def dependence(p: tuple[str, ...]) -> float:
-            table = extra[p]
-            product = np.outer(table.sum(axis=1), table.sum(axis=0)) / max(table.sum(), 1e-300)
-            return float(np.abs(table - product).sum())
-        extra = {p: extra[p] for p in sorted(extra, key=dependence, reverse=True)[:limit]}
-    return extra
+    if len(pairs) > limit:
+        pairs = sorted(pairs, key=lambda p: model.tree.containing(p) is None)[:limit]  # stable: domain order
+    return {p: np.maximum(model.marginal(p), 0.0) for p in pairs}

@@ -160,11 +160,11 @@ def test_estimation_budget_caps_auto_at_the_driver() -> None:
     assert estimation_budget(1e12, "pgm") == 1e12 and estimation_budget(None, "pgm") is None
 
 
-def test_unmeasured_pair_targets_are_the_models_pairs_most_dependent_first() -> None:
+def test_unmeasured_pair_targets_are_the_models_pairs() -> None:
     dom, cliques, measured = _heavy_noise("chain", seed=16, total=2000.0, sigma=5.0)
     tables, _, info = consistent_targets(measured, dom, 2000.0)
     model = info["model"]
-    joint = np.zeros(dom.shape())  # the model's full joint, brute force: sum of exp(theta) over the cliques
+    joint = np.zeros(dom.shape())  # the model's full joint, brute force: exp of the potentials summed
     for index in itertools.product(*(range(s) for s in dom.sizes)):
         joint[index] = np.exp(sum(model.potentials[c][tuple(index[dom.attrs.index(a)] for a in c)]
                                   for c in model.potentials))
@@ -174,11 +174,15 @@ def test_unmeasured_pair_targets_are_the_models_pairs_most_dependent_first() -> 
     assert sorted(extra) == unmeasured
     for pair, table in extra.items():
         np.testing.assert_allclose(table, marginal(dom, joint, pair), rtol=1e-6)
-
-    def dependence(t: np.ndarray) -> float:
-        return float(np.abs(t - np.outer(t.sum(axis=1), t.sum(axis=0)) / t.sum()).sum())
-
-    ranked = sorted(unmeasured, key=lambda p: dependence(extra[p]), reverse=True)
-    assert dependence(extra[ranked[0]]) > dependence(extra[ranked[-1]])
-    assert list(unmeasured_pair_targets(model, tables, limit=1)) == ranked[:1]
+        assert table.min() >= 0.0
+    assert list(unmeasured_pair_targets(model, tables, limit=2)) == [("a", "c"), ("a", "d")]
     assert unmeasured_pair_targets(model, {**tables, ("a", "b", "c", "d"): joint}, limit=10) == {}
+
+
+def test_unmeasured_pair_targets_prefer_the_junction_trees_cliques() -> None:
+    dom, cliques, measured = _heavy_noise("cycle", seed=17, total=2000.0, sigma=5.0)  # a-b, b-c, c-d, a-d
+    tables, _, info = consistent_targets(measured, dom, 2000.0)
+    model = info["model"]
+    filled = [p for p in [("a", "c"), ("b", "d")] if model.tree.containing(p) is not None]
+    assert len(filled) == 1  # the triangulation of the 4-cycle adds one chord
+    assert list(unmeasured_pair_targets(model, tables, limit=1)) == filled
