@@ -94,7 +94,8 @@ class SynthModel:
             selection, estimation = self.settings.selection, self.settings.estimation
             targets, self.record.estimation, model = estimate_targets(
                 self.measurements, self.schema, model_cells=selection.model_cells, estimator=estimation.estimator,
-                consistency_iters=estimation.consistency_iters, progress=Progress(self.settings.progress))
+                consistency_iters=estimation.consistency_iters, pair_target_work=estimation.pair_target_work,
+                progress=Progress(self.settings.progress))
             if model is not None and folder is not None:  # the saved model, as a later step reads it
                 folder.save_model(self.run_id, model)
                 model = folder.load_model(self.run_id, domain)

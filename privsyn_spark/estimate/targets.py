@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.progress import SILENT, Progress
 
 if TYPE_CHECKING:  # pragma: no cover
+    from privsyn_spark.estimate.model import GraphicalModel
     from privsyn_spark.schema.schema import Schema
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,13 @@ ESTIMATORS = ("auto", "pgm", "consistency")
 ``pgm``: Private-PGM or a :class:`UsageError`; ``consistency``: PrivSyn's post-processing only."""
 
 
+PAIR_TARGET_WORK = 2e7
+"""Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows (issue 26: every pair of the
+bench's 40,000-row tables, ~6x GUM's CPU there; none at 10^7 rows, where GUM's cost would grow by as much)."""
+MAX_PAIR_TARGETS = 1000
+"""At most this many unmeasured-pair targets whatever the rows (each is a model marginal to compute)."""
+
+
 @dataclass(frozen=True)
 class EstimationConfig:
     """Private-PGM estimation of the consistent targets (post-processing; ``Settings.estimation``)."""
@@ -40,10 +49,14 @@ class EstimationConfig:
     consistency_iters: int = 100  # iterations of the consistency fallback
     shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
                                   # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
+    pair_target_work: float = PAIR_TARGET_WORK  # GUM also matches the model's marginals of unmeasured pairs,
+                                  # as many as keep pairs x noisy rows within this (0: the measured cliques only)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise UsageError(f"estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
+        if not self.pair_target_work >= 0:
+            raise UsageError(f"pair_target_work must be >= 0, got {self.pair_target_work}")
 
 
 DRIVER_MODEL_CELLS = 1e8
@@ -128,7 +141,7 @@ def consistent_targets(
 
 
 def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
-                     consistency_iters: int = 100, progress: Progress = SILENT,
+                     consistency_iters: int = 100, pair_target_work: float = 0.0, progress: Progress = SILENT,
                      ) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 
@@ -142,12 +155,29 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters,
         progress=progress)
+    model = info.pop("model", None)
+    limit = min(int(pair_target_work // max(info["total"], 1.0)), MAX_PAIR_TARGETS)
+    if model is not None and limit > 0:
+        extra = unmeasured_pair_targets(model, tables, limit)
+        tables.update(extra)
+        info["pair_targets"] = len(extra)
     absent = absent_values(schema, measurements)
     tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                 unavailable_merged(absent, measurements.value_maps, measurements.domain))
-    model = info.pop("model", None)
     fit = one_way_fit(tables, measurements.marginals, measurements.domain, info["total"])
     log.info("targets from %s: %d tables; 1-way fit: mean TVD %.4g to the noisy 1-ways (noise explains %.4g)%s",
              method, len(tables), fit.get("mean_tvd", 0.0), fit.get("mean_noise_tvd", 0.0),
              f", off: {', '.join(fit['off'])}" if fit.get("off") else "")
     return tables, {"method": method, "info": to_jsonable(info), "one_way_fit": to_jsonable(fit)}, model
+
+
+def unmeasured_pair_targets(model: GraphicalModel, tables: Mapping[tuple[str, ...], np.ndarray],
+                            limit: int) -> dict[tuple[str, ...], np.ndarray]:
+    """The model's marginals of the attribute pairs inside no target (post-processing), at most ``limit``:
+    with more candidates, the pairs of one junction-tree clique (read off the calibration; the model ties
+    them together) before the rest, each group in domain order; only the ones kept are computed."""
+    covered = {frozenset(p) for c in tables for p in combinations(c, 2)}
+    pairs: list[tuple[str, ...]] = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
+    if len(pairs) > limit:
+        pairs = sorted(pairs, key=lambda p: model.tree.containing(p) is None)[:limit]  # stable: domain order
+    return {p: np.maximum(model.marginal(p), 0.0) for p in pairs}

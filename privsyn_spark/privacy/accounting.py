@@ -147,15 +147,16 @@ class RunBudget:
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step.
 
-    Default 0.25 / 0.05 / 0.70 (issue 26: with PrivSyn's 10 % the 1-way marginals were noisier than
-    MST's, which spends a third of rho on them; the 2-way lead stays; docs/fidelity.md has the bench).
-    PrivSyn Algorithm 3's split is :data:`PRIVSYN_SPLIT` (``budget_split: {one_way: 0.1, indif: 0.1,
-    selected: 0.8}``).
+    Default 0.35 / 0.05 / 0.60 (issue 26: with PrivSyn's 10 %, and then 25 %, the 1-way marginals were
+    noisier than MST's, which spends a third of rho on them; the pairs keep the 2-way lead, helped by
+    measuring pairs rather than combined cliques, ``SelectionConfig.combine``; docs/fidelity.md has the
+    bench). PrivSyn Algorithm 3's split is :data:`PRIVSYN_SPLIT` (``budget_split: {one_way: 0.1, indif:
+    0.1, selected: 0.8}``).
     """
 
-    one_way: float = 0.25   # noisy 1-way marginals (rare-value merging, decoding, and the model's 1-ways)
+    one_way: float = 0.35   # noisy 1-way marginals (rare-value merging, decoding, and the model's 1-ways)
     indif: float = 0.05     # noisy InDif scores for DenseMarg
-    selected: float = 0.70  # the selected / combined marginals
+    selected: float = 0.60  # the selected / combined marginals
     policy_checks: float = 0.05  # taken first, only when the schema has `fail` policies (privacy/policy_checks.py)
 
     def __post_init__(self) -> None:

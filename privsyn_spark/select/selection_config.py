@@ -12,10 +12,11 @@ from privsyn_spark.select.combine import DEFAULT_GAMMA
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """Knobs of PrivSyn's selection steps (defaults as in the paper)."""
+    """Knobs of PrivSyn's selection steps (defaults as in the paper, but ``combine``)."""
 
     gamma: float = DEFAULT_GAMMA          # combined marginals must have fewer cells than this (Algorithm 2)
-    combine: bool = True                  # run marginal combining at all
+    combine: bool = False                 # run marginal combining (Algorithm 2) at all; off since issue 26: with
+                                          # Private-PGM the pairs on their own fit better (docs/fidelity.md)
     theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
     indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise
     min_improvement: float = 0.0          # DenseMarg stops when the error falls by no more than this

@@ -12,7 +12,12 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
-from privsyn_spark.estimate.targets import DRIVER_MODEL_CELLS, consistent_targets, estimation_budget
+from privsyn_spark.estimate.targets import (
+    DRIVER_MODEL_CELLS,
+    consistent_targets,
+    estimation_budget,
+    unmeasured_pair_targets,
+)
 from privsyn_spark.privacy.measurements import NoisyMarginal
 
 
@@ -153,3 +158,31 @@ def test_estimation_budget_caps_auto_at_the_driver() -> None:
     assert estimation_budget(1e6) == 1e6
     assert estimation_budget(1e12) == estimation_budget(None) == DRIVER_MODEL_CELLS  # past that: consistency
     assert estimation_budget(1e12, "pgm") == 1e12 and estimation_budget(None, "pgm") is None
+
+
+def test_unmeasured_pair_targets_are_the_models_pairs() -> None:
+    dom, cliques, measured = _heavy_noise("chain", seed=16, total=2000.0, sigma=5.0)
+    tables, _, info = consistent_targets(measured, dom, 2000.0)
+    model = info["model"]
+    joint = np.zeros(dom.shape())  # the model's full joint, brute force: exp of the potentials summed
+    for index in itertools.product(*(range(s) for s in dom.sizes)):
+        joint[index] = np.exp(sum(model.potentials[c][tuple(index[dom.attrs.index(a)] for a in c)]
+                                  for c in model.potentials))
+    joint *= 2000.0 / joint.sum()
+    unmeasured = [("a", "c"), ("a", "d"), ("b", "d")]  # the chain measures a-b, b-c, c-d
+    extra = unmeasured_pair_targets(model, tables, limit=10)
+    assert sorted(extra) == unmeasured
+    for pair, table in extra.items():
+        np.testing.assert_allclose(table, marginal(dom, joint, pair), rtol=1e-6)
+        assert table.min() >= 0.0
+    assert list(unmeasured_pair_targets(model, tables, limit=2)) == [("a", "c"), ("a", "d")]
+    assert unmeasured_pair_targets(model, {**tables, ("a", "b", "c", "d"): joint}, limit=10) == {}
+
+
+def test_unmeasured_pair_targets_prefer_the_junction_trees_cliques() -> None:
+    dom, cliques, measured = _heavy_noise("cycle", seed=17, total=2000.0, sigma=5.0)  # a-b, b-c, c-d, a-d
+    tables, _, info = consistent_targets(measured, dom, 2000.0)
+    model = info["model"]
+    filled = [p for p in [("a", "c"), ("b", "d")] if model.tree.containing(p) is not None]
+    assert len(filled) == 1  # the triangulation of the 4-cycle adds one chord
+    assert list(unmeasured_pair_targets(model, tables, limit=1)) == filled

@@ -137,7 +137,7 @@ def test_accountant_float_tolerance_and_cannot_be_fooled():
 
 def test_budget_split_defaults_and_validation():
     split = BudgetSplit()
-    assert (split.one_way, split.indif, split.selected) == (0.25, 0.05, 0.70)
+    assert (split.one_way, split.indif, split.selected) == (0.35, 0.05, 0.60)
     assert (PRIVSYN_SPLIT.one_way, PRIVSYN_SPLIT.indif, PRIVSYN_SPLIT.selected) == (0.1, 0.1, 0.8)
     BudgetSplit(0.2, 0.2, 0.6)
     with pytest.raises(ValueError):

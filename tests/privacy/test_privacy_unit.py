@@ -18,8 +18,10 @@ from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError, count_sens
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.schema import parse_schema
+from privsyn_spark.select.selection_config import SelectionConfig
 
 DOMAIN = Domain(("a", "b", "c"), (3, 4, 5))
+EVERY_PAIR = SelectionConfig(min_improvement=-1e18, combine=True)  # all pairs, as (a, b, c), whatever the noise
 
 
 def _inputs(seed: int = 0):
@@ -45,7 +47,8 @@ def _inputs(seed: int = 0):
 def _measure(unit: PrivacyUnit, seed: int = 1) -> Measurements:
     one_way, scores, exact = _inputs()
     return measure_privately(one_way, scores, exact, DOMAIN, run_id="r", schema_hash="h", epsilon=2.0, delta=1e-9,
-                             sampler=SeededSamplerForTestsOnly(seed), unit=unit)
+                             sampler=SeededSamplerForTestsOnly(seed), unit=unit,
+                             selection=EVERY_PAIR)
 
 
 @pytest.mark.parametrize("k", [2, 5, 50])
@@ -70,7 +73,7 @@ def test_every_ledger_sigma_is_k_times_the_row_sigma(k):
 def test_the_default_unit_is_the_row_release_bit_for_bit():
     one_way, scores, exact = _inputs()
     old = measure_privately(one_way, scores, exact, DOMAIN, run_id="r", schema_hash="h", epsilon=2.0, delta=1e-9,
-                            sampler=SeededSamplerForTestsOnly(1))
+                            sampler=SeededSamplerForTestsOnly(1), selection=EVERY_PAIR)
     new = _measure(PrivacyUnit.of(None))
     assert old.noisy_total == new.noisy_total
     assert all(np.array_equal(x.values, y.values) and x.sigma == y.sigma for x, y in zip(old.marginals, new.marginals))
