@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,12 +56,14 @@ from privsyn_spark.release_guard import (
     Release,
     check_same_run,
     committed_measurements,
+    forced_reuse,
     guarded_measure,
     local_artifact,
     run_fingerprint,
 )
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
+from privsyn_spark.runtime.input_identity import StaleInputWarning, delta_version, frame_identity, moved_version
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
@@ -87,6 +90,8 @@ SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
 """The bundled Adult sample's schema file."""
 SAMPLE_DATA = str(Path(__file__).parent / "sample" / "adult.csv.gz")
 """The bundled Adult sample (CSV, gzip): public data for trying things out."""
+REUSE = ("check", "force")
+"""``fit(..., reuse=...)``: refuse a run id measured on another input, or reuse its measurements anyway."""
 
 
 class PrivSyn:
@@ -155,12 +160,16 @@ class PrivSyn:
         return plan_release(self.schema, self.budget, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
-    def fingerprint(self, source: str, spark: SparkSession | None = None,
-                    input_format: str | None = None) -> dict[str, Any]:
-        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match);
-        with ``spark``, also the version of the input's files (a changed CSV/Parquet input is a new run)."""
-        version = input_version(spark, source, input_format) if spark is not None else None
-        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, version)
+    def fingerprint(self, source: str | None, spark: SparkSession | None = None, input_format: str | None = None,
+                    table: str | None = None) -> dict[str, Any]:
+        """What a run id of this synthesizer on the input ``source`` (its identity:
+        :mod:`~privsyn_spark.runtime.input_identity`; None: any) is bound to (a reuse must match); with
+        ``spark`` and the input's location ``table``, also the version of its files (a changed CSV/Parquet
+        input is a new run) or its Delta version (recorded; a reuse on another version is warned about)."""
+        files = input_version(spark, table, input_format) if spark is not None and table else None
+        version = delta_version(spark, table) if spark is not None and table and files is None else None
+        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, files,
+                               version)
 
     def check_reuse(self, run_id: str, source: str) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
@@ -195,14 +204,19 @@ class PrivSyn:
         return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
                           scope)
 
-    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+                reuse: str = "check") -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
-        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
-        without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
-        input. The targets are estimated on the model's first sample (or by :meth:`fit`)."""
+        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before on the same
+        input is reused without spending. ``data``: a Spark or pandas DataFrame, a table location, or
+        :meth:`open`'s input. The targets are estimated on the model's first sample (or by :meth:`fit`).
+        A run id measured on another input (another location, or a DataFrame of another plan:
+        :mod:`~privsyn_spark.runtime.input_identity`) is refused unless ``reuse="force"``."""
+        if reuse not in REUSE:
+            raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
-        spark, source = codes.spark, codes.label or self._frame_name()
+        spark, source = codes.spark, codes.label or frame_identity(codes.raw())
         release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
         codes.check_columns()  # a missing id column: refused before any budget is reserved
@@ -221,13 +235,20 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None))
+            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None),
+                                           codes.source if isinstance(codes.source, str) else None)
+            if reuse == "force":
+                fingerprint = forced_reuse(spark, release, fingerprint)
             measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
         finally:
             if codes is not data:
                 codes.close()
         if not drawn:  # reused: what the step that drew them found
             record = RunRecord.from_state(folder.read_state())
+            stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
+            if stale:
+                warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
+                              stacklevel=2)
         if self.ledger:
             held = dataset_state(spark, *release.ledger_key())
             active = held.active(run_id)
@@ -243,13 +264,15 @@ class PrivSyn:
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
-    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+            reuse: str = "check") -> SynthModel:
         """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
-        SparkSession: small tables only; or a table location, or :meth:`open`'s input).
+        SparkSession: small tables only; or a table location, or :meth:`open`'s input). ``reuse``:
+        ``"check"`` refuses a run id measured on another input, ``"force"`` reuses its measurements anyway.
         """
-        return self.measure(data, run_id, input_format).estimate()
+        return self.measure(data, run_id, input_format, reuse).estimate()
 
     def measured(self, run_id: str | None = None, source: str | None = None,
                  spark: SparkSession | None = None) -> SynthModel:
@@ -260,7 +283,7 @@ class PrivSyn:
             raise UsageError("measured() needs the run id of the measurements")
         spark = spark or _session()
         folder = self.run_folder(run_id, spark)
-        fingerprint = self.fingerprint(source or self._frame_name())
+        fingerprint = self.fingerprint(source)
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
         return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
@@ -287,9 +310,6 @@ class PrivSyn:
     def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
                           record=record, run_folder=folder)
-
-    def _frame_name(self) -> str:
-        return f"DataFrame:{self.dataset_id or '-'}"
 
 
 def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
