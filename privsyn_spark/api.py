@@ -68,6 +68,7 @@ from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import preflight
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
@@ -102,7 +103,8 @@ class PrivSyn:
     ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True`` says
     explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
-    the run's artifacts (shared storage on a cluster). ``settings``: every other knob (one home:
+    the run's artifacts (required on a cluster: shared storage; default ``./runs`` on a local master).
+    ``settings``: every other knob (one home:
     :class:`Settings`), kept as given. ``recharge``: a run id whose reserved measurements are lost pays
     for fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark
     starts (the CLI builds its runs through this constructor).
@@ -118,13 +120,13 @@ class PrivSyn:
 
     def __init__(self, schema: Schema | str | Path, epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
-                 run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
+                 run_id: str | None = None, runs_dir: str | None = None, synthesizer: str = "gum",
                  settings: Settings = Settings(), max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
                  max_rows_per_id: int | None = None) -> None:
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
-        if not (runs_dir or "").strip():
+        if runs_dir is not None and not runs_dir.strip():
             raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
         self.schema = with_privacy_unit(schema if isinstance(schema, Schema) else Schema.load(schema),
                                         privacy_id, max_rows_per_id)
@@ -137,7 +139,8 @@ class PrivSyn:
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
-        self.run_id, self.runs_dir = run_id, runs_dir
+        self.run_id, self.runs_dir = run_id, DEFAULT_RUNS_DIR if runs_dir is None else runs_dir
+        self.runs_dir_given = runs_dir is not None  # the default ./runs is refused on a cluster
         self.synthesizer = synthesizer
         if not isinstance(settings, Settings):
             raise UsageError(f"settings must be a Settings, got {type(settings).__name__}")
@@ -187,7 +190,10 @@ class PrivSyn:
                        self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
-        """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
+        """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system; the
+        default ``./runs`` is refused on a session whose master is not local)."""
+        if spark is not None and not self.runs_dir_given:
+            check_default_runs_dir(spark)
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
     def open(self, source: str | Frame, input_format: str | None = None, run_id: str | None = None,
@@ -199,10 +205,10 @@ class PrivSyn:
         with a DataFrame, ``fit(df.where(...))`` does the same)."""
         source = source if isinstance(source, str) else _spark_frame(source)
         spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
-        preflight(spark, needs_delta=f"the budget ledger {self.ledger}" if self.ledger else None)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
-        return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
-                          scope)
+        scratch = self.run_folder(run_id, spark).location("scratch")  # a refused runs dir: before any job
+        preflight(spark, needs_delta=f"the budget ledger {self.ledger}" if self.ledger else None)
+        return InputCodes(spark, source, input_format, self.schema, scratch, scope)
 
     def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None,
                 reuse: str = "check") -> SynthModel:

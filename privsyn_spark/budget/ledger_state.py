@@ -305,7 +305,8 @@ def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> s
 
 def mismatch_message(run_id: str, diff: str) -> str:
     """The one-line refusal of a run id asked with another fingerprint (``diff``: :func:`fingerprint_mismatch`)."""
-    force = " (the API's reuse='force' reuses them for this input)" if any(part.startswith("input") for part in diff.split(", ")) else ""
+    input_differs = any(part.startswith("input") for part in diff.split(", "))
+    force = " (the API's reuse='force' reuses them for this input)" if input_differs else ""
     return f"run id {run_id!r} was measured with other settings: {diff}; use a new run id{force}"
 
 

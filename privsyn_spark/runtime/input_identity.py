@@ -92,4 +92,5 @@ def moved_version(held: dict, asked: dict) -> str | None:
     before, now = held.get("input_delta_version"), asked.get("input_delta_version")
     if before is None or now is None or before == now:
         return None
-    return f"its measurements are of version {before} of Delta table {asked.get('input')}, which is now at version {now}"
+    return (f"its measurements are of version {before} of Delta table {asked.get('input')}, which is now at "
+            f"version {now}")
