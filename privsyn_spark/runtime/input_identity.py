@@ -15,7 +15,7 @@
 Neither reads a row: the identity is the plan's and the location's, never the values', so refusing a
 reuse says nothing about the data. A DataFrame made from local data (pandas, a list of rows) has no
 location: its identity is its columns and their types, so two such tables with the same columns are
-one input to a run id (docs/operations.md#reusing-a-run-id).
+one input to a run id (docs/operations.md, "Reusing a run id").
 """
 
 from __future__ import annotations

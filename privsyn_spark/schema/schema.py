@@ -95,7 +95,7 @@ class Schema:
     def draft(cls, df: Any, epsilon: float, **options: Any) -> Any:
         """A DRAFT schema of the Spark DataFrame ``df``, drafted with (``epsilon``, ``delta``)-DP: the same
         drafting as ``privsyn-spark infer-schema --epsilon`` (DP partition selection for categories,
-        DP histograms for bounds, bins and spikes; docs/user-guide.md#drafting-a-schema), its rho reserved
+        DP histograms for bounds, bins and spikes; docs/user-guide.md, infer-schema), its rho reserved
         first in ``ledger`` for ``dataset_id`` (or ``no_ledger=True``). Options as the command's:
         ``delta``, ``run_id``, ``null_tokens``, ``bins``, ``bounds``, ``spike_share``, ``privacy_id``,
         ``max_rows_per_id``. Returns the draft (``.schema``, its cost ``.record()``, ``.write(path)``: a
