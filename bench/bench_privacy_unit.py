@@ -5,8 +5,9 @@ attributes constant per id, per-row attributes depending on them and on how acti
 heavy-tailed rows per id), written once as Parquet. Then, on that file:
 
 - time of a bare scan (every column hashed and summed), of a plain ``groupBy(person_id).count()``
-  (bounding's physical floor: one shuffle), of the run's scratch job without bounding (read, encode,
-  pack) and with it at each K (``measure/input_codes.bounded_codes``: the shuffle moves the id and the
+  (the issue's floor: one shuffle, but of one partial count per id and partition), of the run's scratch
+  job without bounding (read, encode, pack), of that job plus one plain shuffle of its rows by id
+  (``repartition``: the rows bounding has to move, moved with no ranking at all) and with bounding at each K (``measure/input_codes.bounded_codes``: the shuffle moves the id and the
   packed words); the jobs write to Spark's ``noop`` sink, so they only read and compute;
 - for K = 1, 5, 20, 50: a person-level run at ``--epsilon`` (PrivSyn, GUM), the rows and ids bounding
   dropped, the mean 1-/2-way TVD of the synthetic table against the bounded real table and against
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", default="/tmp/privsyn-unit-bench")
     parser.add_argument("--repeats", type=int, default=2, help="timing repeats (the best is reported)")
+    parser.add_argument("--timing-only", action="store_true", help="time the jobs, skip the synthesis runs")
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -73,7 +75,9 @@ def main() -> None:
     from privsyn_spark import PrivSyn
     from privsyn_spark.errors import BadInputData
     from privsyn_spark.measure.bounding import bound_contributions
-    from privsyn_spark.measure.input_codes import bounded_codes
+    from privsyn_spark.measure.encode import encode
+    from privsyn_spark.measure.input_codes import bounded_codes, with_rule_codes
+    from privsyn_spark.measure.packing import pack_codes
     from privsyn_spark.privacy.unit import PrivacyUnit
     from privsyn_spark.runtime.session import build_spark_session
     from privsyn_spark.sample.generator import people_schema, people_table
@@ -91,8 +95,8 @@ def main() -> None:
     schema = parse_schema(people_schema())
     per_id = df.groupBy("person_id").count()
     stats = per_id.agg(F.count("*").alias("ids"), F.sum("count").alias("rows"), F.max("count").alias("max")).first()
-    rows, ids, most = int(stats["rows"]), int(stats["ids"]), int(stats["max"])
-    print(f"table: {rows:,} rows of {ids:,} people (max {most:,} rows per person, mean {rows / ids:.1f}); "
+    rows, people, most = int(stats["rows"]), int(stats["ids"]), int(stats["max"])
+    print(f"table: {rows:,} rows of {people:,} people (max {most:,} rows per person, mean {rows / people:.1f}); "
           f"load {os.getloadavg()[0]:.1f}")
 
     cols = df.columns
@@ -102,10 +106,19 @@ def main() -> None:
         return min(_timed(fn) for _ in range(args.repeats))
 
     scan = best(lambda: df.agg(F.sum(F.xxhash64(*cols) % 1024)).collect())
-    group = best(lambda: per_id.write.save(**noop))
+    def count_job() -> None:
+        per_id.write.save(**noop)
+
+    group = best(count_job)
     encode_only = best(lambda: bounded_codes(df, schema)[0].df.write.save(**noop))
-    print(f"bare scan {scan:.1f} s; groupBy(person_id).count() {group:.1f} s; encode+pack {encode_only:.1f} s",
-          flush=True)
+    ids = ("person_id",)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    def shuffle_job() -> None:
+        pack_codes(with_rule_codes(encode(df, schema, ids)), ids).df.repartition(partitions, *ids).write.save(**noop)
+
+    shuffle = best(shuffle_job)
+    print(f"bare scan {scan:.1f} s; groupBy(person_id).count() {group:.1f} s; encode+pack {encode_only:.1f} s; "
+          f"encode+pack+shuffle by id {shuffle:.1f} s", flush=True)
 
     full = _tables(df, schema)
     ks = [int(k) for k in args.ks.split(",")]
@@ -114,6 +127,12 @@ def main() -> None:
         unit = PrivacyUnit(("person_id",), k)
         unit_schema = dataclasses.replace(schema, privacy_unit=unit)
         bounding = best(lambda s=unit_schema: bounded_codes(df, s)[0].df.write.save(**noop))
+        if args.timing_only:  # the references again, right next to it: the ratios hold under a moving load
+            near_group, near_shuffle = best(count_job), best(shuffle_job)
+            print(f"  K={k}: read+encode+pack+bound {bounding:.1f} s; next to it the count {near_group:.1f} s, "
+                  f"encode+pack+shuffle {near_shuffle:.1f} s: {bounding / near_group:.2f}x the count, "
+                  f"{bounding / near_shuffle:.2f}x the shuffle ({_uptime()})", flush=True)
+            continue
         bounded = bound_contributions(df, unit, seed=7)
         bounded.df.write.save(**noop)  # a Dataset action: the bounding's tallies are observed
         info = bounded.stats()
@@ -131,6 +150,9 @@ def main() -> None:
                         bounding, _tvd(bounded_tables, synthetic, 1), _tvd(bounded_tables, synthetic, 2),
                         _tvd(full, synthetic, 1), _tvd(full, synthetic, 2), seconds))
         print(f"  K={k}: done in {seconds:.0f} s ({_uptime()}): {results[-1]}", flush=True)
+    if args.timing_only:
+        spark.stop()
+        return
     # group privacy: a row-level run at epsilon / M protects a person of M rows
     eps_group = args.epsilon / most
     runs = work / "runs-group"
@@ -148,17 +170,18 @@ def main() -> None:
     print(f"  group privacy: {results[-1]}", flush=True)
 
     print()
-    print("| run | epsilon | rows dropped | ids truncated | read+encode+pack+bound s (x scan, x groupBy) "
+    print("| run | epsilon | rows dropped | ids truncated | read+encode+pack+bound s (x scan, x groupBy, x shuffle) "
           "| bounding's own s (minus encode+pack; x groupBy) | 1-way TVD vs bounded "
           "| 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, eps, dropped, trunc, seconds, b1, b2, f1, f2, run_s in results:
-        timing = "-" if np.isnan(seconds) else f"{seconds:.1f} ({seconds / scan:.1f}x, {seconds / group:.2f}x)"
+        timing = ("-" if np.isnan(seconds) else
+                  f"{seconds:.1f} ({seconds / scan:.1f}x, {seconds / group:.2f}x, {seconds / shuffle:.2f}x)")
         extra = "-" if np.isnan(seconds) else f"{seconds - encode_only:.1f} ({(seconds - encode_only) / group:.2f}x)"
         print(f"| {name} | {eps:.3g} | {dropped:.1%} | {trunc:.1%} | {timing} | {extra} | {b1:.4f} | {b2:.4f} | {f1:.4f} "
               f"| {f2:.4f} | {run_s:.0f} |")
     print(f"\nbare scan {scan:.1f} s, groupBy(person_id).count() {group:.1f} s, encode+pack (no bounding) "
-          f"{encode_only:.1f} s; {rows:,} rows, {ids:,} people; "
+          f"{encode_only:.1f} s, encode+pack+shuffle by id {shuffle:.1f} s; {rows:,} rows, {people:,} people; "
           f"uptime at the end: {_uptime()}")
     spark.stop()
 

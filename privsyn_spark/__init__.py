@@ -17,6 +17,7 @@ from privsyn_spark.config import (
     EstimationConfig,
     GumConfig,
     OutputConfig,
+    ProgressConfig,
     SelectionConfig,
     Settings,
     ShardingConfig,
@@ -25,7 +26,8 @@ from privsyn_spark.operations import budget_states, build_spark_session, draft_s
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
 
-__all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn", "Report",
+__all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn",
+           "ProgressConfig", "Report",
            "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
            "budget_states", "build_spark_session", "draft_schema", "evaluate", "provenance", "set_budget",
            "write_delta"]

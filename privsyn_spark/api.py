@@ -51,6 +51,7 @@ from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_table import measure_table
 from privsyn_spark.release_guard import (
     Release,
@@ -98,16 +99,16 @@ REUSE = ("check", "force")
 class PrivSyn:
     """A differentially private synthesizer of one table (PrivSyn selection + GUM, or Private-PGM sampling).
 
-    ``schema``: a :class:`Schema` or a schema file. Budget: ``epsilon`` at ``delta`` for the whole
-    release. A ``ledger`` (a Delta path or table, with the dataset's budget stored by
-    ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True`` says
-    explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
+    ``schema``: a :class:`Schema`, a schema file or its document as a dict. Budget: ``epsilon`` at
+    ``delta`` for the whole release. A ``ledger`` (a Delta path or table, with the dataset's budget
+    stored by ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True``
+    says explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
     the run's artifacts (required on a cluster: shared storage; default ``./runs`` on a local master).
-    ``settings``: every other knob (one home:
-    :class:`Settings`), kept as given. ``recharge``: a run id whose reserved measurements are lost pays
-    for fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark
-    starts (the CLI builds its runs through this constructor).
+    ``settings``: every other knob (one home: :class:`Settings`, or a dict of its sections as in the
+    YAML file), kept as given. ``recharge``: a run id whose reserved measurements are lost pays for
+    fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark starts
+    (the CLI builds its runs through this constructor).
     ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
     most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
     (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md).
@@ -118,18 +119,19 @@ class PrivSyn:
     privsyn_spark.errors.UsageError: a run needs a budget ledger: --ledger L --dataset-id ID (ledger=..., ...
     """
 
-    def __init__(self, schema: Schema | str | Path, epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA, *,
+    def __init__(self, schema: Schema | str | Path | Mapping[str, Any], epsilon: float = DEFAULT_EPSILON,
+                 delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
                  run_id: str | None = None, runs_dir: str | None = None, synthesizer: str = "gum",
-                 settings: Settings = Settings(), max_cells: int = DEFAULT_MAX_CELLS, recharge: bool = False,
+                 settings: Settings | Mapping[str, Any] = Settings(), max_cells: int = DEFAULT_MAX_CELLS,
+                 recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
                  max_rows_per_id: int | None = None) -> None:
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
         if runs_dir is not None and not runs_dir.strip():
             raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
-        self.schema = with_privacy_unit(schema if isinstance(schema, Schema) else Schema.load(schema),
-                                        privacy_id, max_rows_per_id)
+        self.schema = with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id)
         if synthesizer not in SYNTHESIZERS:
             raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
         if max_cells < 1:
@@ -142,8 +144,11 @@ class PrivSyn:
         self.run_id, self.runs_dir = run_id, DEFAULT_RUNS_DIR if runs_dir is None else runs_dir
         self.runs_dir_given = runs_dir is not None  # the default ./runs is refused on a cluster
         self.synthesizer = synthesizer
+        if isinstance(settings, Mapping):  # a document of sections, as the YAML --config file holds
+            settings = Settings.from_dict(settings)
         if not isinstance(settings, Settings):
-            raise UsageError(f"settings must be a Settings, got {type(settings).__name__}")
+            raise UsageError(f"settings must be a Settings (privsyn_spark.Settings(sharding=ShardingConfig(...), "
+                             f"...)) or a dict of its sections, got {type(settings).__name__}")
         self.settings = settings
         self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
 
@@ -225,18 +230,19 @@ class PrivSyn:
         spark, source = codes.spark, codes.label or frame_identity(codes.raw())
         release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
+        progress = Progress(self.settings.progress)
         codes.check_columns()  # a missing id column: refused before any budget is reserved
 
         def draw(sampler: NoiseSampler, provenance: dict) -> Measurements:
             drawn.append(True)
             with record.step("measure"):
-                with record.step("read+encode"):
+                with record.step("read+encode"), progress.phase("measure: reading and encoding the input (one scan)"):
                     packed = codes.packed()  # the one scan of the input; both passes read these persisted codes
                 measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
                                          budget=self.budget, sampler=sampler, record=record,
                                          split=self.settings.split, selection=self.settings.selection,
                                          max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
-                                         unit=self.unit)
+                                         unit=self.unit, progress=progress)
             record.bounding = codes.bounding() or {}
             return dataclasses.replace(measured, provenance=provenance)
 
@@ -293,10 +299,11 @@ class PrivSyn:
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
         return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
-    def check_output(self, target: str, output: OutputConfig = OutputConfig(),
+    def check_output(self, target: str, output: OutputConfig | Mapping[str, Any] = OutputConfig(),
                      spark: SparkSession | None = None) -> None:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
         of another schema in append mode. Call it before :meth:`fit` spends anything."""
+        output = as_output(output)
         spark = spark or _session()
         ddl = output_ddl(self.schema)
         if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
@@ -316,6 +323,18 @@ class PrivSyn:
     def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
                           record=record, run_folder=folder)
+
+
+def as_schema(schema: Schema | str | Path | Mapping[str, Any]) -> Schema:
+    """``schema`` as a :class:`Schema`: a schema file is loaded, a dict (the file's document) validated."""
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, Mapping):
+        return Schema.from_dict(schema)
+    if isinstance(schema, (str, Path)):
+        return Schema.load(schema)
+    raise UsageError(f"schema must be a Schema (Schema.load(path), Schema.from_dict({{'columns': [...]}})), a "
+                     f"schema file or a schema document (dict), got {type(schema).__name__}")
 
 
 def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
@@ -343,16 +362,24 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
     return dataclasses.replace(schema, privacy_unit=unit)
 
 
+def as_output(output: OutputConfig | Mapping[str, Any]) -> OutputConfig:
+    """``output`` as an :class:`OutputConfig` (a dict of its fields is validated into one)."""
+    if isinstance(output, OutputConfig):
+        return output
+    if isinstance(output, Mapping):
+        return OutputConfig.from_dict(output)
+    raise UsageError(f"output must be an OutputConfig (privsyn_spark.OutputConfig(mode=..., partition_by=...)) "
+                     f"or a dict of its fields, got {type(output).__name__}")
+
+
 def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
-                output: OutputConfig = OutputConfig()) -> int:
+                output: OutputConfig | Mapping[str, Any] = OutputConfig()) -> int:
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
     version. ``provenance`` (the model it was sampled from, or its ``provenance()`` dict) becomes the
-    table's ``privsyn.*`` properties and the commit's userMetadata."""
+    table's ``privsyn.*`` properties and the commit's userMetadata; ``output``: an :class:`OutputConfig`
+    or a dict of its fields."""
+    output = as_output(output)  # refuses privsyn.* and Spark's reserved properties
     props = provenance.provenance() if isinstance(provenance, SynthModel) else dict(provenance or {})
-    reserved = [k for k in output.properties if k.startswith("privsyn.")]
-    if reserved:
-        raise UsageError(f"table properties {reserved}: privsyn.* properties record the run and are set by "
-                         f"privsyn-spark itself")
     if output.partition:
         props = {**props, "privsyn.partition": ",".join(f"{c}={v}" for c, v in output.partition)}
     return write(df, target, output.mode, properties={**output.properties, **props}, user_metadata=props,

@@ -131,7 +131,8 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    quiet = getattr(args, "quiet", None)  # --quiet: no progress lines (Settings.progress), warnings only in the log
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from privsyn_spark.config import Settings
+from privsyn_spark.config import Settings, refused_property
 from privsyn_spark.errors import UsageError
 from privsyn_spark.operations import (
     DECLARED_DTYPES,
@@ -23,15 +23,16 @@ from privsyn_spark.pipeline import RunConfig, synthesizer
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` items as a dict; privsyn.* keys are reserved for the run's provenance."""
+    """``KEY=VALUE`` items as a dict; privsyn.* keys (the run's provenance) and the ones Spark reserves
+    (owner, location, provider, ...: :data:`~privsyn_spark.config.RESERVED_PROPERTIES`) are refused."""
     props = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--table-property {item!r}: expected KEY=VALUE")
-        if key.strip().startswith("privsyn."):
-            raise UsageError(f"--table-property {key.strip()!r}: privsyn.* properties record the run and are set "
-                             f"by privsyn-spark itself")
+        why = refused_property(key.strip())
+        if why:
+            raise UsageError(f"--table-property {key.strip()!r}: {why}")
         props[key.strip()] = value
     return props
 
@@ -42,6 +43,7 @@ FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "shard_rows": ("sharding", "shard_rows"),
     "gum_rounds": ("sharding", "gum_rounds"),
     "gum_sweeps": ("sharding", "gum_sweeps"),
+    "quiet": ("progress", "quiet"),
 }
 """The flags that override one field of :class:`~privsyn_spark.config.Settings` (``--config``): argparse
 destination -> (section attribute, field); a flag keeps its field's name (``--gum-rounds`` -> ``gum_rounds``)."""

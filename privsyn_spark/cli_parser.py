@@ -11,6 +11,19 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.version import __version__
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
+READ_BY = {
+    "output": ("synthesize", "evaluate"), "write_mode": ("synthesize",), "partition_by": ("synthesize",),
+    "comment": ("synthesize",), "table_property": ("synthesize",), "model_cells": ("measure", "synthesize"),
+    "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
+    "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
+    "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
+    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": ("evaluate",),
+}
+"""The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
+other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
+ignores them, so that one argument list serves every step (as the Airflow DAG passes it)."""
+OTHER_STEPS_NOTE = ("The other steps' options are accepted too and ignored, so that one argument list serves "
+                    "every step (the Airflow DAG passes one).")
 
 
 def _optional_int(text: str) -> int | None:
@@ -99,7 +112,11 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     evaluation = parser.add_argument_group("evaluation")
     evaluation.add_argument("--label", help="label column for the ML-efficacy metric")
     evaluation.add_argument("--no-evaluate", action="store_true", help="skip the (non-private) metrics")
+    _quiet_arg(run)
     _spark_args(parser)
+    for action in parser._actions:  # this step's --help lists only what it reads (READ_BY)
+        if step not in (*READ_BY.get(action.dest, STEPS), "run"):
+            action.help = argparse.SUPPRESS
 
 
 def _scope_args(group: Any, where: bool = True) -> None:
@@ -116,6 +133,11 @@ def _config_arg(group: Any) -> None:
     group.add_argument("--config", metavar="FILE.yaml",
                        help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
                             "estimation, gum, sharding")
+
+
+def _quiet_arg(group: Any) -> None:
+    group.add_argument("-q", "--quiet", action="store_const", const=True, default=None,
+                       help="no progress lines on stderr, only warnings in the log (progress.quiet in --config)")
 
 
 def _plan_parser(sub: Any) -> None:
@@ -148,7 +170,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         "evaluate": "compare the input and the synthetic table, write the run report",
     }
     for step in STEPS:
-        _run_args(sub.add_parser(step, help=helps[step], description=helps[step]), step)
+        _run_args(sub.add_parser(step, help=helps[step], description=helps[step],
+                                 epilog=None if step == "run" else OTHER_STEPS_NOTE), step)
     _plan_parser(sub)
     infer = sub.add_parser("infer-schema", help="draft a schema from a table, privately (--epsilon) or not",
                            description="Draft a schema file from a table for a person to review. With --epsilon "
@@ -242,6 +265,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sample.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum", help="gum (default) or pgm")
     _scope_args(sample, where=False)
     _config_arg(sample)
+    _quiet_arg(sample)
     _spark_args(sample)
     prov = sub.add_parser("provenance", help="list the runs that wrote each version of a synthetic Delta table",
                           description="List every version of a Delta table with the privsyn-spark run that wrote "

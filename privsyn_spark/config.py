@@ -11,6 +11,7 @@ override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
     estimation: {estimator: auto}
     gum: {alpha_0: 0.5}
     sharding: {shard_rows: 1000000, iterations_per_round: 10}
+    progress: {quiet: true}
 
 >>> s = Settings.from_dict({"budget_split": {"one_way": 0.2, "indif": 0.1, "selected": 0.7}})
 >>> s.split.one_way, s.selection.gamma == SelectionConfig().gamma
@@ -23,9 +24,10 @@ privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 's
 One home, one name, one default per knob: each section is a frozen dataclass defined beside the stage
 that reads it (``BudgetSplit`` in privacy/accounting.py, ``SelectionConfig`` in select/,
 ``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/plan.py, ``ShardingConfig``
-in synthesize/sharded/context.py) and validates itself in ``__post_init__`` (a :class:`UsageError`), so a
-``Settings`` that exists is valid; :class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged
-(nothing copies a field out and back). To add a knob:
+in synthesize/sharded/context.py, ``ProgressConfig`` in progress.py) and validates itself in
+``__post_init__`` (a :class:`UsageError`), so a ``Settings`` that exists is valid;
+:class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged (nothing copies a field out and
+back). To add a knob:
 
 1. add a field with its default and a one-line comment to the section's dataclass (or a new section
    dataclass: a field of :class:`Settings` with a ``default_factory`` and an entry in ``_SECTIONS``),
@@ -49,6 +51,7 @@ from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.progress import ProgressConfig
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
@@ -59,12 +62,44 @@ DEFAULT_DELTA = 1e-9
 """Documented default delta; never derived from the (private) row count."""
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig",
-           "SelectionConfig", "Settings", "ShardingConfig"]
+           "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
+
+
+RESERVED_PROPERTIES = {
+    "comment": "it is the table comment: use --comment (OutputConfig(comment=...))",
+    "location": "it is where the table is: write to that location as --output",
+    "provider": "the table is Delta",
+    "owner": "Spark sets it to the writing user; change it after the write (ALTER TABLE ... OWNER TO ...)",
+    "external": "Spark sets it from how the table is created",
+    "is_managed_location": "Spark sets it from how the table is created",
+}
+"""Table properties Spark reserves (its ``TableCatalog`` drops or rejects them as properties), and why."""
+
+
+def refused_property(key: str) -> str | None:
+    """Why the table property ``key`` cannot be set by the caller (privsyn.*, Spark's reserved ones), or None."""
+    if key.startswith("privsyn."):
+        return "privsyn.* properties record the run and are set by privsyn-spark itself"
+    if key.lower() in RESERVED_PROPERTIES:
+        return f"Spark reserves it ({RESERVED_PROPERTIES[key.lower()]})"
+    return None
 
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`)."""
+    """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`).
+
+    ``partition_by`` takes a column name or a comma list too (``"income"``, ``"a,b"``, as ``--partition-by``);
+    a table property Spark reserves (owner, location, provider, ...) or a ``privsyn.*`` one is a
+    :class:`UsageError`.
+
+    >>> OutputConfig(partition_by="income").partition_by
+    ('income',)
+    >>> OutputConfig(properties={"owner": "me"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    privsyn_spark.errors.UsageError: table property 'owner': Spark reserves it (Spark sets it to the writing user; ...
+    """
 
     mode: str = "overwrite"                 # or "append"
     partition_by: tuple[str, ...] = ()      # partition columns (on create/overwrite)
@@ -72,6 +107,22 @@ class OutputConfig:
     properties: Mapping[str, str] = field(default_factory=dict)  # extra table properties (not privsyn.*)
     partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values: in every row, replaceWhere
     partition_types: Mapping[str, str] = field(default_factory=dict)  # their SQL types (else the table's, else string)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.partition_by, str):  # one column (not its letters), or a comma list as on the CLI
+            object.__setattr__(self, "partition_by", tuple(c.strip() for c in self.partition_by.split(",")
+                                                           if c.strip()))
+        if self.mode not in ("overwrite", "append"):
+            raise UsageError(f"output mode must be 'overwrite' or 'append', got {self.mode!r}")
+        for key in self.properties:
+            why = refused_property(str(key))
+            if why:
+                raise UsageError(f"table property {key!r}: {why}")
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> OutputConfig:
+        """An OutputConfig from a dict of its fields (``{"mode": "append", "partition_by": "income"}``)."""
+        return _section("output", cls, doc, "output")
 
 
 @dataclass(frozen=True)
@@ -83,9 +134,10 @@ class Settings:
     estimation: EstimationConfig = field(default_factory=EstimationConfig)
     gum: GumConfig = field(default_factory=GumConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)  # stderr lines / notebook bar; quiet
 
     _SECTIONS = {"budget_split": "split", "selection": "selection", "estimation": "estimation", "gum": "gum",
-                 "sharding": "sharding"}
+                 "sharding": "sharding", "progress": "progress"}
     _UNUSED_GUM = {"iterations": "sharding.gum_rounds and sharding.iterations_per_round",
                    "track_errors": "the rounds' errors, always tracked"}
     """GumConfig fields sharded GUM does not read (only the single-process kernel does), and what rules instead."""
@@ -126,14 +178,14 @@ class Settings:
         return {section: dataclasses.asdict(getattr(self, attr)) for section, attr in self._SECTIONS.items()}
 
 
-def _section(name: str, kind: type, values: Any) -> Any:
+def _section(name: str, kind: type, values: Any, where: str = "--config") -> Any:
     if not isinstance(values, Mapping):
-        raise UsageError(f"--config: section {name!r} must be a mapping")
+        raise UsageError(f"{where}: section {name!r} must be a mapping")
     known = {f.name for f in dataclasses.fields(kind)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise UsageError(f"--config: unknown key(s) {unknown} in section {name!r} (known: {sorted(known)})")
+        raise UsageError(f"{where}: unknown key(s) {unknown} in section {name!r} (known: {sorted(known)})")
     try:
         return kind(**values)
     except (TypeError, ValueError) as err:
-        raise UsageError(f"--config: section {name!r}: {err}") from err
+        raise UsageError(f"{where}: section {name!r}: {err}") from err

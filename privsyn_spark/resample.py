@@ -12,7 +12,7 @@ provenance says ``privsyn.mode=resample`` and which run's measurements it re-sam
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from privsyn_spark.api import PrivSyn, write_delta
@@ -91,6 +91,7 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
         model = SynthModel.load(config.model, spark)
         if config.synthesizer != model.synthesizer:
             model.synthesizer = config.synthesizer
+        model.settings = replace(model.settings, progress=config.settings.progress)  # this call's --quiet
         return model
     assert config.from_run is not None and config.schema is not None
     schema = Schema.load(config.schema)

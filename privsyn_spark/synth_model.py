@@ -28,6 +28,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.table_size import check_table_size, default_rows, table_size_warnings
+from privsyn_spark.progress import Progress
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.scratch import run_scratch
@@ -93,7 +94,7 @@ class SynthModel:
             selection, estimation = self.settings.selection, self.settings.estimation
             targets, self.record.estimation, model = estimate_targets(
                 self.measurements, self.schema, model_cells=selection.model_cells, estimator=estimation.estimator,
-                consistency_iters=estimation.consistency_iters)
+                consistency_iters=estimation.consistency_iters, progress=Progress(self.settings.progress))
             if model is not None and folder is not None:  # the saved model, as a later step reads it
                 folder.save_model(self.run_id, model)
                 model = folder.load_model(self.run_id, domain)
@@ -119,7 +120,8 @@ class SynthModel:
         with self.record.step("synthesize"):
             codes, info = synthesize_codes(
                 spark, self.measurements, rows, int(seed), synthesizer=self.synthesizer, targets=self.targets,
-                model=model, sharding=self.settings.sharding, gum=self.settings.gum, checkpoint_dir=checkpoint_dir)
+                model=model, sharding=self.settings.sharding, gum=self.settings.gum, checkpoint_dir=checkpoint_dir,
+                progress=Progress(self.settings.progress))
             self.record.synthesis = {"synthesizer": self.synthesizer, "rows": rows, "seed": int(seed),
                                      **to_jsonable(info)}
             self.last_seed = int(seed)

@@ -19,7 +19,7 @@ SPARK_FREE = ("privsyn_spark.privacy", "privsyn_spark.select", "privsyn_spark.re
 SPARK = ("pyspark", "py4j", "delta")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base types", ("errors", "version", "domain", "count_layout", "randomness", "jsonable", "run_record",
+    ("base types", ("errors", "version", "domain", "count_layout", "randomness", "jsonable", "run_record", "progress",
                     "document_file", "privacy.unit", "schema", "runtime", "sample")),  # privacy.unit: a declared type
     ("privacy math", ("privacy",)),
     ("budget ledger", ("budget",)),

@@ -21,6 +21,7 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.factor import sum_axes
 from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.progress import SILENT, Progress
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +112,13 @@ def consistent_marginals(
     total: float,
     max_iters: int = 100,
     tol: float = 1e-9,
+    progress: Progress = SILENT,
 ) -> tuple[dict[tuple[str, ...], np.ndarray], dict]:
     """Consistent, non-negative tables summing to ``total``, one per distinct measured clique.
 
     Iterates (consistency step, non-negativity projection) until the consistency step leaves no cell
     below ``-tol * total``, then finishes with a consistency step and the uniform mix. Duplicate
-    measurements of one clique end up equal and are returned once.
+    measurements of one clique end up equal and are returned once. ``progress`` hears of the iterations.
     """
     total = max(float(total), 0.0)
     views = []
@@ -128,8 +130,10 @@ def consistent_marginals(
         return {}, {"iterations": 0, "uniform_mix": 0.0}
     closure = intersection_closure([v.attrs for v in views], domain)
     iterations = 0
+    loop = progress.loop("estimate: consistency iteration", max_iters, at_most=True)
     for iterations in range(1, max_iters + 1):  # noqa: B007  (read after the loop)
         _consistency_step(views, closure, total)
+        loop.update(iterations)
         worst = min(float(v.values.min()) for v in views)
         if worst >= -tol * max(total, 1.0):
             break
@@ -137,6 +141,7 @@ def consistent_marginals(
             v.values = project_nonnegative(v.values, total)
     else:
         _consistency_step(views, closure, total)
+    loop.close(iterations)
     lam = _mix_uniform(views, total)
     if lam > 0:
         log.info("consistency: mixed %.3g of the uniform tables in to remove negative remainders", lam)

@@ -27,6 +27,7 @@ from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTree, build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel
 from privsyn_spark.privacy.measurements import NoisyMarginal, weighted_total
+from privsyn_spark.progress import SILENT, Progress
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ def mirror_descent(
     potentials: Mapping[tuple[str, ...], np.ndarray] | None = None,
     log_every: int = 50,
     float32_above: float | None = FLOAT32_ABOVE,
+    progress: Progress = SILENT,
 ) -> EstimationResult:
     """Private-PGM Algorithm 1: entropic mirror descent, stopping when the loss fell by less than
     ``tol`` (relative) per iteration over the last :data:`STOP_WINDOW` iterations.
@@ -168,6 +170,7 @@ def mirror_descent(
     or lower: fewer discarded calls, steadier steps.)
     On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
     are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
+    ``progress`` hears of the iterations ("mirror descent iteration k of at most max_iters").
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
@@ -189,6 +192,7 @@ def mirror_descent(
     calls = 1
     t = 0
     hold = 0  # iterations left before trying a larger step again (after a backtrack)
+    iterations = progress.loop("estimate: mirror descent iteration", max_iters, at_most=True)
     for t in range(1, max_iters + 1):
         if not line_search:
             step = base_step
@@ -226,6 +230,7 @@ def mirror_descent(
         theta, cal, mu, grad = new_theta, new_cal, new_mu, new_grad
         loss = new_loss
         history.append(new_loss)
+        iterations.update(t)
         if log_every and t % log_every == 0:
             log.info("mirror descent: iteration %d, loss %.6g, step x%.3g of 1/L, %.1fs",
                      t, new_loss, step / base_step, time.perf_counter() - start)
@@ -237,6 +242,7 @@ def mirror_descent(
         cal = calibrate(tree, theta)
         history[-1] = l2_loss(measurements, _marginals(cal, cliques, n))[0]
     seconds = time.perf_counter() - start
+    iterations.close(len(history) - 1, "converged" if converged else "stopped")
     log.info("mirror descent: %s after %d iterations (%d oracle calls, %s), loss %.6g, %.2fs",
              "converged" if converged else "stopped", t, calls, np.dtype(dtype).name, history[-1], seconds)
     model = GraphicalModel(domain, tree, theta, n, calibration=cal)
@@ -253,9 +259,10 @@ class MirrorDescent:
     tol: float = 1e-4
     line_search: bool = True
     cell_budget: float | None = DEFAULT_CELL_BUDGET
+    progress: Progress = field(default=SILENT, compare=False, repr=False)
 
     def estimate(self, marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None = None,
                  *, tree: JunctionTree | None = None) -> EstimationResult:
         """Fit by mirror descent."""
         return mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters, tol=self.tol,
-                              line_search=self.line_search, cell_budget=self.cell_budget)
+                              line_search=self.line_search, cell_budget=self.cell_budget, progress=self.progress)

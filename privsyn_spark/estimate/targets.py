@@ -19,6 +19,7 @@ from privsyn_spark.estimate.one_way_fit import one_way_fit
 from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.progress import SILENT, Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from privsyn_spark.schema.schema import Schema
@@ -71,6 +72,7 @@ def consistent_targets(
     estimator: Estimator | None = None,
     consistency_iters: int = 100,
     estimator_choice: str = "auto",
+    progress: Progress = SILENT,
 ) -> tuple[dict[tuple[str, ...], np.ndarray], str, dict[str, Any]]:
     """Consistent non-negative count tables summing to ``total``, one per distinct measured clique.
 
@@ -80,7 +82,7 @@ def consistent_targets(
     ``info["reason"]`` says why. ``total`` None estimates it from the tables. ``rng`` only breaks ties in the
     elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`. With ``"pgm"``,
     ``info["model"]`` is the fitted graphical model (not JSON: callers that save ``info`` pop it; GUM
-    starts from its samples, the ``pgm`` synthesizer samples it).
+    starts from its samples, the ``pgm`` synthesizer samples it). ``progress`` hears of the iterations.
     """
     start = time.perf_counter()
     if estimator_choice not in ESTIMATORS:
@@ -105,11 +107,12 @@ def consistent_targets(
             info.update({"model_cells": too_large.cells, "max_clique_cells": too_large.clique_cells,
                          "largest_clique": list(too_large.clique)})
     if tree is None:
-        tables, extra = consistent_marginals(marginals, domain, n, max_iters=consistency_iters)
+        tables, extra = consistent_marginals(marginals, domain, n, max_iters=consistency_iters, progress=progress)
         info.update(extra)
         info.update({"method": "consistency", "reason": reason, "seconds": time.perf_counter() - start})
         return tables, "consistency", info
-    result = (estimator or MirrorDescent(cell_budget=cell_budget)).estimate(marginals, domain, n, tree=tree)
+    estimator = estimator or MirrorDescent(cell_budget=cell_budget, progress=progress)
+    result = estimator.estimate(marginals, domain, n, tree=tree)
     tables = {c: np.maximum(result.model.marginal(c), 0.0) for c in cliques}
     info.update({"method": "pgm", "reason": f"{'requested' if estimator_choice == 'pgm' else 'auto'}: the junction "
                  f"tree ({tree.total_cells:,} cells) fits the cell budget", "estimator": result.method,
@@ -125,18 +128,20 @@ def consistent_targets(
 
 
 def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells: float | None, estimator: str = "auto",
-                     consistency_iters: int = 100) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
+                     consistency_iters: int = 100, progress: Progress = SILENT,
+                     ) -> tuple[dict[tuple[str, ...], np.ndarray], dict[str, Any], Any]:
     """The estimate stage: ``(targets, description, model)`` from the persisted measurements alone.
 
     Consistent targets (:func:`consistent_targets` within :func:`estimation_budget` of the
     selection's ``model_cells``) without the values the schema's policies rule out (dropped to 0:
     :mod:`privsyn_spark.estimate.zeroed_values`); ``description`` is the report's ``estimation``
     section (with ``one_way_fit``: :mod:`privsyn_spark.estimate.one_way_fit`); ``model`` the fitted
-    graphical model (None: the consistency fallback).
+    graphical model (None: the consistency fallback); ``progress`` hears of the estimation's iterations.
     """
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,
-        estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters)
+        estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters,
+        progress=progress)
     absent = absent_values(schema, measurements)
     tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
                                 unavailable_merged(absent, measurements.value_maps, measurements.domain))

@@ -201,7 +201,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
         raise SchemaError(f"--bounds names columns the table lacks: {unknown}")
     budget = dp.DiscoveryBudget.from_eps_delta(epsilon, delta)
     sampler = sampler or SecureDiscreteGaussian()
-    accountant = Accountant(budget.rho)
+    accountant = Accountant(budget.rho, delta=budget.delta - budget.delta_selection)  # its zCDP share of delta
     notes: list[str] = []
     ids = list(privacy_id)
     rho_columns = budget.rho

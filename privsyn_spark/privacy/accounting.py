@@ -177,11 +177,12 @@ PRIVSYN_SPLIT = BudgetSplit(0.1, 0.1, 0.8)
 class Accountant:
     """The run's zCDP ledger: registers every release and refuses one that would overspend."""
 
-    def __init__(self, total_rho: float, tolerance: float = RHO_TOLERANCE) -> None:
+    def __init__(self, total_rho: float, tolerance: float = RHO_TOLERANCE, delta: float | None = None) -> None:
         if not total_rho > 0 or not math.isfinite(total_rho):
             raise ValueError(f"Accountant: total rho must be a positive finite number, got {total_rho}")
         self.total_rho = float(total_rho)
         self.tolerance = float(tolerance)
+        self.delta = delta  # the run's delta: a refusal states its rhos as epsilon at it too
         self._entries: list[dict] = []
         self._spent = 0.0
 
@@ -218,9 +219,10 @@ class Accountant:
         if any(e["name"] == name for e in self._entries):
             raise ValueError(f"register({name!r}): a release with this name is already in the ledger")
         if self._spent + rho > self.total_rho * (1.0 + self.tolerance):
+            left = max(self.total_rho - self._spent, 0.0)
             raise BudgetExceededError(
-                f"release {name!r} needs rho={rho:.6g} but only {self.total_rho - self._spent:.6g} of "
-                f"{self.total_rho:.6g} is left ({len(self._entries)} releases registered)")
+                f"release {name!r} needs {self._budget(rho)} but only {self._budget(left)} of "
+                f"{self._budget(self.total_rho)} is left ({len(self._entries)} releases registered)")
         entry = {"name": str(name), "rho": rho, "sensitivity": float(sensitivity), "sigma": float(sigma)}
         entry.update(details)
         self._entries.append(entry)
@@ -228,6 +230,12 @@ class Accountant:
         logger.debug("registered %s: rho=%.3g sigma=%.3g (spent %.6g of %.6g)",
                      name, rho, sigma, self._spent, self.total_rho)
         return dict(entry)
+
+    def _budget(self, rho: float) -> str:
+        """``rho`` in words: ``epsilon=E at delta=D (rho=R)`` when the run's delta is known (CKS20 Cor. 13)."""
+        if self.delta is None:
+            return f"rho={rho:.6g}"
+        return f"epsilon={eps_from_rho(rho, self.delta):.6g} at delta={self.delta:.3g} (rho={rho:.6g})"
 
     def is_exhausted(self) -> bool:
         """True when the registered rho equals the budget (up to the tolerance)."""

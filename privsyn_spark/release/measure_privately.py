@@ -84,7 +84,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     total_rho, epsilon, delta = ((budget.rho, budget.epsilon, budget.delta) if budget is not None
                                  else resolve_budget(epsilon, delta, rho))
     sampler = SecureDiscreteGaussian() if sampler is None else sampler
-    accountant = Accountant(total_rho)
+    accountant = Accountant(total_rho, delta=delta)
     sensitivity, unit_record = count_sensitivity(unit), unit.record()  # every count table: L2 <= K
     d = len(domain)
     attrs = domain.attrs

@@ -24,6 +24,7 @@ from privsyn_spark.privacy.accounting import BudgetSplit, RunBudget
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
 
@@ -32,17 +33,21 @@ if TYPE_CHECKING:
 
     from privsyn_spark.run_record import RunRecord
 
+PASSES = 2
+"""Engine passes of a measure step: all 1- and 2-way marginals, then the selected ones."""
+
 
 def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget: RunBudget,
                   sampler: NoiseSampler, record: RunRecord, split: BudgetSplit = BudgetSplit(),
                   selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
-                  log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit()) -> Measurements:
+                  log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit(),
+                  progress: Progress = SILENT) -> Measurements:
     """The private measurements of the table ``packed`` (the run's persisted codes); the domain
     policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
     timings; ``packed`` holds the rows bounded to ``unit``'s K per id (the sensitivities follow).
     The ``fail`` policies' tallies are released noisy with the rest (judged later, on the artifact:
-    :mod:`privsyn_spark.privacy.policy_checks`)."""
-    with record.step("count 1+2-way"):
+    :mod:`privsyn_spark.privacy.policy_checks`). ``progress`` hears of each pass ("counting pass k of 2")."""
+    with record.step("count 1+2-way"), progress.phase(f"measure: counting pass 1 of {PASSES} (1- and 2-way)"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
     tallies = policy_tallies(packed, first)
@@ -54,7 +59,7 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget:
 
     def engine(marginals: Any, recode: Any) -> Any:
         start = time.perf_counter()
-        with record.step("count selected"):
+        with record.step("count selected"), progress.phase(f"measure: counting pass 2 of {PASSES} (selected)"):
             tables = count_marginals(packed, marginals, recode, max_cells=max_cells).tables
         counting[0] += time.perf_counter() - start
         return tables

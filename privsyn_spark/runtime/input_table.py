@@ -97,7 +97,11 @@ def read_table(spark: SparkSession, source: str, fmt: str | None = None, options
     root, itself = _delta_root(spark, source) if is_path(source) and fmt != "table" else (None, False)
     fmt = fmt or _format(source, root)
     if fmt == "table":
-        return spark.table(source)
+        try:
+            return spark.table(source)
+        except Exception as err:  # pyspark's AnalysisException
+            _missing(source, err)
+            raise
     if root is not None and fmt != "delta":
         raise UsageError(f"{source} is (inside) the Delta table {root}: its files hold old versions and deleted "
                          f"rows, so it cannot be read as {fmt}; read it as delta (--input-format delta)")
@@ -116,7 +120,20 @@ def read_table(spark: SparkSession, source: str, fmt: str | None = None, options
         if "COLUMN_ALREADY_EXISTS" in str(err):
             raise BadInputData(f"{source}: the table has two columns of the same name (Spark compares names "
                                f"ignoring case): {str(err).splitlines()[0]}") from None
+        _missing(source, err)
         raise
+
+
+MISSING = ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND")
+"""Spark's error classes of a location or table that does not exist."""
+
+
+def _missing(source: str, err: Exception) -> None:
+    """A missing location or table as a one-line UsageError (exit 2, like a missing local path: a retry
+    fails the same way), naming it; other errors pass."""
+    if any(name in str(err) for name in MISSING):
+        kind = "no such table" if not is_path(source) else "no such file or folder"
+        raise UsageError(f"{source}: {kind} ({str(err).splitlines()[0]})") from None
 
 
 def input_version(spark: SparkSession, source: str, fmt: str | None = None) -> str | None:

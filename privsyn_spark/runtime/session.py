@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.errors import UsageError
+from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
 from privsyn_spark.runtime.pyspark_check import check_pyspark
 
@@ -150,7 +150,12 @@ def build_spark_session(
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as err:
+        if "spark.jars.packages" in settings and "JAVA_GATEWAY_EXITED" in str(err):
+            raise PrivsynError(ivy_help()) from None
+        raise
     if local:
         spark.sparkContext.setLogLevel(log_level)
     log.info("Spark %s session on %s", spark.version, spark.sparkContext.master)
@@ -165,6 +170,14 @@ def _check_active(spark: SparkSession, conf: Mapping[str, str], delta: bool) -> 
                          f"{', '.join(differing)} are not changed: set them when you create it")
     if delta and not has_delta(spark):
         raise UsageError(delta_help())
+
+
+def ivy_help() -> str:
+    """What to do when Spark's JVM died resolving the Delta jars with Ivy (one line; its own error is above it)."""
+    return (f"Spark's JVM exited at start, resolving the Delta jars {delta_package()} from Maven (Ivy, "
+            f"spark.jars.packages; its error is printed above): run scripts/setup.sh, which caches them in "
+            f"{jars_dir()} (PRIVSYN_SPARK_JARS_DIR: a folder of them), or pass --conf spark.jars=<the Delta jars> "
+            f"or spark.jars.repositories=<a Maven mirror you can reach>")
 
 
 def delta_help() -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
 from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 
@@ -24,19 +25,20 @@ one); ``pgm``: records sampled from the graphical model itself."""
 
 def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
                      targets: dict[tuple[str, ...], np.ndarray] | None, model: Any = None, sharding: ShardingConfig,
-                     gum: GumConfig, checkpoint_dir: str | None = None) -> tuple[Any, dict[str, Any]]:
+                     gum: GumConfig, checkpoint_dir: str | None = None,
+                     progress: Progress = SILENT) -> tuple[Any, dict[str, Any]]:
     """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
 
     ``model``: the estimate stage's graphical model (GUM starts from its samples; the ``pgm``
     synthesizer samples it, and needs it); ``sharding``: shards and GUM's reconciliation schedule;
     ``gum``: the GUM kernel's settings; ``checkpoint_dir``: reliable checkpoints
-    (a lost executor's shards are recomputed from them; None: local checkpoints).
+    (a lost executor's shards are recomputed from them; None: local checkpoints); ``progress``: GUM's rounds.
     """
     if synthesizer == "gum":
         if targets is None:
             raise ValueError("the gum synthesizer needs the estimate stage's targets")
         result = synthesize_sharded(spark, measurements.domain, targets, rows, seed=seed, sharding=sharding, gum=gum,
-                                    checkpoint_dir=checkpoint_dir, model=model)
+                                    checkpoint_dir=checkpoint_dir, model=model, progress=progress)
         rounds = [{"round": r, "l1_error": max(errors.values(), default=0.0) / max(result.n, 1), "seconds": seconds}
                   for r, (errors, seconds) in enumerate(zip(result.history, result.round_seconds))]
         info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model",

@@ -120,6 +120,8 @@ BEFORE_SPARK = [
     ("mixed-values", with_column("city", values=["A", 1, 2]), [], "column 'city': 'values' mix types"),
     ("bins-2.7", with_column("age", bins=2.7), [], "column 'age': bins must be a whole number, got 2.7"),
     ("rows-0", None, ["--rows", "0"], "--rows must be >= 1, got 0"),
+    ("table-property-owner", None, ["--table-property", "owner=me"],  # Spark drops it silently: refused
+     "--table-property 'owner': Spark reserves it (Spark sets it to the writing user; change it after the write"),
     ("rows-negative", None, ["--rows", "-5"], "--rows must be >= 1, got -5"),
     ("shard-rows-0", None, ["--shard-rows", "0"], "--shard-rows: shard_rows must be >= 1"),
     ("run-id-escapes", None, ["--run-id", "../escaped"], "--run-id '../escaped' is not a safe folder name"),
@@ -403,3 +405,19 @@ def test_a_budget_refusal_speaks_epsilon_and_delta(spark, capsys, tmp_path):
     code, err = _cli(spark, capsys, case, "--epsilon", "50", step="measure")
     line = one_error_line(err)
     assert code == 3 and "asks epsilon=50 at delta=1e-09" in line and "of the budget epsilon=10 at delta=1e-09" in line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["file-uri", "catalog"])
+def test_a_missing_uri_or_table_is_a_usage_error_not_a_retry(spark, capsys, tmp_path, where):
+    """Issue 25, item 8: a missing ``file://`` input (any URI Spark reads) or catalog table exits 2 with one
+    line naming it, as a missing local path does, not 1 (which a scheduler retries); nothing is charged."""
+    case = Case(tmp_path)
+    missing = (tmp_path / "absent" / "input.csv").as_uri() if where == "file-uri" else "no_such_db.no_such_table"
+    case.input = missing  # type: ignore[assignment]
+    code, err = _cli(spark, capsys, case, step="measure")
+    line = one_error_line(err)
+    assert code == EXIT_USAGE, err
+    kind = "no such file or folder" if where == "file-uri" else "no such table"
+    assert line.startswith(f"privsyn-spark: error: {missing}: {kind} (")
+    assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()

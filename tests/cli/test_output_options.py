@@ -19,7 +19,12 @@ def test_output_options_reach_the_run_config():
 
 
 @pytest.mark.parametrize("item, message", [("privsyn.run_id=x", "set by privsyn-spark itself"),
-                                           ("novalue", "expected KEY=VALUE"), ("=v", "expected KEY=VALUE")])
+                                           ("novalue", "expected KEY=VALUE"), ("=v", "expected KEY=VALUE"),
+                                           ("owner=me", "'owner': Spark reserves it"),
+                                           ("location=s3a://b/t", "'location': Spark reserves it"),
+                                           ("Provider=parquet", r"'Provider': Spark reserves it \(the table is\b"),
+                                           ("external=true", "'external': Spark reserves it"),
+                                           ("comment=x", "use --comment")])
 def test_bad_table_properties_are_usage_errors(item, message):
     with pytest.raises(UsageError, match=message):
         config_from_args(build_parser().parse_args([*BASE, "--table-property", item]))

@@ -103,6 +103,23 @@ def test_accountant_refuses_to_overspend():
         acct.register("d", 1e-6, sensitivity=1.0, sigma=gaussian_sigma(1.0, 1e-6))
 
 
+def test_a_refusal_states_epsilon_at_the_runs_delta_too():
+    """Issue 25, item 8: the run's refusal speaks (epsilon, delta), not only rho (CKS20 Cor. 13 each way)."""
+    total = rho_from_eps_delta(1.0, 1e-9)
+    acct = Accountant(total, delta=1e-9)
+    acct.register("a", 0.75 * total, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.75 * total))
+    with pytest.raises(BudgetExceededError) as refused:
+        acct.register("b", 0.5 * total, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.5 * total))
+    message = str(refused.value)
+    assert f"needs epsilon={eps_from_rho(0.5 * total, 1e-9):.6g} at delta=1e-09 (rho={0.5 * total:.6g})" in message
+    assert f"of epsilon=1 at delta=1e-09 (rho={total:.6g}) is left" in message
+    assert f"only epsilon={eps_from_rho(0.25 * total, 1e-9):.6g} at delta=1e-09" in message
+    with pytest.raises(BudgetExceededError, match=r"needs rho=0\.5 but only rho=0\.25 of rho=1 is left"):
+        without = Accountant(1.0)  # no delta known: rho alone
+        without.register("a", 0.75, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.75))
+        without.register("b", 0.5, sensitivity=1.0, sigma=gaussian_sigma(1.0, 0.5))
+
+
 def test_accountant_float_tolerance_and_cannot_be_fooled():
     acct = Accountant(0.3)
     for i in range(3):  # 0.1 + 0.1 + 0.1 != 0.3 in floating point; must still fit

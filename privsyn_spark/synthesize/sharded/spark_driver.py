@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.runtime.remote import default_parallelism, is_connect, share, sum_vectors
 from privsyn_spark.synthesize.gum.kernel import GumConfig, codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
@@ -237,7 +238,7 @@ class ShardedGumResult(ShardedRun):
 def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
                        seed: int, sharding: ShardingConfig = ShardingConfig(), gum: GumConfig = GumConfig(),
                        partitions: int | None = None, checkpoint_dir: str | None = None,
-                       model: object = None) -> ShardedGumResult:
+                       model: object = None, progress: Progress = SILENT) -> ShardedGumResult:
     """Synthesise ``n`` records with GUM sharded over Spark partitions (see the module docstrings).
 
     ``partitions`` is the number of Spark partitions holding the shards (default: one per shard); it
@@ -246,6 +247,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     ``localCheckpoint`` is used). The returned DataFrame is lazy over the last checkpointed state.
     ``model``: the fitted graphical model the targets came from (Private-PGM), broadcast so that shards
     start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
+    ``progress`` hears of each round ("GUM round k of N"; the first is the shards' start).
     """
     ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=default_parallelism(spark))
     p = len(ctx.sizes)
@@ -256,11 +258,14 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
              "reliable" if checkpoint.reliable else "local")
 
     started = time.perf_counter()
+    steps = ctx.sharding.steps(p)
+    rounds = progress.loop("synthesize: GUM round", len(steps) + 1, at_most=True, every_step=True)
     ids = spark.range(0, p, 1, numPartitions=min(partitions or p, p))
     state = checkpoint(ids.mapInArrow(_init_fn(bc), STATE_SCHEMA))
     counts = _sum_counts(state)
     done = run._record(counts, started)
-    for step in ctx.sharding.steps(p):
+    rounds.update(run.rounds)
+    for step in steps:
         if done:
             break
         started = time.perf_counter()
@@ -269,6 +274,8 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
         counts = _sum_counts(state)
         bc_deficit.unpersist()
         done = run._record(counts, started)
+        rounds.update(run.rounds)
+    rounds.close(run.rounds)
 
     bc_split = share(spark, split_appended(ctx, _collect_cores(state, ctx)))
     state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
