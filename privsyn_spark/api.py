@@ -38,10 +38,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
+from privsyn_spark.budget.ledger_summary import ledger_summary
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
 from privsyn_spark.evaluate.report import render_html
+from privsyn_spark.evaluate.run_report import build_report
+from privsyn_spark.evaluate.verdict import verdict as make_verdict
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
@@ -262,14 +265,9 @@ class PrivSyn:
                 warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
                               stacklevel=2)
         if self.ledger:
-            held = dataset_state(spark, *release.ledger_key())
-            active = held.active(run_id)
-            partition = held.partition_of(active) if active is not None else None
-            record.dataset_ledger = {"ledger": self.ledger, "dataset_id": self.dataset_id,
-                                     "spent_rho": held.spent_rho if partition is None else held.spent_in(partition),
-                                     "budget_rho": held.budget.rho if held.budget is not None else None,
-                                     "left_rho": held.left_for(codes.scope.values()),
-                                     **({"partition": codes.scope.label()} if codes.scope.partition else {})}
+            record.dataset_ledger = ledger_summary(dataset_state(spark, *release.ledger_key()), self.ledger,
+                                                   str(self.dataset_id), run_id, codes.scope.values(),
+                                                   codes.scope.label() if codes.scope.partition else None)
         model = self._model(measurements, record, folder)
         model.save_state()
 
@@ -389,35 +387,52 @@ def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str
 
 @dataclass
 class Report:
-    """Fidelity metrics of a synthetic table against the real one. NOT differentially private."""
+    """Fidelity metrics of a synthetic table against the real one. NOT differentially private.
+
+    With the ``model`` the table was sampled from, the page also shows the run's budget, selection,
+    estimation and the dataset's ledger (as the run report does)."""
 
     metrics: dict[str, Any]
+    model: SynthModel | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.metrics
 
+    def _page(self) -> dict[str, Any]:
+        if self.model is None:
+            return to_jsonable({"metrics": self.metrics})
+        record = dataclasses.replace(self.model.record, metrics=self.metrics)
+        run = {"run_id": self.model.run_id, "dataset": (record.dataset_ledger or {}).get("dataset_id")}
+        return build_report(run, self.model.measurements, record)
+
+    def verdict(self) -> dict[str, Any]:
+        """The fit-for-use call, its checks against the stated thresholds, the warnings and notes
+        (:mod:`privsyn_spark.evaluate.verdict`; report.json's ``verdict``)."""
+        return make_verdict(self._page()).to_dict()
+
     def to_html(self, path: str | Path | None = None) -> str:
         """The report as one HTML page (written to ``path`` when given)."""
-        text = render_html(to_jsonable({"metrics": self.metrics}))
+        text = render_html(self._page())
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
 
 def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, label: str | None = None,
-             seed: int = 0) -> Report:
+             seed: int = 0, model: SynthModel | None = None) -> Report:
     """Compare ``synthetic`` with ``real`` (Spark or pandas DataFrames of ``schema``, or
     :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
-    and, with ``label``, ML efficacy. Reads the private table: the result is NOT
+    and, with ``label``, ML efficacy; ``model`` (the one ``synthetic`` was sampled from) adds its budget
+    and the dataset's ledger to the page. Reads the private table: the result is NOT
     differentially private (an operator's check, not something to publish)."""
     schema = schema if isinstance(schema, Schema) else Schema.load(schema)
     synthetic = _spark_frame(synthetic)
     if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table
         raw = real.rows()  # bounded to K rows per id like the counts (the source itself for a row unit)
         return Report(evaluate_tables(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
-                                      real_values=raw))
+                                      real_values=raw), model)
     real = _spark_frame(real)
-    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed))
+    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed), model)
 
 
 def _spark_frame(df: Frame) -> DataFrame:

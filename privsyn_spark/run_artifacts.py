@@ -23,8 +23,7 @@ import numpy as np
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.junction_tree import JunctionTree
 from privsyn_spark.estimate.model import GraphicalModel
-from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html
-from privsyn_spark.jsonable import to_jsonable
+from privsyn_spark.evaluate.report import REPORT_HTML, REPORT_JSON, render_html, report_json
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE
 from privsyn_spark.run_record import STATE_FILE
 from privsyn_spark.runtime.storage import Storage, join, storage_for
@@ -170,6 +169,6 @@ class RunArtifacts:
     def write_report(self, report: Mapping) -> str:
         """``operator/report.json`` and ``operator/report.html`` (exact statistics: operators only);
         returns the HTML's location."""
-        text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
+        text = report_json(report)
         self.write(text.encode("utf-8"), OPERATOR_DIR, REPORT_JSON)
         return self.write(render_html(json.loads(text)).encode("utf-8"), OPERATOR_DIR, REPORT_HTML)

@@ -6,6 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev,airflow
 export PATH="$PWD/.venv/bin:$PATH"   # spark-submit and airflow from the venv
+# headless Chromium for the report's browser test (tests/evaluate/test_eval_browser.py fails without it)
+if [ -z "${PRIVSYN_CHROMIUM:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
+   && ! command -v google-chrome >/dev/null; then
+  as_root=(); [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+  if command -v apt-get >/dev/null && "${as_root[@]}" true 2>/dev/null; then
+    "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium
+  else
+    echo "test.sh: no Chromium and no apt-get as root here: the browser test will fail (set PRIVSYN_CHROMIUM)" >&2
+  fi
+fi
 .venv/bin/ruff check privsyn_spark tests bench jobs deploy   # lint + import order ([tool.ruff] in pyproject.toml)
 .venv/bin/mypy                                              # privsyn_spark/ ([tool.mypy] in pyproject.toml)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"   # docs/ + API reference (not --quiet: it hides the warnings --strict counts)

@@ -47,7 +47,8 @@ def test_readme_python_example_runs_as_written(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "out" / "adult_synthetic" / "_delta_log").is_dir()
     assert (tmp_path / "spark-warehouse" / "ledger" / "_delta_log").is_dir()  # a bare name is a catalog table
-    assert "<html" in (tmp_path / "report.html").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert "<html" in page and 'data-call="' in page and "After this run the dataset <i>adult</i>" in page
     assert "rho" in done.stdout  # the plan it prints
 
 

@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from privsyn_spark.evaluate.evaluation import NOTICE
+from privsyn_spark.evaluate.report_html import at as _at
+from privsyn_spark.evaluate.report_html import attr_label, format_number
+from privsyn_spark.evaluate.report_html import n as _n
+from privsyn_spark.evaluate.report_html import num as _num
+from privsyn_spark.evaluate.report_html import pointer as _pointer
 from privsyn_spark.evaluate.report_plots import budget_plot, heatmap_plot, histogram_plots, rounds_plot, value_plots
 from privsyn_spark.evaluate.rule_checks import rules_table
+from privsyn_spark.evaluate.verdict import verdict, verdict_html
 from privsyn_spark.jsonable import to_jsonable
 
 REPORT_JSON = "report.json"
@@ -35,6 +41,8 @@ PLOTTED_SUFFIXES = ("/histogram",)  # per-column value histograms (metrics/value
 def is_plotted(pointer: str) -> bool:
     """Whether the part of report.json at ``pointer`` is shown as a plot rather than as numbers."""
     return pointer in PLOTTED or pointer.endswith(PLOTTED_SUFFIXES)
+
+
 FOLD_ROWS = 20  # longer lists are folded into <details>
 
 _CSS = """
@@ -42,28 +50,22 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#22
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;
 vertical-align:top}th{background:#f4f4f4}.notice{background:#fff3cd;border:1px solid #e0c36c;padding:.8em 1em}
-.flag{color:#a00;font-weight:bold}.verdict{background:#eef6ee;border:1px solid #9c9;padding:.6em 1em}
+.flag{color:#a00;font-weight:bold}.verdict{padding:.6em 1em;border:2px solid}
+.verdict-green{background:#e3f4e3;border-color:#3a3}.verdict-amber{background:#fdebc8;border-color:#d08a00}
+.verdict-red{background:#fadcdc;border-color:#c33}.verdict-grey{background:#eee;border-color:#999}
 .warn li{color:#8a4b00}nav ul{columns:3}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
 figcaption{font-size:.85em;color:#555}
 """
 
 
-def format_number(value: int | float) -> str:
-    """How the HTML shows a number: thousands separators for integers, 4 significant digits otherwise."""
-    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
-
-
-def _pointer(path: str, key: object) -> str:
-    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
-
-
-def _num(value: int | float, path: str) -> str:
-    return (f'<span class="num" data-key="{html.escape(path)}" data-value="{html.escape(json.dumps(value))}">'
-            f"{format_number(value)}</span>")
-
-
 def _fold(rows: int, body: str) -> str:
     return f"<details><summary>{rows} rows</summary>{body}</details>" if rows > FOLD_ROWS else body
+
+
+def _tuple(items: list, path: str) -> str:
+    """A short list (an attribute tuple) on one line; rule groups' compound names readable."""
+    return " &times; ".join(html.escape(attr_label(v)) if isinstance(v, str) else _value(v, _pointer(path, i))
+                            for i, v in enumerate(items))
 
 
 def _value(obj: Any, path: str) -> str:
@@ -75,9 +77,9 @@ def _value(obj: Any, path: str) -> str:
     if obj is None:
         return "&mdash;"
     if isinstance(obj, str):
-        return html.escape(obj)
+        return html.escape(attr_label(obj))
     if isinstance(obj, Mapping):
-        rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
+        rows = "".join(f"<tr><th>{html.escape(attr_label(str(k)))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
                        for k, v in obj.items() if not is_plotted(_pointer(path, k)))
         return _fold(len(obj), f"<table>{rows}</table>") if rows else "&mdash;"
     if obj and all(isinstance(v, Mapping) for v in obj):
@@ -86,6 +88,9 @@ def _value(obj: Any, path: str) -> str:
         body = "".join("<tr>" + "".join(f"<td>{_value(v[c], _pointer(_pointer(path, i), c)) if c in v else ''}</td>"
                                         for c in columns) + "</tr>" for i, v in enumerate(obj))
         return _fold(len(obj), f"<table><tr>{head}</tr>{body}</table>")
+    if obj and all(isinstance(v, list) for v in obj):  # e.g. selected pairs: one row each
+        body = "".join(f"<tr><td>{i + 1}</td><td>{_tuple(v, _pointer(path, i))}</td></tr>" for i, v in enumerate(obj))
+        return _fold(len(obj), f"<table>{body}</table>")
     return ", ".join(_value(v, _pointer(path, i)) for i, v in enumerate(obj)) if obj else "&mdash;"
 
 
@@ -138,98 +143,51 @@ proves nothing: the guarantee is the differential privacy of the measurements.</
 </ul>"""
 
 
-def _at(report: Mapping, *keys: Any) -> Any:
-    """``(value, pointer)`` of a nested key (value None when missing)."""
-    node: Any = report
-    path = ""
-    for key in keys:
-        node = node.get(key) if isinstance(node, Mapping) else (node[key] if isinstance(node, list)
-                                                                and isinstance(key, int) and key < len(node) else None)
-        path = _pointer(path, key)
-    return node, path
-
-
-def _n(report: Mapping, *keys: Any) -> str:
-    value, path = _at(report, *keys)
-    return _num(value, path) if isinstance(value, (int, float)) and not isinstance(value, bool) else "&mdash;"
-
-
-def warnings(report: Mapping) -> list[str]:
-    """What an operator should look at: fallbacks, values not in the input, handled values, high errors (HTML)."""
-    out = []
-    if _at(report, "estimation", "method")[0] == "consistency":
-        reason = _at(report, "estimation", "info", "fallback_reason")[0]
-        out.append("Fallback: targets came from PrivSyn's consistency step, not Private-PGM"
-                   + (f" ({html.escape(str(reason))})" if reason else "") + ".")
-    for column in _at(report, "estimation", "one_way_fit", "off")[0] or []:
-        fit = ("estimation", "one_way_fit", "attributes", column)
-        out.append(f"Column <b>{html.escape(str(column))}</b>: the estimate's 1-way marginal is TVD "
-                   f"{_n(report, *fit, 'tvd')} from the noisy one, more than noise explains "
-                   f"({_n(report, *fit, 'noise_tvd')}).")
-    for i, item in enumerate(_at(report, "metrics", "values_not_in_input")[0] or []):
-        out.append(f"Column <b>{html.escape(str(item['column']))}</b>: value {html.escape(str(item['value']))} is in "
-                   f"the output ({_n(report, 'metrics', 'values_not_in_input', i, 'synthetic_rows')} rows) but "
-                   "not in the input.")
-    for column, handled in (_at(report, "domain_handling")[0] or {}).items():
-        if "out_of_domain" in handled:
-            out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'out_of_domain')} "
-                       "input values outside the declared domain, handled by "
-                       f"<i>{html.escape(str(handled.get('handling')))}</i>.")
-        if "not_a_number" in handled:
-            out.append(f"Column <b>{html.escape(column)}</b>: {_n(report, 'domain_handling', column, 'not_a_number')} "
-                       "input values NaN or not a number, handled by "
-                       f"<i>{html.escape(str(handled.get('not_a_number_handling')))}</i>.")
-    for column, values in (_at(report, "metrics", "values")[0] or {}).items():
-        if values.get("high_error"):
-            out.append(f"Column <b>{html.escape(column)}</b>: high value-level error, KS distance "
-                       f"{_n(report, 'metrics', 'values', column, 'ks')}.")
-    bounding_warning = _at(report, "privacy_unit", "bounding", "warning")[0]
-    if bounding_warning:
-        out.append("Contribution bounding (NOT private): " + html.escape(str(bounding_warning)) + ".")
-    if _at(report, "metrics", "rules", "synthetic_violations")[0]:
-        out.append("Synthetic rows break a declared rule (see Metrics, Declared rules).")
-    if _at(report, "metrics", "privacy_smoke", "flag")[0]:
-        out.append("Privacy smoke check flagged an excess of synthetic rows equal to real rows.")
-    return out
+def _ledger(report: Mapping) -> str:
+    """The dataset's ledger after the run, in rho and epsilon (or why it is not shown)."""
+    ledger = _at(report, "budget", "dataset_ledger")[0]
+    if "budget" not in report:
+        return ("<p><b>Ledger.</b> Not shown: this page was made without the model (<code>evaluate(real, "
+                "synthetic, schema, model=model)</code> shows the run's budget and the dataset's ledger).</p>")
+    if not isinstance(ledger, Mapping):
+        return "<p><b>Ledger.</b> No budget ledger was used: other runs on this table are not counted.</p>"
+    key = ("budget", "dataset_ledger")
+    spent = f"rho {_n(report, *key, 'spent_rho')}"
+    if ledger.get("spent_epsilon") is not None:
+        spent += f" (epsilon {_n(report, *key, 'spent_epsilon')} at delta {_n(report, *key, 'budget_delta')})"
+    if ledger.get("budget_rho") is None:
+        left = "no budget is set"
+    else:
+        left = f"rho {_n(report, *key, 'left_rho')} of {_n(report, *key, 'budget_rho')} is left"
+        if ledger.get("left_epsilon") is not None:
+            left += (f" (epsilon {_n(report, *key, 'left_epsilon')} of {_n(report, *key, 'budget_epsilon')} at "
+                     f"delta {_n(report, *key, 'budget_delta')})")
+    scope = f", partition {html.escape(str(ledger['partition']))}" if ledger.get("partition") else ""
+    return (f"<p><b>Ledger.</b> After this run the dataset <i>{html.escape(str(ledger.get('dataset_id') or ''))}</i>"
+            f"{scope} has spent {spent} in total over all runs and drafts; {left}.</p>")
 
 
 def _verdict(report: Mapping) -> str:
-    """The opening section: budget in plain words, warnings, the result against the independent baseline."""
+    """The opening section: the fit-for-use call and its checks, the budget in plain words, the ledger,
+    warnings and notes; the box's colour follows the call (:mod:`privsyn_spark.evaluate.verdict`)."""
     eps = _at(report, "budget", "epsilon")[0]
-    parts = ["<h2 id=\"verdict\">Verdict</h2>", '<div class="verdict">']
+    call = verdict(report)
+    parts = ["<h2 id=\"verdict\">Verdict</h2>",
+             f'<div class="verdict verdict-{call.colour}" data-call="{html.escape(call.call)}">', verdict_html(call)]
     if eps is not None:
         parts.append(f"<p><b>Budget.</b> This run spent epsilon = {_n(report, 'budget', 'epsilon')}, delta = "
                      f"{_n(report, 'budget', 'delta')} (rho = {_n(report, 'budget', 'spent_rho')} zCDP) on "
                      f"<i>{html.escape(str(_at(report, 'run', 'dataset')[0] or ''))}</i>. It protects every single "
                      "record: adding or removing any one row changes the probability of any output by at most a "
                      f"factor e<sup>epsilon</sup>, except with probability delta.</p>")
-    ledger = _at(report, "budget", "dataset_ledger")[0]
-    if isinstance(ledger, Mapping):
-        left = ("no limit is set" if ledger.get("budget_rho") is None else
-                f"{_n(report, 'budget', 'dataset_ledger', 'left_rho')} rho of "
-                f"{_n(report, 'budget', 'dataset_ledger', 'budget_rho')} is left")
-        spent = _n(report, 'budget', 'dataset_ledger', 'spent_rho')
-        parts.append(f"<p><b>Ledger.</b> The dataset has now spent {spent}"
-                     f" rho in total over all runs and drafts; {left}.</p>")
-    else:
-        parts.append("<p><b>Ledger.</b> No budget ledger was used: other runs on this table are not counted.</p>")
-    found = warnings(report)
-    parts.append('<p><b>Warnings.</b></p><ul class="warn">' + "".join(f"<li>{w}</li>" for w in found) + "</ul>"
-                 if found else "<p><b>Warnings.</b> None.</p>")
-    synthetic, _ = _at(report, "metrics", "tvd", "tvd_2way_mean")
-    baseline, _ = _at(report, "metrics", "independent_baseline", "tvd_2way_mean")
-    if synthetic is not None and baseline:
-        better = "better" if synthetic < baseline else "NOT better"
-        parts.append(f"<p><b>Result.</b> Mean 2-way TVD {_n(report, 'metrics', 'tvd', 'tvd_2way_mean')} against "
-                     f"{_n(report, 'metrics', 'independent_baseline', 'tvd_2way_mean')} for independent columns "
-                     f"(lower is better): {better} than the baseline, {synthetic / baseline:.2f}x its error.</p>")
+    parts.append(_ledger(report))
     return "".join(parts) + "</div>"
 
 
 def _marginals_table(report: Mapping) -> str:
     rows = []
     for i, m in enumerate(_at(report, "selection", "marginals")[0] or []):
-        rows.append(f"<tr><td>{html.escape(', '.join(map(str, m.get('attrs', []))))}</td>"
+        rows.append(f"<tr><td>{_tuple(list(m.get('attrs', [])), _pointer('/selection/marginals', i))}</td>"
                     f"<td>{_n(report, 'selection', 'marginals', i, 'cells')}</td>"
                     f"<td>{_n(report, 'selection', 'marginals', i, 'rho')}</td>"
                     f"<td>{_n(report, 'selection', 'marginals', i, 'sigma')}</td></tr>")
@@ -270,7 +228,7 @@ def render_html(report: Mapping) -> str:
     """The report as one self-contained HTML page (``report`` as returned by ``to_jsonable``)."""
     run = report.get("run") or {}
     title = f"privsyn-spark run report: {run.get('dataset') or ''} {run.get('run_id') or ''}".strip()
-    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report]
+    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report and k != "verdict"]
     toc = ["verdict", "summary"] + sections
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
@@ -318,11 +276,18 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def report_json(report: Mapping) -> str:
+    """The text of report.json: ``report`` with its ``verdict`` (the call, for a pipeline to gate on)."""
+    doc = to_jsonable(report)
+    doc["verdict"] = verdict(doc).to_dict()
+    return json.dumps(doc, indent=1, allow_nan=False)
+
+
 def write_report(report: Mapping, folder: str | Path) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.html`` into ``folder``; returns their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(to_jsonable(report), indent=1, allow_nan=False)
+    text = report_json(report)
     json_path, html_path = folder / REPORT_JSON, folder / REPORT_HTML
     _write_atomic(json_path, text)
     _write_atomic(html_path, render_html(json.loads(text)))

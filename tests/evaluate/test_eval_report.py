@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -100,11 +101,14 @@ def test_report_opens_with_a_verdict_and_warnings(tmp_path):
     text = re.sub(r"<[^>]+>", "", page)  # the page's text
     assert "Fallback: targets came from PrivSyn's consistency step" in text
     assert "value (null) is in the output" in text and "14 rows" in text
-    assert "3 input values outside the declared domain, handled by clip" in text
+    assert "3 input values outside the declared domain, clipped to the edge bin" in text  # a note: 3 % of rows
     assert "high value-level error, KS distance 0.25" in text
-    assert "0.03 rho of 0.05 is left" in text
+    assert "rho 0.03 of 0.05 is left" in text
     assert "sex: the estimate's 1-way marginal is TVD 0.04 from the noisy one" in text
-    assert "better than the baseline, 0.50x its error" in text
+    assert "0.1167 vs 0.2334: 0.50x" in text
+    # the estimate's 1-way fit of sex is 13.3x the noise (not fit above 10): the box is red
+    assert 'class="verdict verdict-red" data-call="not fit"' in page
+    assert "Call: not fit: the estimate's 1-way marginal of sex is 13.3x the noise away" in html.unescape(text)
     assert "1.25 s" in text  # timings carry their unit
     keys = {n["key"] for n in parser.numbers}
     assert {"/metrics/values/age/ks", "/metrics/values/gain/spikes/0/synthetic", "/selection/marginals/0/sigma",
