@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,16 +60,19 @@ from privsyn_spark.release_guard import (
     Release,
     check_same_run,
     committed_measurements,
+    forced_reuse,
     guarded_measure,
     local_artifact,
     run_fingerprint,
 )
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
+from privsyn_spark.runtime.input_identity import StaleInputWarning, delta_version, frame_identity, moved_version
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import preflight
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
@@ -91,6 +95,8 @@ SAMPLE_SCHEMA = str(Path(__file__).parent / "sample" / "adult.schema.yaml")
 """The bundled Adult sample's schema file."""
 SAMPLE_DATA = str(Path(__file__).parent / "sample" / "adult.csv.gz")
 """The bundled Adult sample (CSV, gzip): public data for trying things out."""
+REUSE = ("check", "force")
+"""``fit(..., reuse=...)``: refuse a run id measured on another input, or reuse its measurements anyway."""
 
 
 class PrivSyn:
@@ -101,10 +107,11 @@ class PrivSyn:
     stored by ``privsyn-spark budget set``) and a ``dataset_id`` are required unless ``no_ledger=True``
     says explicitly that nothing limits or records what this dataset spends. ``run_id`` names the
     measurements (a second ``fit`` with the same id reuses them without spending); ``runs_dir`` holds
-    the run's artifacts (shared storage on a cluster). ``settings``: every other knob (one home:
-    :class:`Settings`, or a dict of its sections as in the YAML file), kept as given. ``recharge``: a
-    run id whose reserved measurements are lost pays for fresh ones; ``log_exact_counts``: operators
-    only. Everything is checked here, before Spark starts (the CLI builds its runs through this constructor).
+    the run's artifacts (required on a cluster: shared storage; default ``./runs`` on a local master).
+    ``settings``: every other knob (one home: :class:`Settings`, or a dict of its sections as in the
+    YAML file), kept as given. ``recharge``: a run id whose reserved measurements are lost pays for
+    fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark starts
+    (the CLI builds its runs through this constructor).
     ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
     most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
     (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md).
@@ -118,14 +125,14 @@ class PrivSyn:
     def __init__(self, schema: Schema | str | Path | Mapping[str, Any], epsilon: float = DEFAULT_EPSILON,
                  delta: float = DEFAULT_DELTA, *,
                  ledger: str | None = None, dataset_id: str | None = None, no_ledger: bool = False,
-                 run_id: str | None = None, runs_dir: str = "runs", synthesizer: str = "gum",
+                 run_id: str | None = None, runs_dir: str | None = None, synthesizer: str = "gum",
                  settings: Settings | Mapping[str, Any] = Settings(), max_cells: int = DEFAULT_MAX_CELLS,
                  recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
                  max_rows_per_id: int | None = None) -> None:
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
-        if not (runs_dir or "").strip():
+        if runs_dir is not None and not runs_dir.strip():
             raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
         self.schema = with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id)
         if synthesizer not in SYNTHESIZERS:
@@ -137,7 +144,8 @@ class PrivSyn:
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
-        self.run_id, self.runs_dir = run_id, runs_dir
+        self.run_id, self.runs_dir = run_id, DEFAULT_RUNS_DIR if runs_dir is None else runs_dir
+        self.runs_dir_given = runs_dir is not None  # the default ./runs is refused on a cluster
         self.synthesizer = synthesizer
         if isinstance(settings, Mapping):  # a document of sections, as the YAML --config file holds
             settings = Settings.from_dict(settings)
@@ -163,12 +171,16 @@ class PrivSyn:
         return plan_release(self.schema, self.budget, self.settings, self.max_cells, self.ledger,
                             self.dataset_id)
 
-    def fingerprint(self, source: str, spark: SparkSession | None = None,
-                    input_format: str | None = None) -> dict[str, Any]:
-        """What a run id of this synthesizer on the input ``source`` is bound to (a reuse must match);
-        with ``spark``, also the version of the input's files (a changed CSV/Parquet input is a new run)."""
-        version = input_version(spark, source, input_format) if spark is not None else None
-        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, version)
+    def fingerprint(self, source: str | None, spark: SparkSession | None = None, input_format: str | None = None,
+                    table: str | None = None) -> dict[str, Any]:
+        """What a run id of this synthesizer on the input ``source`` (its identity:
+        :mod:`~privsyn_spark.runtime.input_identity`; None: any) is bound to (a reuse must match); with
+        ``spark`` and the input's location ``table``, also the version of its files (a changed CSV/Parquet
+        input is a new run) or its Delta version (recorded; a reuse on another version is warned about)."""
+        files = input_version(spark, table, input_format) if spark is not None and table else None
+        version = delta_version(spark, table) if spark is not None and table and files is None else None
+        return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, files,
+                               version)
 
     def check_reuse(self, run_id: str, source: str) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
@@ -186,7 +198,10 @@ class PrivSyn:
                        self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
-        """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system)."""
+        """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system; the
+        default ``./runs`` is refused on a session whose master is not local)."""
+        if spark is not None and not self.runs_dir_given:
+            check_default_runs_dir(spark)
         return RunArtifacts(self.runs_dir, run_id, spark or (_active() if "://" in self.runs_dir else None))
 
     def open(self, source: str | Frame, input_format: str | None = None, run_id: str | None = None,
@@ -198,19 +213,24 @@ class PrivSyn:
         with a DataFrame, ``fit(df.where(...))`` does the same)."""
         source = source if isinstance(source, str) else _spark_frame(source)
         spark = spark or (_session() if isinstance(source, str) else source.sparkSession)
-        preflight(spark, needs_delta=f"the budget ledger {self.ledger}" if self.ledger else None)
         run_id = run_id or self.run_id or f"scratch-{uuid.uuid4().hex[:12]}"
-        return InputCodes(spark, source, input_format, self.schema, self.run_folder(run_id, spark).location("scratch"),
-                          scope)
+        scratch = self.run_folder(run_id, spark).location("scratch")  # a refused runs dir: before any job
+        preflight(spark, needs_delta=f"the budget ledger {self.ledger}" if self.ledger else None)
+        return InputCodes(spark, source, input_format, self.schema, scratch, scope)
 
-    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+                reuse: str = "check") -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
-        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before is reused
-        without spending. ``data``: a Spark or pandas DataFrame, a table location, or :meth:`open`'s
-        input. The targets are estimated on the model's first sample (or by :meth:`fit`)."""
+        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before on the same
+        input is reused without spending. ``data``: a Spark or pandas DataFrame, a table location, or
+        :meth:`open`'s input. The targets are estimated on the model's first sample (or by :meth:`fit`).
+        A run id measured on another input (another location, or a DataFrame of another plan:
+        :mod:`~privsyn_spark.runtime.input_identity`) is refused unless ``reuse="force"``."""
+        if reuse not in REUSE:
+            raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
-        spark, source = codes.spark, codes.label or self._frame_name()
+        spark, source = codes.spark, codes.label or frame_identity(codes.raw())
         release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
         progress = Progress(self.settings.progress)
@@ -230,13 +250,20 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None))
+            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None),
+                                           codes.source if isinstance(codes.source, str) else None)
+            if reuse == "force":
+                fingerprint = forced_reuse(spark, release, fingerprint)
             measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
         finally:
             if codes is not data:
                 codes.close()
         if not drawn:  # reused: what the step that drew them found
             record = RunRecord.from_state(folder.read_state())
+            stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
+            if stale:
+                warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
+                              stacklevel=2)
         if self.ledger:
             record.dataset_ledger = ledger_summary(dataset_state(spark, *release.ledger_key()), self.ledger,
                                                    str(self.dataset_id), run_id, codes.scope.values(),
@@ -247,13 +274,15 @@ class PrivSyn:
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
-    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None) -> SynthModel:
+    def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+            reuse: str = "check") -> SynthModel:
         """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
-        SparkSession: small tables only; or a table location, or :meth:`open`'s input).
+        SparkSession: small tables only; or a table location, or :meth:`open`'s input). ``reuse``:
+        ``"check"`` refuses a run id measured on another input, ``"force"`` reuses its measurements anyway.
         """
-        return self.measure(data, run_id, input_format).estimate()
+        return self.measure(data, run_id, input_format, reuse).estimate()
 
     def measured(self, run_id: str | None = None, source: str | None = None,
                  spark: SparkSession | None = None) -> SynthModel:
@@ -264,7 +293,7 @@ class PrivSyn:
             raise UsageError("measured() needs the run id of the measurements")
         spark = spark or _session()
         folder = self.run_folder(run_id, spark)
-        fingerprint = self.fingerprint(source or self._frame_name())
+        fingerprint = self.fingerprint(source)
         measurements = committed_measurements(spark, self.release(run_id), fingerprint)
         return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
@@ -292,9 +321,6 @@ class PrivSyn:
     def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
                           record=record, run_folder=folder)
-
-    def _frame_name(self) -> str:
-        return f"DataFrame:{self.dataset_id or '-'}"
 
 
 def as_schema(schema: Schema | str | Path | Mapping[str, Any]) -> Schema:

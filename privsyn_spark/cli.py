@@ -34,6 +34,7 @@ from privsyn_spark.cli_parser import STEPS
 from privsyn_spark.cli_parser import build_parser as _build_parser
 from privsyn_spark.errors import EXIT_FAILURE, PrivsynError, UsageError, out_of_space
 from privsyn_spark.operations import (
+    DEFAULT_RUNS_DIR,
     REVIEW_NOTE,
     PrivacyUnit,
     SampleConfig,
@@ -41,6 +42,7 @@ from privsyn_spark.operations import (
     build_spark_session,
     check_budget,
     check_cell_cap,
+    check_default_runs_dir,
     check_epsilon_delta,
     check_exclusive,
     check_locations,
@@ -144,6 +146,8 @@ def _main(args: argparse.Namespace) -> int:
     if config is None:
         return _run_step(args, None, sample)
 
+    if args.runs_dir is None:  # the default ./runs: refused on a cluster master (before Spark when it is given)
+        check_default_runs_dir(None, args.master)
     claimed = sweep_and_claim(config.runs_dir, config.run_id)
     try:
         return _run_step(args, config, sample)
@@ -161,6 +165,8 @@ def _main(args: argparse.Namespace) -> int:
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
+    if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
+        check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)
     if args.command == "budget":
         return _budget(spark, args)
     if args.command == "infer-schema":
@@ -191,7 +197,8 @@ def _budget_unit(args: argparse.Namespace) -> str:
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
     """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
     config = SampleConfig(output=args.output, from_run=args.from_run or None, model=args.model or None,
-                          schema=args.schema or None, runs_dir=args.runs_dir, ledger=args.ledger or None,
+                          schema=args.schema or None, ledger=args.ledger or None,
+                          runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
                           dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
                           synthesizer=args.synthesizer, scope=Scope.parse(args.partition),
                           settings=settings_from_args(args))

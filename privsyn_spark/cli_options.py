@@ -11,7 +11,14 @@ from typing import Any
 
 from privsyn_spark.config import Settings, refused_property
 from privsyn_spark.errors import UsageError
-from privsyn_spark.operations import DECLARED_DTYPES, PrivacyUnit, PrivacyUnitError, Scope, check_draft
+from privsyn_spark.operations import (
+    DECLARED_DTYPES,
+    DEFAULT_RUNS_DIR,
+    PrivacyUnit,
+    PrivacyUnitError,
+    Scope,
+    check_draft,
+)
 from privsyn_spark.pipeline import RunConfig, synthesizer
 
 
@@ -71,7 +78,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                          "set --ledger L --dataset ID --epsilon E --delta D`; runs read it from the ledger")
     return RunConfig(settings=settings_from_args(args),
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
-        runs_dir=args.runs_dir, epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
+        runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
+        epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
         partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
         table_comment=args.comment, table_properties=_table_properties(args.table_property),

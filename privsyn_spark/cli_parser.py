@@ -61,9 +61,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     run.add_argument("--run-id", default=None,
                      help="run id; artifacts go to <runs-dir>/<run-id> and a re-run with the same id reuses "
                           "its measurements without spending budget (default: a new random id)")
-    run.add_argument("--runs-dir", default="runs",
+    run.add_argument("--runs-dir", default=None,
                      help="folder of run artifacts: a path or any Hadoop URI (file://, hdfs://, s3a://, abfss://); "
-                          "shared storage on a cluster (default: ./runs)")
+                          "required on a cluster: shared storage (default on a local master: ./runs)")
     privacy = parser.add_argument_group("privacy")
     privacy.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
                          help=f"privacy budget epsilon (default: {DEFAULT_EPSILON:g})")
@@ -254,7 +254,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                              "of --schema; needs --ledger)")
     source.add_argument("--model", metavar="PATH", help="a saved model (SynthModel.save)")
     sample.add_argument("--schema", help="the run's schema file (required with --from-run)")
-    sample.add_argument("--runs-dir", default="runs", help="folder of run artifacts (default ./runs)")
+    sample.add_argument("--runs-dir", default=None,
+                        help="folder of run artifacts (required on a cluster; default on a local master: ./runs)")
     sample.add_argument("--ledger", help="budget ledger: --from-run's measurements are the ones it committed "
                                          "(hash-checked); nothing is charged")
     sample.add_argument("--dataset-id", help="dataset key in the ledger")

@@ -25,11 +25,13 @@ from privsyn_spark.budget.ledger import (
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger_state import describe as describe_budget
 from privsyn_spark.budget.ledger_table import check_exclusive
+from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.draft_schema import (
     DECLARED_DTYPES,
     WARNING_HEADER,
+    PrivateDraft,
     draft_schema_privately,
     infer_schema,
     reserve_draft_budget,
@@ -43,22 +45,25 @@ from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
 from privsyn_spark.runtime.output_check import check_output_path
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.runtime.stale_scratch import install_sigterm_handler, sweep_and_claim, terminated
 from privsyn_spark.runtime.stale_scratch import release as release_claim
+from privsyn_spark.schema import schema as schema_module
 from privsyn_spark.schema.schema import load_schema, save_schema
 from privsyn_spark.write.delta_output import provenance
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 """The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
 
-__all__ = ["DECLARED_DTYPES", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError", "SampleConfig",
-           "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget", "check_cell_cap",
+__all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError",
+           "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget",
+           "check_cell_cap", "check_default_runs_dir",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
            "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
            "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
@@ -93,6 +98,30 @@ def check_draft(epsilon: float | None, delta: float, ledger: str | None, dataset
     check_ledger_choice(ledger, dataset_id, no_ledger, required=epsilon is not None)
 
 
+def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, ledger: str | None = None,
+                dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
+                artifact: str | None = None, null_tokens: Sequence[str] = (), bins: int = 16,
+                bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
+                privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None) -> PrivateDraft:
+    """A private draft of ``df``'s schema at (``epsilon``, ``delta``), its rho reserved in the ledger first
+    (:meth:`Schema.draft <privsyn_spark.Schema.draft>` and ``infer-schema --epsilon``: one drafting).
+    ``df``'s column types are the declared ones (a CSV read with all strings drafts categories only);
+    ``artifact``: where the draft is written, as the ledger records it."""
+    check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
+    draft_id = run_id or uuid.uuid4().hex[:12]
+    ids = tuple(privacy_id)
+    if ids:  # a missing id column: refused before the draft's budget is reserved
+        check_id_columns(PrivacyUnit(ids), list(df.columns), ())
+    if ledger and dataset_id:
+        reserve_draft_budget(df.sparkSession, ledger, dataset_id, draft_id, epsilon, delta,
+                             artifact or f"Schema.draft:{draft_id}", ids, max_rows_per_id)
+    return draft_schema_privately(df, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
+                                  spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+
+
+schema_module.DRAFTER = draft_frame  # Schema.draft (the schema's floor cannot import the drafting)
+
+
 def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: str | None = None,
                  epsilon: float | None = None, delta: float, ledger: str | None = None,
                  dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
@@ -113,16 +142,10 @@ def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: st
                     header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", out)
         return
-    ids = tuple(privacy_id)
-    # types from the operator or the table's declared types, never from the values (no CSV type inference)
     table = with_declared_types(read_table(spark, source, input_format, infer_types=False), dtypes or {})
-    if ids:  # a missing id column: refused before the draft's budget is reserved
-        check_id_columns(PrivacyUnit(ids), list(table.columns), ())
-    if ledger and dataset_id:
-        reserve_draft_budget(spark, ledger, dataset_id, draft_id, epsilon, delta, out, ids,
-                             max_rows_per_id)
-    draft = draft_schema_privately(table, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
-                                   spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+    draft = draft_frame(table, epsilon, delta, ledger=ledger, dataset_id=dataset_id, no_ledger=no_ledger,
+                        run_id=draft_id, artifact=out, null_tokens=null_tokens, bins=bins, bounds=bounds,
+                        spike_share=spike_share, privacy_id=privacy_id, max_rows_per_id=max_rows_per_id)
     draft.write(out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              out, epsilon, delta)

@@ -30,6 +30,7 @@ from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR
 from privsyn_spark.runtime.storage import join
 from privsyn_spark.runtime.warmup import warm_up
 from privsyn_spark.schema.schema import Schema
@@ -61,7 +62,7 @@ class RunConfig:
     schema: Any                          # a schema file, or a Schema
     output: str
     run_id: str
-    runs_dir: str = "runs"
+    runs_dir: str = DEFAULT_RUNS_DIR     # required on a cluster: the CLI refuses the default there
     epsilon: float = DEFAULT_EPSILON
     delta: float = DEFAULT_DELTA
     input_format: str | None = None

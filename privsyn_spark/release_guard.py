@@ -35,7 +35,7 @@ import numpy as np
 
 from privsyn_spark.budget import ledger as L
 from privsyn_spark.budget.ledger import dataset_state
-from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch
+from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch, mismatch_message
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RunBudget
@@ -120,16 +120,22 @@ class Release:
         return self.ledger, self.dataset_id
 
 
-def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str, settings: Any = None,
-                    input_version: str | None = None) -> dict:
+def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str | None, settings: Any = None,
+                    input_version: str | None = None, delta_version: int | None = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
-    (and the same budget split and selection settings when ``settings`` are not the defaults, and the
-    same ``input_version`` of its files when both sides know it: ``runtime.input_table.input_version``)."""
-    if "://" not in source and ("/" in source or Path(source).exists()):
-        source = str(Path(source).expanduser().absolute())
-    fingerprint = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash, "input": source}
+    (its identity: :mod:`privsyn_spark.runtime.input_identity`; None: any input, a later step reading the
+    measurements) and the same budget split and selection settings when ``settings`` are not the defaults,
+    and the same ``input_version`` of its files when both sides know it (``runtime.input_table.input_version``).
+    A Delta input's ``delta_version`` is recorded: a reuse on another version is warned about, not refused."""
+    fingerprint: dict[str, Any] = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash}
+    if source is not None:
+        if "://" not in source and ("/" in source or Path(source).exists()):
+            source = str(Path(source).expanduser().absolute())
+        fingerprint["input"] = source
     if input_version:
         fingerprint["input_version"] = input_version
+    if delta_version is not None:
+        fingerprint["input_delta_version"] = delta_version
     if settings is not None:  # a non-default budget split or selection changes what is released
         default = Settings()
         if (settings.split, settings.selection) != (default.split, default.selection):
@@ -142,7 +148,31 @@ def check_same_run(measurements: Measurements, fingerprint: dict, run_id: str) -
     """``UsageError`` when the artifact was measured with other settings than ``fingerprint``."""
     diff = fingerprint_mismatch(measurements.provenance.get("fingerprint", {}), fingerprint)
     if diff:
-        raise UsageError(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
+        raise UsageError(mismatch_message(run_id, diff))
+
+
+INPUT_FIELDS = ("input", "input_version", "input_delta_version")
+"""The fingerprint's input identity (what ``reuse="force"`` takes from the run's measurements)."""
+
+
+def forced_reuse(spark: SparkSession, release: Release, fingerprint: dict) -> dict:
+    """``fingerprint`` with the input identity of the measurements run ``release`` already holds (in the
+    ledger, else in the runs dir): ``reuse="force"`` reuses them for this input, said in a warning (every
+    other setting must still match). Unchanged when the run id has no measurements yet."""
+    if release.ledger:
+        held = dataset_state(spark, *release.ledger_key()).active(release.run_id)
+        found = held.fingerprint if held is not None else None
+    else:
+        local = local_artifact(release.runs_dir, release.run_id, spark, skip_unreadable=True)
+        found = local.provenance.get("fingerprint") if local is not None else None
+    if found is None:
+        return fingerprint
+    forced = {k: v for k, v in fingerprint.items() if k not in INPUT_FIELDS}
+    forced.update({k: found[k] for k in INPUT_FIELDS if k in found})
+    if forced != fingerprint:
+        log.warning("run %s: reuse='force': reusing its measurements of input %s for input %s", release.run_id,
+                    found.get("input"), fingerprint.get("input"))
+    return forced
 
 
 def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None,

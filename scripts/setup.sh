@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything privsyn-spark needs on a fresh machine (Python >= 3.10, a JDK 17+ with javac,
 # Maven, Maven Central reachable):
-# - a virtualenv in .venv with the package and its extras, at the exact versions of constraints.txt
+# - a virtualenv in .venv with the package, its `spark` extra (pyspark, delta-spark) and the extras asked
+#   for, at the exact versions of constraints.txt
 #   (PRIVSYN_CONSTRAINTS=none: the newest versions pyproject.toml's ranges allow);
 # - the Delta Lake jars matching the installed pyspark/delta-spark, resolved with Maven into
 #   ~/.cache/privsyn-spark/jars (Spark's own Ivy resolution is not relied on);
@@ -19,9 +20,9 @@ fi
 PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" --upgrade pip
 if [ "$CONSTRAINTS" = "none" ]; then
-  "${PIP[@]}" -e ".[${EXTRAS}]"
+  "${PIP[@]}" -e ".[spark,${EXTRAS}]"
 else
-  "${PIP[@]}" -c "$CONSTRAINTS" -e ".[${EXTRAS}]"
+  "${PIP[@]}" -c "$CONSTRAINTS" -e ".[spark,${EXTRAS}]"
 fi
 SPARK_VERSION="$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')"
 SPARK_MINOR="${SPARK_VERSION%.*}"

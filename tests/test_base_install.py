@@ -1,4 +1,5 @@
-"""A plain `pip install` (no extras) runs the whole pipeline with --no-evaluate, in a fresh venv."""
+"""`pip install privsyn-spark[spark]` (Spark, no other extra) runs the whole pipeline with --no-evaluate,
+in a fresh venv (the base install without Spark: tests/test_platform_pyspark.py)."""
 
 import gzip
 import os
@@ -22,7 +23,7 @@ def test_the_base_package_alone_runs_the_pipeline(tmp_path):
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
     # the wheel built from this checkout, at the versions CI pins (pip reuses its caches)
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              "-c", str(REPO / "constraints.txt"), str(REPO)],
+                              "-c", str(REPO / "constraints.txt"), f"{REPO}[spark]"],
                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
     assert install.returncode == 0, install.stderr[-3000:]
     for extra_only in ("matplotlib", "sklearn", "airflow"):

@@ -30,6 +30,7 @@ from privsyn_spark.budget.ledger_state import (
     RunReservation,
     check_budget,
     fingerprint_mismatch,
+    mismatch_message,
     partition_label,
     runs_left,
     unit_mismatch,
@@ -223,7 +224,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
         if held is not None:
             diff = fingerprint_mismatch(held.fingerprint, fingerprint)
             if diff:
-                raise RunMismatch(f"run id {run_id!r} was measured with other settings: {diff}; use a new run id")
+                raise RunMismatch(mismatch_message(run_id, diff))
             if recharge_of is None or held.seq != recharge_of:
                 found.append(held)
                 return None

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime.pyspark_check import check_pyspark
 from privsyn_spark.runtime.session import delta_help, has_delta
 from privsyn_spark.version import __version__
 
@@ -68,7 +69,8 @@ def check_delta(spark: SparkSession, why: str) -> None:
 
 def preflight(spark: SparkSession, needs_delta: str | None = None) -> None:
     """The checks before a fit (module docstring): Delta first when ``needs_delta`` says what needs it
-    (no job), then the workers (one small job, once per session)."""
+    (no job), then the workers (one small job, once per session); the driver's PySpark version first."""
+    check_pyspark()
     if needs_delta:
         check_delta(spark, needs_delta)
     check_workers(spark)

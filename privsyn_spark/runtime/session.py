@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
+from privsyn_spark.runtime.pyspark_check import check_pyspark
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -111,6 +112,7 @@ def build_spark_session(
     Raises UsageError for an active session without Delta (when ``delta``) or when ``conf`` asks
     for settings an active session does not have.
     """
+    check_pyspark()  # a one-line fix when there is none, or one outside the supported range
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this interpreter's packages
     from pyspark import SparkConf

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 import privsyn_spark
 from privsyn_spark import PrivSyn, Schema
+from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.remote import is_connect
 
 
@@ -75,6 +76,19 @@ def check(spark: SparkSession, tmp: Path) -> None:
     again = synth.fit(df)  # the same run id: the committed measurements are reused, nothing is charged
     assert again.measurements.rho == model.measurements.rho
     assert len(deltalake.DeltaTable(ledger).to_pandas()) == len(rows)
+
+    # issue 25, fingerprinted reuse: the plan's identity over Connect (explain and inputFiles, no JVM here)
+    rebuilt = synth.measure(spark.read.csv(privsyn_spark.SAMPLE_DATA, header=True))  # built again: reused
+    assert rebuilt.measurements.provenance["attempt"] == model.measurements.provenance["attempt"]
+    with pytest.raises(UsageError, match="run id 'connect-1' was measured with other settings: input"):
+        synth.measure(df.where("age > 30"))
+    assert len(deltalake.DeltaTable(ledger).to_pandas()) == len(rows)
+    # a URI runs dir needs a classic session's Hadoop file system: refused in one line before any job
+    uri = PrivSyn(schema, epsilon=1.0, no_ledger=True, run_id="uri", runs_dir=f"file://{tmp / 'uri-runs'}")
+    with pytest.raises(UsageError) as refused:
+        uri.fit(df)
+    assert "\n" not in str(refused.value) and "on Spark Connect give runs_dir as a path" in str(refused.value)
+    assert not (tmp / "uri-runs").exists()
 
 
 if __name__ == "__main__":
