@@ -227,6 +227,7 @@ def test_a_retry_of_an_attempt_killed_before_any_noise_is_not_charged_twice(spar
 def test_scenario_5_a_reused_run_id_with_other_settings_is_refused_before_spark(spark, small, tmp_path, capsys):
     runs = tmp_path / "runs"
     pipeline.run_measure(spark, config(small, "five", runs, "--no-ledger"))
+    capsys.readouterr()  # that run's progress lines
     base = ["measure", "--schema", str(small / "schema.yaml"), "--run-id", "five", "--runs-dir", str(runs),
             "--no-ledger", "--master", "bogus://not-a-master"]  # Spark would fail: validation comes first
     for extra, named in ((["--epsilon", "5"], "epsilon"), (["--delta", "1e-7"], "delta")):
