@@ -151,7 +151,7 @@ def choose_backend(df: DataFrame, unit: PrivacyUnit, backend: str = "auto") -> s
              T.TimestampNTZType)
     types = {f.name: f.dataType for f in df.schema.fields}
     comparable = all(isinstance(types[c], exact) or (isinstance(types[c], T.StringType)
-                                                      and types[c].collation == "UTF8_BINARY")
+                                                      and getattr(types[c], "collation", "") == "UTF8_BINARY")
                      for c in unit.id_columns)
     if not comparable and backend == "jvm":
         raise ValueError(f"the JVM row bounding groups ids by their Java value; the id column types "
@@ -214,7 +214,8 @@ def _ranked(keyed: DataFrame, columns: list[str], unit: PrivacyUnit, backend: st
     else:
         from privsyn_spark.measure.jvm_counter import keep_smallest_with_jvm
 
-        partitioned = counted.withColumn(_GROUP, F.when(F.col(_NULL), F.col(_KEY))).repartition(*_groups_by_column(unit))
+        grouped = counted.withColumn(_GROUP, F.when(F.col(_NULL), F.col(_KEY)))
+        partitioned = grouped.repartition(*_groups_by_column(unit))
         ranked = keep_smallest_with_jvm(partitioned, list(unit.id_columns), _KEY, _NULL, _RANK, k + 1)
     ranked = ranked.observe(kept,
                             F.sum(F.when(F.col(_RANK) <= k, 1).otherwise(0)).alias("kept"),

@@ -117,7 +117,8 @@ class InputCodes:
         self.close()
 
 
-def bounded_codes(raw: Any, schema: Schema, seed: int | None = None, backend: str = "auto") -> tuple[PackedCodes, Bounded]:
+def bounded_codes(raw: Any, schema: Schema, seed: int | None = None,
+                  backend: str = "auto") -> tuple[PackedCodes, Bounded]:
     """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
     the map side with the id carried along, so the one shuffle of bounding moves only the id and a
     few bigint words a row; the id is dropped right after. ``seed``, ``backend`` (the ranking for K > 1,

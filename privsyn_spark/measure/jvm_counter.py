@@ -59,7 +59,8 @@ def jvm_bounding_loaded(spark: SparkSession) -> bool:
     """Whether the session's driver JVM has the counter jar with the row bounding (classic sessions only)."""
     from py4j.java_gateway import JavaClass
 
-    return jvm_counter_loaded(spark) and isinstance(spark._jvm.io.privsyn.spark.RowBounding, JavaClass)
+    jvm: Any = getattr(spark, "_jvm", None)
+    return jvm_counter_loaded(spark) and isinstance(jvm.io.privsyn.spark.RowBounding, JavaClass)
 
 
 def deployment_error(err: Exception) -> CounterDeploymentError | None:
@@ -84,11 +85,12 @@ def keep_smallest_with_jvm(partitioned: DataFrame, groups: list[str], key: str, 
     from pyspark.sql import DataFrame as SparkFrame
 
     spark = partitioned.sparkSession
-    gateway = spark.sparkContext._gateway
-    names = gateway.new_array(gateway.jvm.java.lang.String, len(groups))
+    gateway: Any = spark.sparkContext._gateway
+    jvm: Any = spark._jvm
+    names = gateway.new_array(jvm.java.lang.String, len(groups))
     for i, name in enumerate(groups):
         names[i] = name
-    jdf = spark._jvm.io.privsyn.spark.RowBounding.keepSmallest(
+    jdf = jvm.io.privsyn.spark.RowBounding.keepSmallest(
         partitioned._jdf, names, key, null_flag, rank, int(keep), BOUNDING_VERSION, spark.version)
     return SparkFrame(jdf, spark)
 
