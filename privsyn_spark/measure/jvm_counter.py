@@ -81,7 +81,10 @@ def keep_smallest_with_jvm(partitioned: DataFrame, groups: list[str], key: str, 
                            keep: int) -> DataFrame:
     """Per group of ``groups`` the ``keep`` rows of smallest ``key``, with their rank by key in a new int
     column ``rank`` (``RowBounding.keepSmallest``: a lazy ``mapPartitions``, no sort). ``partitioned`` must
-    be hash-partitioned by ``groups``; a row whose ``null_flag`` is true is a group of its own."""
+    be hash-partitioned by ``groups``; a row whose ``null_flag`` is true is a group of its own. Raises
+    CounterDeploymentError when the driver's jar has another bounding version or Spark; the executors'
+    checks fail the job that runs the result (:func:`deployment_error` tells it)."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.sql import DataFrame as SparkFrame
 
     spark = partitioned.sparkSession
@@ -90,8 +93,14 @@ def keep_smallest_with_jvm(partitioned: DataFrame, groups: list[str], key: str, 
     names = gateway.new_array(jvm.java.lang.String, len(groups))
     for i, name in enumerate(groups):
         names[i] = name
-    jdf = jvm.io.privsyn.spark.RowBounding.keepSmallest(
-        partitioned._jdf, names, key, null_flag, rank, int(keep), BOUNDING_VERSION, spark.version)
+    try:
+        jdf = jvm.io.privsyn.spark.RowBounding.keepSmallest(
+            partitioned._jdf, names, key, null_flag, rank, int(keep), BOUNDING_VERSION, spark.version)
+    except Py4JJavaError as err:
+        deployment = deployment_error(err)
+        if deployment is not None:
+            raise deployment from None
+        raise
     return SparkFrame(jdf, spark)
 
 
