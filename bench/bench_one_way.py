@@ -1,30 +1,38 @@
-"""Offline design experiment for 1-way fidelity: the driver-side estimate from noisy measurements on Adult.
+"""Offline design experiment for 1-way fidelity: the driver-side estimate from noisy measurements.
 
-No Spark, no GUM: Adult is encoded in pandas (``bench_pgm.encode_adult``), counted with numpy, measured by
-the privacy core (``measure_privately``, seeded TEST-ONLY noise) under each candidate budget split, and the
-consistent targets are fitted (``consistent_targets``, Private-PGM). Prints, per split and epsilon, the mean
-over seeds of the TVD between the fitted model and the real table: 1-way on the original domain (merged
-values expanded by the noisy 1-way counts, as decoding does), 2-way over all pairs and 3-way over 100 fixed
-random triples (both on the merged domain, from the model). Asserts nothing.
+No Spark, no GUM: Adult is encoded in pandas (``bench_pgm.encode_adult``), or ``--folder`` reads a table folder
+of ``bench/bench_compare.py`` (``train.csv`` codes + ``domain.json``; every column gets the empty ``other`` code
+the bench's schema gives it), counted with numpy, measured by the privacy core (``measure_privately``, seeded
+TEST-ONLY noise, the same seeds for every split: paired) under each candidate budget split, and the consistent
+targets are fitted (``consistent_targets``, Private-PGM). Prints, per split and epsilon, the mean over seeds of
+the TVD between the fitted model and the real table: 1-way on the original domain (merged values expanded by
+the noisy 1-way counts, as decoding does; also the raw noisy 1-way counts themselves, ``noisy 1-way``), 2-way
+over all pairs and 3-way over 100 fixed random triples (both on the merged domain, from the model). A split is
+``one_way,indif,selected[,allocation]`` (``BudgetSplit.one_way_allocation``: weighted or uniform). Asserts nothing.
 
     .venv/bin/python bench/bench_one_way.py --epsilons 0.5 1 4 --seeds 3 --splits 0.1,0.1,0.8 0.3,0.1,0.6
+    .venv/bin/python bench/bench_one_way.py --folder /tmp/bench_compare/generated --epsilons 1 --seeds 5 \
+        --splits 0.35,0.05,0.6,uniform 0.35,0.05,0.6,weighted
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_pgm import DEFAULT_DATA, encode_adult, make_count_marginals  # noqa: E402
 
+from privsyn_spark.domain import Domain  # noqa: E402
 from privsyn_spark.estimate.merged_shares import shrink_groups  # noqa: E402
 from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
 from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
@@ -53,15 +61,16 @@ def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triple
     _, method, info = consistent_targets(m.marginals, mdomain, m.noisy_total, estimator_choice="pgm")
     seconds = time.perf_counter() - t0
     model = info["model"]
-    sigma1 = m.marginals[0].sigma
-    tv1: dict[str, list[float]] = {"1-way": [], "1-way uniform": [], "1-way shrunk": []}
+    sigmas = m.one_way_sigmas()
+    tv1: dict[str, list[float]] = {"1-way": [], "1-way uniform": [], "1-way shrunk": [], "noisy 1-way": []}
     for a in domain.attrs:
+        tv1["noisy 1-way"].append(_tvd(one_way[(a,)], m.one_way_original[a].astype(float)))
         merged = model.marginal((a,))
         vmap = m.value_maps[a]
         raw = m.one_way_original[a].astype(float)
         sizes = np.bincount(vmap, minlength=mdomain[a])
         for key, weights in (("1-way", raw), ("1-way uniform", np.ones_like(raw)),
-                             ("1-way shrunk", shrink_groups(raw, vmap, sigma1))):
+                             ("1-way shrunk", shrink_groups(raw, vmap, sigmas[a]))):
             weights = np.maximum(weights, 0.0)
             group = np.bincount(vmap, weights=weights, minlength=mdomain[a])
             share = np.where(group[vmap] > 0, weights / np.where(group[vmap] > 0, group[vmap], 1.0),
@@ -76,28 +85,43 @@ def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triple
             "marginals": len(m.marginals), "seconds": seconds}
 
 
+def read_folder(folder: Path) -> tuple[np.ndarray, Domain]:
+    """A bench_compare table folder's training codes and domain, plus the empty ``other`` code per column."""
+    sizes = json.loads((folder / "domain.json").read_text())
+    codes = pd.read_csv(folder / "train.csv")[list(sizes)].to_numpy(dtype=np.int64)
+    return codes, Domain.from_dict({a: int(s) + 1 for a, s in sizes.items()})
+
+
+def parse_split(text: str) -> BudgetSplit:
+    """``one_way,indif,selected[,allocation]`` as a BudgetSplit."""
+    parts = text.split(",")
+    extra = {"one_way_allocation": parts[3]} if len(parts) > 3 else {}
+    return BudgetSplit(*(float(x) for x in parts[:3]), **extra)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 4.0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--splits", nargs="+", default=["0.1,0.1,0.8", "0.2,0.1,0.7", "0.3,0.1,0.6"],
-                        help="one_way,indif,selected fractions")
+                        help="one_way,indif,selected fractions[,weighted|uniform]")
+    parser.add_argument("--folder", type=Path, default=None, help="a bench_compare table folder (default: Adult)")
     args = parser.parse_args(argv)
-    codes, domain = encode_adult(DEFAULT_DATA)
+    codes, domain = encode_adult(DEFAULT_DATA) if args.folder is None else read_folder(args.folder)
     rng = np.random.default_rng(0)
     all_triples = list(itertools.combinations(domain.attrs, 3))
     triples = [all_triples[i] for i in rng.choice(len(all_triples), 100, replace=False)]
     print("| split (1-way, InDif, selected) | epsilon | 1-way TVD | 1-way, uniform expansion | 1-way, shrunk expansion "
-          "| 2-way TVD | 3-way TVD | marginals | fit s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| noisy 1-way | 2-way TVD | 3-way TVD | marginals | fit s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for text in args.splits:
-        split = BudgetSplit(*(float(x) for x in text.split(",")))
+        split = parse_split(text)
         for eps in args.epsilons:
             runs = [one_run(codes, domain, eps, split, seed, triples) for seed in range(args.seeds)]
             cell = {k: np.mean([r[k] for r in runs]) for k in runs[0]}
             sd = {k: np.std([r[k] for r in runs]) for k in runs[0]}
             print(f"| {text} | {eps:g} | {cell['1-way']:.4f} ± {sd['1-way']:.4f} | {cell['1-way uniform']:.4f} | "
-                  f"{cell['1-way shrunk']:.4f} | {cell['2-way']:.4f} ± "
+                  f"{cell['1-way shrunk']:.4f} | {cell['noisy 1-way']:.4f} | {cell['2-way']:.4f} ± "
                   f"{sd['2-way']:.4f} | {cell['3-way']:.4f} | {cell['marginals']:.0f} | {cell['seconds']:.1f} |",
                   flush=True)
     return 0

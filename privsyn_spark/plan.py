@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from privsyn_spark.config import Settings
-from privsyn_spark.privacy.accounting import RunBudget, split_rho
+from privsyn_spark.privacy.accounting import RunBudget, one_way_rhos, split_rho
 from privsyn_spark.privacy.noise import gaussian_sigma
 from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
@@ -24,7 +24,7 @@ class Plan:
     >>> from privsyn_spark import SAMPLE_SCHEMA, PrivSyn
     >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
     >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
-    (0.01497, 0.1, 'one_way:age')
+    (0.01497, 0.35, 'one_way:age')
     >>> print(plan)  # doctest: +ELLIPSIS
     budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
     ...
@@ -78,7 +78,8 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
     k = count_sensitivity(unit)
     releases = [(f"check:{name}", rho_checks / len(checks), gaussian_sigma(k, rho_checks / len(checks)), 1)
                 for name in checks]
-    releases += [(f"one_way:{a}", one_way / d, gaussian_sigma(k, one_way / d), domain[a]) for a in domain.attrs]
+    rhos = one_way_rhos(one_way, domain.sizes, settings.split.one_way_allocation)  # as the release shares them
+    releases += [(f"one_way:{a}", r, gaussian_sigma(k, r), domain[a]) for a, r in zip(domain.attrs, rhos)]
     pairs = d * (d - 1) // 2
     if indif > 0:
         releases.append(("indif (all pairs; InDif scale)", indif,

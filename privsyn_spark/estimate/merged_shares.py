@@ -34,20 +34,11 @@ def shrink_groups(noisy: np.ndarray, value_map: np.ndarray, sigma: float) -> np.
     return out
 
 
-def one_way_sigmas(measurements: Measurements) -> dict[str, float]:
-    """The noise sigma of each attribute's 1-way release (the first 1-way marginal of each attribute)."""
-    sigmas: dict[str, float] = {}
-    for m in measurements.marginals:
-        if len(m.attrs) == 1:
-            sigmas.setdefault(m.attrs[0], float(m.sigma))
-    return sigmas
-
-
 def expansion_weights(measurements: Measurements, shrink: bool = True) -> Mapping[str, np.ndarray]:
     """Weights decoding draws merged values with: the noisy original-domain 1-way counts, shrunk per
     merged group when ``shrink`` (else as released, PrivSyn's decoding)."""
     if not shrink:
         return measurements.one_way_original
-    sigmas = one_way_sigmas(measurements)
+    sigmas = measurements.one_way_sigmas()
     return {a: shrink_groups(counts, measurements.value_maps[a], sigmas[a]) if a in sigmas else counts
             for a, counts in measurements.one_way_original.items()}

@@ -32,7 +32,7 @@ def absent_values(schema: Schema, measurements: Measurements,
                   theta_sigmas: float = THETA_SIGMAS) -> dict[str, np.ndarray]:
     """Per column, a mask over its original codes: the null/``other`` codes whose noisy 1-way count
     is below theta = ``theta_sigmas`` x the 1-way sigma (post-processing of the measurements)."""
-    sigma = {m.attrs[0]: m.sigma for m in measurements.marginals if len(m.attrs) == 1}
+    sigma = measurements.one_way_sigmas()  # each attribute's own 1-way release (not an isolated re-measure)
     out = {}
     for column in schema.view.columns:  # a rules' compound: its cells holding a member's null/``other``
         noisy = np.asarray(measurements.one_way_original[column.name], dtype=np.float64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from privsyn_spark.errors import BudgetRefused
@@ -143,6 +143,10 @@ class RunBudget:
         return cls(*resolve_budget(epsilon, delta, rho))
 
 
+ONE_WAY_ALLOCATIONS = ("weighted", "uniform")
+"""How ``BudgetSplit.one_way`` is shared over the attributes' 1-way marginals (:func:`one_way_rhos`)."""
+
+
 @dataclass(frozen=True)
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step.
@@ -151,15 +155,20 @@ class BudgetSplit:
     noisier than MST's, which spends a third of rho on them; the pairs keep the 2-way lead, helped by
     measuring pairs rather than combined cliques, ``SelectionConfig.combine``; docs/fidelity.md has the
     bench). PrivSyn Algorithm 3's split is :data:`PRIVSYN_SPLIT` (``budget_split: {one_way: 0.1, indif:
-    0.1, selected: 0.8}``).
+    0.1, selected: 0.8}``). ``one_way_allocation`` shares the 1-way rho over the attributes
+    (:func:`one_way_rhos`): ``weighted`` by their cells^(2/3), ``uniform`` evenly (PrivSyn's).
     """
 
     one_way: float = 0.35   # noisy 1-way marginals (rare-value merging, decoding, and the model's 1-ways)
     indif: float = 0.05     # noisy InDif scores for DenseMarg
     selected: float = 0.60  # the selected / combined marginals
     policy_checks: float = 0.05  # taken first, only when the schema has `fail` policies (privacy/policy_checks.py)
+    one_way_allocation: str = "weighted"  # the 1-way share over the attributes: by cells^(2/3), or "uniform" (PrivSyn)
 
     def __post_init__(self) -> None:
+        if self.one_way_allocation not in ONE_WAY_ALLOCATIONS:
+            raise ValueError(f"BudgetSplit: one_way_allocation must be one of {ONE_WAY_ALLOCATIONS}, "
+                             f"got {self.one_way_allocation!r}")
         if not 0 < self.policy_checks < 1:
             raise ValueError(f"BudgetSplit: policy_checks must be in (0, 1), got {self.policy_checks}")
         parts = (self.one_way, self.indif, self.selected)
@@ -256,3 +265,27 @@ def split_rho(total_rho: float, split: BudgetSplit, attributes: int,
     elif selected == 0.0:
         one_way, indif = one_way + indif, 0.0
     return one_way, indif, selected, checks
+
+
+def one_way_rhos(rho_one_way: float, cells: Sequence[int], allocation: str = "weighted") -> list[float]:
+    """The rho of each attribute's noisy 1-way marginal, in ``cells`` order; they sum to ``rho_one_way``.
+
+    ``uniform``: ``rho_one_way / d`` each (PrivSyn Algorithm 3). ``weighted``: rho_a = rho c_a^(2/3) / sum_b
+    c_b^(2/3), which minimises the summed expected L1 noise sum_a c_a sigma_a (sigma_a = Delta / sqrt(2 rho_a))
+    under sum_a rho_a = rho (Lagrange; PrivSyn Eq. 1 applied to the 1-way marginals). Depends only on the
+    public domain sizes. The last attribute takes the float remainder.
+    """
+    if allocation not in ONE_WAY_ALLOCATIONS:
+        raise ValueError(f"one_way_rhos: allocation must be one of {ONE_WAY_ALLOCATIONS}, got {allocation!r}")
+    d = len(cells)
+    if d == 0:
+        return []
+    if not rho_one_way > 0 or any(int(c) < 1 for c in cells):
+        raise ValueError(f"one_way_rhos: rho must be > 0 and every attribute have >= 1 cell, got {rho_one_way}, "
+                         f"{list(cells)}")
+    if allocation == "uniform":
+        return [rho_one_way / d] * d
+    weights = [float(c) ** (2.0 / 3.0) for c in cells]
+    total = math.fsum(weights)
+    rhos = [rho_one_way * w / total for w in weights[:-1]]
+    return rhos + [rho_one_way - math.fsum(rhos)]  # the float remainder: the shares sum to rho within an ulp

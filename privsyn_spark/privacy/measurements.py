@@ -85,6 +85,15 @@ class Measurements:
     privacy_unit: dict = field(default_factory=lambda: PrivacyUnit().record())  # the unit and K it was measured for
     policy_checks: dict = field(default_factory=dict)  # the `fail` policies' noisy tallies (privacy/policy_checks.py)
 
+    def one_way_sigmas(self) -> dict[str, float]:
+        """The noise sigma of each attribute's 1-way release (its first 1-way marginal; the 1-way rho is
+        shared by ``BudgetSplit.one_way_allocation``, so the sigmas may differ between attributes)."""
+        sigmas: dict[str, float] = {}
+        for m in self.marginals:
+            if len(m.attrs) == 1:
+                sigmas.setdefault(m.attrs[0], float(m.sigma))
+        return sigmas
+
     @property
     def spent_rho(self) -> float:
         """Sum of the rho of every ledger entry."""

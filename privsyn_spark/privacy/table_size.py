@@ -31,17 +31,16 @@ def total_noise_sd(measurements: Measurements) -> float:
     """Standard deviation of the noisy total's noise: ``(sum_t 1 / (cells_t sigma_t^2))^-1/2`` over the
     tables ``release.noisy_total`` averages (the 1-way tables on the original domain and the others)."""
     d = len(measurements.original_domain)
-    sigma_one_way = measurements.marginals[0].sigma
-    weights = [1.0 / (t.size * sigma_one_way ** 2) for t in measurements.one_way_original.values()]
+    sigmas = measurements.one_way_sigmas()  # per attribute (BudgetSplit.one_way_allocation)
+    weights = [1.0 / (t.size * sigmas[a] ** 2) for a, t in measurements.one_way_original.items()]
     weights += [1.0 / (m.values.size * m.sigma ** 2) for m in measurements.marginals[d:]]
     return 1.0 / math.sqrt(sum(weights))
 
 
 def one_way_noise_l1(measurements: Measurements) -> float:
-    """Expected L1 norm of the noise of the largest noisy 1-way table (cells * sigma * sqrt(2/pi))."""
-    sigma = measurements.marginals[0].sigma
-    cells = max(t.size for t in measurements.one_way_original.values())
-    return cells * sigma * math.sqrt(2.0 / math.pi)
+    """Expected L1 norm of the noise of the noisiest 1-way table: the largest cells * sigma * sqrt(2/pi)."""
+    sigmas = measurements.one_way_sigmas()
+    return max(t.size * sigmas[a] for a, t in measurements.one_way_original.items()) * math.sqrt(2.0 / math.pi)
 
 
 def check_table_size(measurements: Measurements) -> None:

@@ -1,8 +1,9 @@
 """The privacy core's orchestrator: exact counts in, the measurements artifact out (PrivSyn Algorithm 3, lines 1-5).
 
 Steps, all through one ``Accountant``:
-1. noisy 1-way marginals on the original domain (``split.one_way`` rho, evenly over the attributes);
-2. rare-value merging on them (post-processing) -> merged domain and value maps;
+1. noisy 1-way marginals on the original domain (``split.one_way`` rho, shared over the attributes by
+   ``split.one_way_allocation``: by cells^(2/3), ``privacy.accounting.one_way_rhos``, or evenly);
+2. rare-value merging on them (post-processing, theta = 3 sigma of each attribute) -> merged domain and value maps;
 3. noisy InDif of all d(d-1)/2 pairs (``split.indif`` rho, PrivSyn Theorem 5);
 4. DenseMarg selection on the merged cell counts (PrivSyn Algorithm 1), bounded so that the junction
    tree of the measured cliques keeps at most ``SelectionConfig.model_cells`` cells (Private-PGM can
@@ -32,7 +33,7 @@ from itertools import combinations
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget, resolve_budget, split_rho
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget, one_way_rhos, resolve_budget, split_rho
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.policy_checks import release_policy_checks
@@ -102,16 +103,17 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     noisy_checks = (release_policy_checks(checks, list(checks), rho_checks, accountant=accountant, sampler=sampler,
                                           sensitivity=sensitivity, **unit_record) if checks else {})
 
-    # 1. Noisy 1-way marginals on the original domain (PrivSyn Algorithm 3, line 1).
-    rho_attr = rho_one_way / d
+    # 1. Noisy 1-way marginals on the original domain (PrivSyn Algorithm 3, line 1), rho per attribute from
+    # the public domain sizes alone.
+    rho_attr = dict(zip(attrs, one_way_rhos(rho_one_way, domain.sizes, split.one_way_allocation)))
     one_way_noisy: dict[str, np.ndarray] = {}
-    sigma_one_way = 0.0
+    sigma_one_way: dict[str, float] = {}
     for a in attrs:
-        one_way_noisy[a], sigma_one_way = gaussian_mechanism(exact_one_way[a], rho_attr, accountant=accountant,
-                                                             sampler=sampler, name=f"one_way:{a}",
-                                                             sensitivity=sensitivity, **unit_record)
+        one_way_noisy[a], sigma_one_way[a] = gaussian_mechanism(exact_one_way[a], rho_attr[a], accountant=accountant,
+                                                                sampler=sampler, name=f"one_way:{a}",
+                                                                sensitivity=sensitivity, **unit_record)
 
-    # 2. Rare-value merging (Algorithm 3, line 2): post-processing of the noisy 1-way counts.
+    # 2. Rare-value merging (Algorithm 3, line 2): post-processing of the noisy 1-way counts, theta per column.
     merged = merge_rare_values(one_way_noisy, domain, sigma_one_way, selection.theta_sigmas)
     mdomain = merged.domain
     logger.info("rare-value merging: %d -> %d cells over %d attributes",
@@ -136,7 +138,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     # 5. Count exactly the final marginals on the merged domain and add noise with Eq. 1's allocation.
     # The 1-way marginals on the merged domain come first. Their merged-value cell is a sum of several
     # noisy cells (variance k sigma^2) or zeroed; ``sigma`` is that of the other cells.
-    marginals = [NoisyMarginal((a,), merged.one_way[a], sigma_one_way, rho_attr) for a in attrs]
+    marginals = [NoisyMarginal((a,), merged.one_way[a], sigma_one_way[a], rho_attr[a]) for a in attrs]
     if final:
         engine = [m for m in final if len(m) > 1]
         counts = dict(exact_counter(engine, merged.value_maps)) if engine else {}
@@ -165,14 +167,17 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
         selected_pairs=list(selected), privacy_unit=unit_record, policy_checks=noisy_checks)
 
 
-def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: float, others: Sequence[NoisyMarginal] = ()) -> float:
+def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: Mapping[str, float] | float,
+                others: Sequence[NoisyMarginal] = ()) -> float:
     """Row-count estimate: inverse-variance weighted mean of the sums of the noisy tables (post-processing).
 
     Each noisy table over all records is an unbiased estimate of n with variance cells * sigma^2.
-    Uses the 1-way tables on the original domain and ``others`` (the selected marginals, which cover
-    every record); the merged 1-way tables are left out (their zeroed cells bias the sum). Clipped at 0.
+    Uses the 1-way tables on the original domain (``sigma_one_way``: each attribute's sigma, or one for
+    all) and ``others`` (the selected marginals, which cover every record); the merged 1-way tables are
+    left out (their zeroed cells bias the sum). Clipped at 0.
     """
-    tables = [(table, sigma_one_way) for table in one_way.values()] + [(m.values, m.sigma) for m in others]
+    sigmas = sigma_one_way if isinstance(sigma_one_way, Mapping) else dict.fromkeys(one_way, float(sigma_one_way))
+    tables = [(table, sigmas[a]) for a, table in one_way.items()] + [(m.values, m.sigma) for m in others]
     total = weighted_total(tables)
     return 0.0 if total is None else max(0.0, total)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -109,3 +110,26 @@ def test_gum_settings_sharded_gum_does_not_read_are_refused(tmp_path):
                                       "--no-ledger", "--config", str(config)])
     with pytest.raises(UsageError, match="gum.iterations is not used by sharded GUM"):
         config_from_args(args)
+
+
+def test_plan_shows_each_attributes_one_way_rho_and_sigma_as_the_release_shares_them():
+    from privsyn_spark.privacy.accounting import one_way_rhos
+    from privsyn_spark.privacy.noise import gaussian_sigma
+
+    for allocation in ("weighted", "uniform"):
+        plan = PrivSyn(SAMPLE_SCHEMA, 1.0, no_ledger=True,
+                       settings=Settings(split=BudgetSplit(one_way_allocation=allocation))).plan()
+        rows = [r for r in plan.releases if r[0].startswith("one_way:")]
+        cells = [r[3] for r in rows]
+        assert [r[1] for r in rows] == one_way_rhos(plan.rho_one_way, cells, allocation)
+        assert [r[2] for r in rows] == [gaussian_sigma(1.0, r[1]) for r in rows]
+        assert math.fsum(r[1] for r in rows) == pytest.approx(plan.rho_one_way, rel=1e-15)
+        if allocation == "weighted":  # more cells, more rho, less noise per cell
+            big, small = max(rows, key=lambda r: r[3]), min(rows, key=lambda r: r[3])
+            assert big[1] > small[1] and big[2] < small[2]
+        else:
+            assert len({r[1] for r in rows}) == 1
+    config = Settings.from_dict({"budget_split": {"one_way_allocation": "uniform"}})
+    assert config.split == BudgetSplit(one_way_allocation="uniform")
+    with pytest.raises(UsageError, match="one_way_allocation"):
+        Settings.from_dict({"budget_split": {"one_way_allocation": "even"}})

@@ -73,3 +73,15 @@ def test_shrink_reduces_error_on_average():
         raw_err.append(np.abs(np.maximum(noisy, 0) - truth).sum())
         shrunk_err.append(np.abs(np.maximum(shrink_groups(noisy, vmap, 30.0), 0) - truth).sum())
     assert np.mean(shrunk_err) < 0.6 * np.mean(raw_err)
+
+
+def test_one_way_fit_uses_each_attributes_own_sigma():
+    domain = Domain.from_dict({"a": 3, "b": 2})
+    tables = {("a", "b"): np.outer([20.0, 30.0, 50.0], [0.5, 0.5])}
+    marginals = [NoisyMarginal(("a",), np.array([30.0, 30.0, 40.0]), 2.0, 0.1),   # per-attribute 1-way sigmas
+                 NoisyMarginal(("b",), np.array([50.0, 50.0]), 5.0, 0.02),
+                 NoisyMarginal(("a", "b"), np.full((3, 2), 16.0), 9.0, 0.01)]  # a pair's sigma is not a 1-way's
+    fit = one_way_fit(tables, marginals, domain, 100.0)
+    per_cell = math.sqrt(2 / math.pi) / 200.0
+    assert fit["attributes"]["a"]["noise_tvd"] == pytest.approx(3 * 2.0 * per_cell)
+    assert fit["attributes"]["b"]["noise_tvd"] == pytest.approx(2 * 5.0 * per_cell)

@@ -17,6 +17,7 @@ from privsyn_spark.privacy.accounting import (
     eps_from_rho,
     gaussian_rho,
     gaussian_sigma,
+    one_way_rhos,
     rho_from_eps_delta,
 )
 
@@ -146,3 +147,51 @@ def test_budget_split_defaults_and_validation():
         BudgetSplit(0.0, 0.2, 0.8)
     with pytest.raises(ValueError):
         BudgetSplit(0.5, -0.1, 0.6)
+
+
+CELLS = [2, 16, 5, 43, 3, 9, 17]
+
+
+def test_weighted_one_way_rhos_are_proportional_to_cells_two_thirds_and_sum_to_the_share():
+    rho = 0.00524057
+    rhos = one_way_rhos(rho, CELLS, "weighted")
+    assert math.fsum(rhos) == pytest.approx(rho, rel=0, abs=math.ulp(rho))  # the share, to the last bit
+    ratios = [r / c ** (2 / 3) for r, c in zip(rhos, CELLS)]
+    assert ratios == pytest.approx([rho / sum(c ** (2 / 3) for c in CELLS)] * len(CELLS), rel=1e-12)
+    acct = Accountant(rho)  # registered one by one, as the release does: the accountant is exhausted
+    for i, r in enumerate(rhos):
+        acct.register(f"one_way:{i}", r, sensitivity=1.0, sigma=gaussian_sigma(1.0, r))
+    assert acct.is_exhausted()
+    assert one_way_rhos(rho, [7], "weighted") == [rho] and one_way_rhos(rho, [], "weighted") == []
+
+
+def test_weighted_one_way_rhos_minimise_the_summed_l1_noise():
+    rho, cells = 0.01, np.array(CELLS, dtype=float)
+
+    def l1(rhos) -> float:  # sum_a cells_a sigma_a, sigma_a = 1 / sqrt(2 rho_a)
+        return float(np.sum(cells / np.sqrt(2 * np.asarray(rhos))))
+
+    best = l1(one_way_rhos(rho, CELLS, "weighted"))
+    assert best < l1(one_way_rhos(rho, CELLS, "uniform"))
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # any other split of the same rho is worse
+        other = rng.dirichlet(np.ones(len(CELLS))) * rho
+        assert l1(other) >= best
+
+
+def test_uniform_one_way_rhos_are_privsyns_even_share():
+    rho = 0.0123
+    assert one_way_rhos(rho, CELLS, "uniform") == [rho / len(CELLS)] * len(CELLS)  # bit for bit: rho / d
+
+
+def test_one_way_allocation_is_validated():
+    assert BudgetSplit().one_way_allocation == "weighted"
+    assert BudgetSplit(0.2, 0.2, 0.6, one_way_allocation="uniform").one_way_allocation == "uniform"
+    with pytest.raises(ValueError, match="one_way_allocation"):
+        BudgetSplit(one_way_allocation="even")
+    with pytest.raises(ValueError, match="allocation"):
+        one_way_rhos(0.1, CELLS, "even")
+    with pytest.raises(ValueError):
+        one_way_rhos(0.0, CELLS)
+    with pytest.raises(ValueError):
+        one_way_rhos(0.1, [3, 0])

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.privacy.accounting import BudgetSplit, rho_from_eps_delta
-from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.privacy.measurements import Measurements, weighted_total
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.privacy.rare_values import merge_rare_values
+from privsyn_spark.privacy.table_size import default_rows, one_way_noise_l1, total_noise_sd
+from privsyn_spark.release.measure_privately import measure_privately, noisy_total
 from privsyn_spark.select.selection_config import SelectionConfig
 
 
@@ -158,3 +163,98 @@ def test_input_validation_spends_nothing(dependent_table):
         measure_privately(bad, t.indif(), t.count_marginals, t.domain, epsilon=1.0, delta=1e-9, **common)
     with pytest.raises(ValueError):
         measure_privately({}, {}, t.count_marginals, Domain((), ()), epsilon=1.0, delta=1e-9, **common)
+
+
+MIXED = [40, 5, 3, 12, 4, 2, 8, 3, 25, 4]  # mixed column sizes: the weighted 1-way sigmas differ
+OLD_ARTIFACT = Path(__file__).with_name("data") / "measurements_before_one_way_allocation.npz"
+
+
+def mixed_table(table_factory):
+    t = table_factory(20_000, MIXED, [("a0", "a1"), ("a2", "a3"), ("a4", "a5")], strength=0.9, seed=3)
+    t.rows[:, 0] = np.minimum(t.rows[:, 0], 9)  # a0: values 10..39 never occur (rare values to merge)
+    return t
+
+
+def test_weighted_one_way_rho_per_attribute(table_factory):
+    t = mixed_table(table_factory)
+    m = run(t, seed=7, split=BudgetSplit(0.35, 0.05, 0.60, one_way_allocation="weighted"))
+    check_consistent(m)  # every release registered, the budget spent exactly
+    d = len(MIXED)
+    entries = m.ledger[:d]
+    assert [e["name"] for e in entries] == [f"one_way:a{i}" for i in range(d)]
+    assert math.fsum(e["rho"] for e in entries) == pytest.approx(0.35 * m.rho, rel=1e-12)
+    ratio = [e["rho"] / c ** (2 / 3) for e, c in zip(entries, MIXED)]
+    assert ratio == pytest.approx([ratio[0]] * d, rel=1e-12)  # rho_a ~ cells_a^(2/3)
+    sigmas = m.one_way_sigmas()
+    for e, nm in zip(entries, m.marginals[:d]):  # the merged 1-way tables carry their attribute's release
+        assert (nm.rho, nm.sigma) == (e["rho"], e["sigma"]) == (e["rho"], sigmas[nm.attrs[0]])
+    assert len({round(s, 9) for s in sigmas.values()}) == len(set(MIXED))  # one sigma per column size
+    others = ([(m.one_way_original[a], sigmas[a]) for a in t.domain.attrs]
+              + [(x.values, x.sigma) for x in m.marginals[d:]])
+    assert m.noisy_total == pytest.approx(weighted_total(others), rel=1e-12)  # each table weighted by its own sigma
+    assert noisy_total(m.one_way_original, sigmas, m.marginals[d:]) == m.noisy_total
+
+
+def test_rare_values_use_each_columns_own_threshold(table_factory):
+    t = mixed_table(table_factory)
+    t.rows[:400, 0] = np.repeat(np.arange(10, 15), 80)  # a0 (sigma ~19): five values of 80 rows, above its 3 sigma
+    m = run(t, seed=7)
+    sigmas = m.one_way_sigmas()
+    own = merge_rare_values(m.one_way_original, t.domain, sigmas)
+    assert own.domain == m.domain
+    assert all(np.array_equal(own.value_maps[a], m.value_maps[a]) for a in t.domain.attrs)
+    for a in t.domain.attrs:  # merged together = below 3 sigma of that column
+        rare = m.one_way_original[a] < 3.0 * sigmas[a]
+        if rare.any():
+            assert set(m.value_maps[a][rare].tolist()) == {m.domain[a] - 1}
+        assert not np.isin(m.value_maps[a][~rare], m.value_maps[a][rare]).any()
+    one = merge_rare_values(m.one_way_original, t.domain, float(np.mean(list(sigmas.values()))))
+    assert m.domain["a0"] > 11 and one.domain["a0"] < m.domain["a0"]  # one threshold for all: a0 merged more
+
+
+def _one_way_digest(m: Measurements) -> str:
+    """The 1-way releases and the rare-value merging of an artifact (ledger entries, tables, value maps)."""
+    d, h = len(m.original_domain), hashlib.sha256()
+    for e in m.ledger[:d]:
+        h.update(f"{e['name']}|{e['rho']!r}|{e['sigma']!r}".encode())
+    for nm in m.marginals[:d]:
+        h.update(",".join(nm.attrs).encode() + repr((nm.sigma, nm.rho)).encode())
+        h.update(np.ascontiguousarray(nm.values, dtype=np.float64).tobytes())
+    for a in m.original_domain.attrs:
+        h.update(np.asarray(m.value_maps[a], dtype=np.int64).tobytes())
+        h.update(np.asarray(m.one_way_original[a], dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def test_uniform_allocation_is_the_release_before_it_bit_for_bit(table_factory):
+    # The digest was computed by the code before the per-attribute allocation (commit af1e32d, rho_one_way / d
+    # for every attribute) on this table, seed and split.
+    t = mixed_table(table_factory)
+    m = run(t, seed=7, split=BudgetSplit(0.35, 0.05, 0.60, one_way_allocation="uniform"))
+    assert _one_way_digest(m) == "bbd9d539b612ab01615a52d4bbfe13bd1ccd00073aa72b22d448e05da33e5b88"
+    assert m.noisy_total == 19996.02296574197
+    weighted = run(t, seed=7, split=BudgetSplit(0.35, 0.05, 0.60, one_way_allocation="weighted"))
+    assert _one_way_digest(weighted) != _one_way_digest(m)
+
+
+def test_an_artifact_measured_before_the_allocation_still_loads():
+    # Written by commit af1e32d (one 1-way sigma for every attribute); the format is unchanged.
+    m = Measurements.from_bytes(OLD_ARTIFACT.read_bytes())
+    assert m.run_id == "old-uniform" and m.spent_rho == pytest.approx(m.rho, rel=1e-12)
+    sigmas = m.one_way_sigmas()
+    assert set(sigmas) == set(m.original_domain.attrs) and len(set(sigmas.values())) == 1
+    sigma = next(iter(sigmas.values()))
+    d = len(m.original_domain)
+    old_sd = 1.0 / math.sqrt(sum(1.0 / (t.size * sigma ** 2) for t in m.one_way_original.values())
+                             + sum(1.0 / (x.values.size * x.sigma ** 2) for x in m.marginals[d:]))
+    assert total_noise_sd(m) == pytest.approx(old_sd, rel=1e-12)  # the single-sigma formula it was read with
+    assert one_way_noise_l1(m) == pytest.approx(max(t.size for t in m.one_way_original.values()) * sigma
+                                                * math.sqrt(2 / math.pi), rel=1e-12)
+    assert default_rows(m) == max(1, int(np.round(m.noisy_total - 2 * old_sd)))
+
+
+def test_per_attribute_sigmas_survive_save_and_load(table_factory, tmp_path):
+    m = run(mixed_table(table_factory), seed=7)
+    loaded = Measurements.load(m.save(tmp_path / "meas"))
+    assert loaded.one_way_sigmas() == m.one_way_sigmas() and len(set(m.one_way_sigmas().values())) > 1
+    assert total_noise_sd(loaded) == total_noise_sd(m)
