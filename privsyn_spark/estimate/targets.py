@@ -35,8 +35,10 @@ ESTIMATORS = ("auto", "pgm", "consistency")
 
 
 PAIR_TARGET_WORK = 2e7
-"""Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows (issue 26: every pair of the
-bench's 40,000-row tables, ~6x GUM's CPU there; none at 10^7 rows, where GUM's cost would grow by as much)."""
+"""Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows. All the unmeasured pairs
+become targets when they fit it, none when they do not (issue 26: every pair of the bench's 40,000-row
+tables, ~6x GUM's CPU there; a capped share of them, 30 of ~4,600 pairs at 662,000 x 97, made GUM run
+every round for no fidelity gain)."""
 MAX_PAIR_TARGETS = 1000
 """At most this many unmeasured-pair targets whatever the rows (each is a model marginal to compute)."""
 
@@ -49,8 +51,8 @@ class EstimationConfig:
     consistency_iters: int = 100  # iterations of the consistency fallback
     shrink_merged: bool = True    # decoding draws merged rare values with their noisy counts shrunk per group
                                   # (estimate.merged_shares; False: the raw noisy counts, PrivSyn's decoding)
-    pair_target_work: float = PAIR_TARGET_WORK  # GUM also matches the model's marginals of unmeasured pairs,
-                                  # as many as keep pairs x noisy rows within this (0: the measured cliques only)
+    pair_target_work: float = PAIR_TARGET_WORK  # GUM also matches the model's marginals of the unmeasured
+                                  # pairs when pairs x noisy rows is within this (0: the measured cliques only)
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
@@ -156,9 +158,8 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters,
         progress=progress)
     model = info.pop("model", None)
-    limit = min(int(pair_target_work // max(info["total"], 1.0)), MAX_PAIR_TARGETS)
-    if model is not None and limit > 0:
-        extra = unmeasured_pair_targets(model, tables, limit)
+    if model is not None and pair_target_work > 0:
+        extra = unmeasured_pair_targets(model, tables, pair_target_work)
         tables.update(extra)
         info["pair_targets"] = len(extra)
     absent = absent_values(schema, measurements)
@@ -172,12 +173,12 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
 
 
 def unmeasured_pair_targets(model: GraphicalModel, tables: Mapping[tuple[str, ...], np.ndarray],
-                            limit: int) -> dict[tuple[str, ...], np.ndarray]:
-    """The model's marginals of the attribute pairs inside no target (post-processing), at most ``limit``:
-    with more candidates, the pairs of one junction-tree clique (read off the calibration; the model ties
-    them together) before the rest, each group in domain order; only the ones kept are computed."""
+                            work: float) -> dict[tuple[str, ...], np.ndarray]:
+    """The model's marginals of every attribute pair inside no target (post-processing) when they fit
+    ``work`` (pairs x the model's total rows within it, at most :data:`MAX_PAIR_TARGETS` pairs), else none:
+    all or nothing, as a part of them only keeps GUM busy on those few (:data:`PAIR_TARGET_WORK`)."""
     covered = {frozenset(p) for c in tables for p in combinations(c, 2)}
-    pairs: list[tuple[str, ...]] = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
-    if len(pairs) > limit:
-        pairs = sorted(pairs, key=lambda p: model.tree.containing(p) is None)[:limit]  # stable: domain order
+    pairs = [p for p in combinations(model.domain.attrs, 2) if frozenset(p) not in covered]
+    if len(pairs) > MAX_PAIR_TARGETS or len(pairs) * max(model.total, 1.0) > work:
+        return {}
     return {p: np.maximum(model.marginal(p), 0.0) for p in pairs}

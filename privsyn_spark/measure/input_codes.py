@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
+from privsyn_spark.measure.jvm_counter import deployment_error
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
@@ -93,7 +94,13 @@ class InputCodes:
         if self._packed is None:
             self.check_columns()
             packed, self._bounded = bounded_codes(self.raw(), self.schema)
-            packed.df.write.mode("overwrite").parquet(self.scratch_dir)
+            try:
+                packed.df.write.mode("overwrite").parquet(self.scratch_dir)
+            except Exception as err:  # the row bounding's jar missing or another one on the executors
+                deployment = deployment_error(err)
+                if deployment is not None:
+                    raise deployment from None
+                raise
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
                      self.scratch_dir, packed.words)
@@ -117,14 +124,16 @@ class InputCodes:
         self.close()
 
 
-def bounded_codes(raw: Any, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
+def bounded_codes(raw: Any, schema: Schema, seed: int | None = None,
+                  backend: str = "auto") -> tuple[PackedCodes, Bounded]:
     """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
     the map side with the id carried along, so the one shuffle of bounding moves only the id and a
-    few bigint words a row; the id is dropped right after. ``seed``: tests only."""
+    few bigint words a row; the id is dropped right after. ``seed``, ``backend`` (the ranking for K > 1,
+    :func:`~privsyn_spark.measure.bounding.choose_backend`): tests and benches only."""
     unit = schema.privacy_unit
     encoded = with_rule_codes(encode(raw, schema, unit.id_columns))  # + the rules' compounds
     packed = pack_codes(encoded, unit.id_columns)
-    bounded = bound_contributions(packed.df, unit, seed)
+    bounded = bound_contributions(packed.df, unit, seed, backend)
     return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 
 

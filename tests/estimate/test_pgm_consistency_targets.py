@@ -170,19 +170,18 @@ def test_unmeasured_pair_targets_are_the_models_pairs() -> None:
                                   for c in model.potentials))
     joint *= 2000.0 / joint.sum()
     unmeasured = [("a", "c"), ("a", "d"), ("b", "d")]  # the chain measures a-b, b-c, c-d
-    extra = unmeasured_pair_targets(model, tables, limit=10)
+    extra = unmeasured_pair_targets(model, tables, work=3 * 2000.0)
     assert sorted(extra) == unmeasured
     for pair, table in extra.items():
         np.testing.assert_allclose(table, marginal(dom, joint, pair), rtol=1e-6)
         assert table.min() >= 0.0
-    assert list(unmeasured_pair_targets(model, tables, limit=2)) == [("a", "c"), ("a", "d")]
-    assert unmeasured_pair_targets(model, {**tables, ("a", "b", "c", "d"): joint}, limit=10) == {}
+    assert unmeasured_pair_targets(model, {**tables, ("a", "b", "c", "d"): joint}, work=1e9) == {}
 
 
-def test_unmeasured_pair_targets_prefer_the_junction_trees_cliques() -> None:
-    dom, cliques, measured = _heavy_noise("cycle", seed=17, total=2000.0, sigma=5.0)  # a-b, b-c, c-d, a-d
+def test_unmeasured_pair_targets_are_all_or_nothing() -> None:
+    dom, _, measured = _heavy_noise("chain", seed=16, total=2000.0, sigma=5.0)
     tables, _, info = consistent_targets(measured, dom, 2000.0)
     model = info["model"]
-    filled = [p for p in [("a", "c"), ("b", "d")] if model.tree.containing(p) is not None]
-    assert len(filled) == 1  # the triangulation of the 4-cycle adds one chord
-    assert list(unmeasured_pair_targets(model, tables, limit=1)) == filled
+    assert len(unmeasured_pair_targets(model, tables, work=3 * model.total)) == 3  # 3 pairs x rows: all
+    assert unmeasured_pair_targets(model, tables, work=3 * model.total - 1.0) == {}  # one short: none
+    assert unmeasured_pair_targets(model, tables, work=0.0) == {}
