@@ -209,7 +209,6 @@ def _ranked(keyed: DataFrame, columns: list[str], unit: PrivacyUnit, backend: st
         window = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
         ranked = counted.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) <= k + 1)
     else:
-
         grouped = counted.withColumn(_GROUP, F.when(F.col(_NULL), F.col(_KEY)))
         partitioned = grouped.repartition(*_groups_by_column(unit))
         ranked = keep_smallest_with_jvm(partitioned, list(unit.id_columns), _KEY, _NULL, _RANK, k + 1)

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.measure.bounding import Bounded, bound_contributions, check_id_columns
 from privsyn_spark.measure.encode import EncodedTable, encode, with_rule_codes
-from privsyn_spark.measure.jvm_counter import deployment_error
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
@@ -94,13 +93,7 @@ class InputCodes:
         if self._packed is None:
             self.check_columns()
             packed, self._bounded = bounded_codes(self.raw(), self.schema)
-            try:
-                packed.df.write.mode("overwrite").parquet(self.scratch_dir)
-            except Exception as err:  # the row bounding's jar missing or another one on the executors
-                deployment = deployment_error(err)
-                if deployment is not None:
-                    raise deployment from None
-                raise
+            packed.df.write.mode("overwrite").parquet(self.scratch_dir)
             self._packed = packed.with_df(self.spark.read.parquet(self.scratch_dir))
             log.info("input encoded once into the scratch table %s (%d bigint words a row)",
                      self.scratch_dir, packed.words)

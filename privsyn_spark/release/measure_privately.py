@@ -167,17 +167,16 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
         selected_pairs=list(selected), privacy_unit=unit_record, policy_checks=noisy_checks)
 
 
-def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: Mapping[str, float] | float,
+def noisy_total(one_way: Mapping[str, np.ndarray], sigma_one_way: Mapping[str, float],
                 others: Sequence[NoisyMarginal] = ()) -> float:
     """Row-count estimate: inverse-variance weighted mean of the sums of the noisy tables (post-processing).
 
     Each noisy table over all records is an unbiased estimate of n with variance cells * sigma^2.
-    Uses the 1-way tables on the original domain (``sigma_one_way``: each attribute's sigma, or one for
-    all) and ``others`` (the selected marginals, which cover every record); the merged 1-way tables are
-    left out (their zeroed cells bias the sum). Clipped at 0.
+    Uses the 1-way tables on the original domain (``sigma_one_way``: each attribute's sigma) and
+    ``others`` (the selected marginals, which cover every record); the merged 1-way tables are left out
+    (their zeroed cells bias the sum). Clipped at 0.
     """
-    sigmas = sigma_one_way if isinstance(sigma_one_way, Mapping) else dict.fromkeys(one_way, float(sigma_one_way))
-    tables = [(table, sigmas[a]) for a, table in one_way.items()] + [(m.values, m.sigma) for m in others]
+    tables = [(table, sigma_one_way[a]) for a, table in one_way.items()] + [(m.values, m.sigma) for m in others]
     total = weighted_total(tables)
     return 0.0 if total is None else max(0.0, total)
 

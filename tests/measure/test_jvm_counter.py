@@ -91,7 +91,6 @@ def test_a_plan_of_another_version_fails_clearly(spark, monkeypatch):
         count_marginals(_encoded(spark), [("a", "b")], backend="jvm")
 
 
-
 def test_a_row_bounding_of_another_version_fails_clearly(spark, monkeypatch):
     from privsyn_spark.measure.bounding import bound_contributions
     from privsyn_spark.privacy.unit import PrivacyUnit
