@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,22 @@ def read_document(path: str | Path, what: str, error: type[UsageError] = UsageEr
             raise error(f"{what} {path}: JSON syntax error at line {err.lineno}, column {err.colno}: "
                         f"{err.msg}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader(yaml))  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise error(f"{what} {path}: YAML syntax error{where}: {problem}") from None
+
+
+@functools.cache
+def _loader(yaml: Any) -> Any:
+    """PyYAML's ``SafeLoader`` that also reads ``5.0e6``, ``2e7`` and ``1e-9`` as floats, as YAML 1.2 does (YAML 1.1,
+    PyYAML's rule, wants a signed exponent, ``5.0e+6``: a setting written ``5.0e6`` came in as a string)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    unsigned_exponent = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", unsigned_exponent, list("-+0123456789."))
+    return Loader

@@ -123,3 +123,15 @@ def test_a_bad_setting_is_refused_once_with_its_name(tmp_path):
     args = build_parser().parse_args(_run_args(tmp_path, "--gum-rounds", "0"))
     with pytest.raises(UsageError, match="^--gum-rounds: gum_rounds must be >= 1, got 0$"):
         config_from_args(args)
+
+
+def test_the_user_guides_settings_example_is_read_as_numbers(tmp_path):
+    """The user guide's `--config` example (``model_cells: 5.0e6``, ``pair_target_work: 2.0e7``) loads:
+    YAML 1.1 alone read an unsigned exponent as a string, which the settings refused."""
+    guide = (Path(__file__).parents[2] / "docs" / "user-guide.md").read_text()
+    block = next(b.split("```")[0] for b in guide.split("```yaml\n")[1:] if "budget_split" in b)
+    path = tmp_path / "settings.yaml"
+    path.write_text(block)
+    settings = Settings.load(path)
+    assert settings.selection.model_cells == 5.0e6 and settings.estimation.pair_target_work == 2.0e7
+    assert settings.split.one_way_allocation == "weighted"
