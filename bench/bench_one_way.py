@@ -8,7 +8,8 @@ targets are fitted (``consistent_targets``, Private-PGM). Prints, per split and 
 the TVD between the fitted model and the real table: 1-way on the original domain (merged values expanded by
 the noisy 1-way counts, as decoding does; also the raw noisy 1-way counts themselves, ``noisy 1-way``), 2-way
 over all pairs and 3-way over 100 fixed random triples (both on the merged domain, from the model). A split is
-``one_way,indif,selected[,allocation]`` (``BudgetSplit.one_way_allocation``: weighted or uniform). Asserts nothing.
+``one_way,indif,selected[,allocation]`` (``BudgetSplit.one_way_allocation``: weighted or uniform); ``--tols``
+compares mirror descent's stopping tolerances on the same measurements. Asserts nothing.
 
     .venv/bin/python bench/bench_one_way.py --epsilons 0.5 1 4 --seeds 3 --splits 0.1,0.1,0.8 0.3,0.1,0.6
     .venv/bin/python bench/bench_one_way.py --folder /tmp/bench_compare/generated --epsilons 1 --seeds 5 \
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_pgm import DEFAULT_DATA, encode_adult, make_count_marginals  # noqa: E402
 
 from privsyn_spark.domain import Domain  # noqa: E402
+from privsyn_spark.estimate.estimation import MirrorDescent  # noqa: E402
 from privsyn_spark.estimate.merged_shares import shrink_groups  # noqa: E402
 from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
 from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
@@ -48,8 +50,8 @@ def _tvd(p: np.ndarray, q: np.ndarray) -> float:
     return 0.5 * float(np.abs(p / max(p.sum(), 1e-300) - q / max(q.sum(), 1e-300)).sum())
 
 
-def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triples) -> dict[str, float]:
-    """Measure, fit, and score the model against the real counts."""
+def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triples, tol: float = 1e-4) -> dict[str, float]:
+    """Measure, fit (mirror descent to the relative tolerance ``tol``), and score the model against the real counts."""
     count = make_count_marginals(codes, domain)
     one_way = count([(a,) for a in domain.attrs], None)
     two_way = count(list(itertools.combinations(domain.attrs, 2)), None)
@@ -58,7 +60,8 @@ def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triple
                           selection=SelectionConfig())
     mdomain = m.domain
     t0 = time.perf_counter()
-    _, method, info = consistent_targets(m.marginals, mdomain, m.noisy_total, estimator_choice="pgm")
+    _, method, info = consistent_targets(m.marginals, mdomain, m.noisy_total, estimator_choice="pgm",
+                                        estimator=MirrorDescent(tol=tol))
     seconds = time.perf_counter() - t0
     model = info["model"]
     sigmas = m.one_way_sigmas()
@@ -82,7 +85,7 @@ def one_run(codes, domain, epsilon: float, split: BudgetSplit, seed: int, triple
     exact3 = count(triples, m.value_maps)
     tv3 = [_tvd(exact3[t], model.marginal(t)) for t in triples]
     return {**{k: float(np.mean(v)) for k, v in tv1.items()}, "2-way": float(np.mean(tv2)), "3-way": float(np.mean(tv3)),
-            "marginals": len(m.marginals), "seconds": seconds}
+            "marginals": len(m.marginals), "seconds": seconds, "iterations": info["iterations"]}
 
 
 def read_folder(folder: Path) -> tuple[np.ndarray, Domain]:
@@ -105,24 +108,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--splits", nargs="+", default=["0.1,0.1,0.8", "0.2,0.1,0.7", "0.3,0.1,0.6"],
                         help="one_way,indif,selected fractions[,weighted|uniform]")
+    parser.add_argument("--tols", type=float, nargs="+", default=[1e-4],
+                        help="mirror descent's relative stopping tolerances to compare (same measurements)")
     parser.add_argument("--folder", type=Path, default=None, help="a bench_compare table folder (default: Adult)")
     args = parser.parse_args(argv)
     codes, domain = encode_adult(DEFAULT_DATA) if args.folder is None else read_folder(args.folder)
     rng = np.random.default_rng(0)
     all_triples = list(itertools.combinations(domain.attrs, 3))
     triples = [all_triples[i] for i in rng.choice(len(all_triples), 100, replace=False)]
-    print("| split (1-way, InDif, selected) | epsilon | 1-way TVD | 1-way, uniform expansion | 1-way, shrunk expansion "
-          "| noisy 1-way | 2-way TVD | 3-way TVD | marginals | fit s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for text in args.splits:
+    print("| split (1-way, InDif, selected) | tol | epsilon | 1-way TVD | 1-way, uniform expansion | 1-way, shrunk expansion "
+          "| noisy 1-way | 2-way TVD | 3-way TVD | marginals | iterations | fit s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for text, tol in itertools.product(args.splits, args.tols):
         split = parse_split(text)
         for eps in args.epsilons:
-            runs = [one_run(codes, domain, eps, split, seed, triples) for seed in range(args.seeds)]
+            runs = [one_run(codes, domain, eps, split, seed, triples, tol) for seed in range(args.seeds)]
             cell = {k: np.mean([r[k] for r in runs]) for k in runs[0]}
             sd = {k: np.std([r[k] for r in runs]) for k in runs[0]}
-            print(f"| {text} | {eps:g} | {cell['1-way']:.4f} ± {sd['1-way']:.4f} | {cell['1-way uniform']:.4f} | "
+            print(f"| {text} | {tol:g} | {eps:g} | {cell['1-way']:.4f} ± {sd['1-way']:.4f} | {cell['1-way uniform']:.4f} | "
                   f"{cell['1-way shrunk']:.4f} | {cell['noisy 1-way']:.4f} | {cell['2-way']:.4f} ± "
-                  f"{sd['2-way']:.4f} | {cell['3-way']:.4f} | {cell['marginals']:.0f} | {cell['seconds']:.1f} |",
+                  f"{sd['2-way']:.4f} | {cell['3-way']:.4f} | {cell['marginals']:.0f} | {cell['iterations']:.0f} | {cell['seconds']:.1f} |",
                   flush=True)
     return 0
 
