@@ -8,7 +8,7 @@ heavy-tailed rows per id), written once as Parquet. Then, on that file:
   (the issue's floor: one shuffle, but of one partial count per id and partition), of the run's scratch
   job without bounding (read, encode, pack), of that job plus one plain shuffle of its rows by id
   (``repartition``: the rows bounding has to move, moved with no ranking at all) and with bounding at each K (``measure/input_codes.bounded_codes``: the shuffle moves the id and the
-  packed words; for K > 1 both rankings, the ``window`` and the sort-free ``jvm`` one, side by side);
+  packed words);
   the jobs write to Spark's ``noop`` sink, so they only read and compute;
 - for K = 1, 5, 20, 50: a person-level run at ``--epsilon`` (PrivSyn, GUM), the rows and ids bounding
   dropped, the mean 1-/2-way TVD of the synthetic table against the bounded real table and against
@@ -127,16 +127,12 @@ def main() -> None:
     for k in ks:
         unit = PrivacyUnit(("person_id",), k)
         unit_schema = dataclasses.replace(schema, privacy_unit=unit)
-        paths = ["aggregate"] if k == 1 else ["window", "jvm"]
-        times = {path: best(lambda s=unit_schema, b=("auto" if path == "aggregate" else path):
-                            bounded_codes(df, s, backend=b)[0].df.write.save(**noop)) for path in paths}
-        bounding = min(times.values())
+        bounding = best(lambda s=unit_schema: bounded_codes(df, s)[0].df.write.save(**noop))
         if args.timing_only:  # the references again, right next to it: the ratios hold under a moving load
             near_group, near_shuffle = best(count_job), best(shuffle_job)
-            for path, seconds in times.items():
-                print(f"  K={k} ({path}): read+encode+pack+bound {seconds:.1f} s; next to it the count "
-                      f"{near_group:.1f} s, encode+pack+shuffle {near_shuffle:.1f} s: {seconds / near_group:.2f}x the "
-                      f"count, {seconds / near_shuffle:.2f}x the shuffle ({_uptime()})", flush=True)
+            print(f"  K={k}: read+encode+pack+bound {bounding:.1f} s; next to it the count "
+                  f"{near_group:.1f} s, encode+pack+shuffle {near_shuffle:.1f} s: {bounding / near_group:.2f}x the "
+                  f"count, {bounding / near_shuffle:.2f}x the shuffle ({_uptime()})", flush=True)
             continue
         bounded = bound_contributions(df, unit, seed=7)
         bounded.df.write.save(**noop)  # a Dataset action: the bounding's tallies are observed
