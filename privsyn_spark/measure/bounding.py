@@ -5,15 +5,18 @@ permutation (:func:`row_key`) of its ``monotonically_increasing_id``, with round
 seed drawn from ``os.urandom`` per bounding and never logged or stored. The keys are distinct (a
 permutation of distinct indices), so an id's rows are in a uniformly random order with no ties, and an
 id keeps its K rows of smallest key: a uniform sample of its rows that depends on that id's rows alone
-(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, with work before it that
-cuts what that shuffle moves, in the job that consumes the rows (the scratch write):
+(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, in the job that consumes
+the rows (the scratch write):
 
 - K = 1: one aggregate, per id the ``min_by`` of every column by the key. Spark aggregates it
   partially before the shuffle (a hash aggregate on fixed-width columns such as the packed words), so
   the shuffle moves one row per id and input partition, like a ``groupBy(id).count()``;
-- K > 1: a window numbering each id's rows by key, rows above K dropped; the filter sits right above
-  the window, so Spark first keeps each id's K + 1 smallest keys within each input partition
-  (``WindowGroupLimit``, partial), which never drops a row the id keeps.
+- K > 1: one window over each id's rows ordered by key, giving each row its ``row_number`` and the
+  id's row count; rows numbered above K are dropped. The count (over the whole id) gives the report's
+  truncated ids, and it also keeps Spark from adding a partial ``WindowGroupLimit`` before the shuffle
+  (Spark adds one for a filter on ``row_number`` alone). That limit sorts every input partition, and it
+  cost more than it saved: at 1.9·10^7 rows, K = 5 to 50, 9.0-10.2 s with it, 6.4-8.2 s without
+  (docs/privacy-unit.md).
 
 A threshold design (per id the K-th smallest key from a partial aggregate, broadcast, a narrow filter)
 would need the key to be the same in two passes over the source; ``rand`` and
@@ -153,22 +156,22 @@ def _one_per_id(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tupl
 
 
 def _ranked(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tuple[DataFrame, tuple[Any, ...]]:
-    """K > 1: rows hash-partitioned by the id (one shuffle), each id's K + 1 smallest keys ranked by key,
-    rows ranked above K dropped; rank K + 1 only tells that the id was truncated. A ``row_number`` window
-    (a sort within the id), whose filter right above it lets Spark limit each id to its K + 1 smallest
-    keys within every input partition before the shuffle (``WindowGroupLimit``, partial; it cannot drop a
-    row the id keeps). The input's tallies are observed below the ranking, the kept ones above it."""
+    """K > 1: rows hash-partitioned by the id (one shuffle) and sorted by key within it; one window numbers
+    each id's rows and counts them, rows numbered above K dropped. The tallies are observed on the kept
+    rows: an id's count sits on each of them (``rows``: the counts of the rows numbered 1)."""
     from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
     k = unit.bound
-    source, kept = Observation("privsyn_bounding_rows"), Observation("privsyn_bounding_kept")
-    counted = keyed.observe(source, F.count(F.lit(1)).alias("rows"),
-                            F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
-    window = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
-    ranked = counted.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) <= k + 1)
-    ranked = ranked.observe(kept,
-                            F.sum(F.when(F.col(_RANK) <= k, 1).otherwise(0)).alias("kept"),
-                            F.sum(F.when(F.col(_RANK) == 1, 1).otherwise(0)).alias("ids"),
-                            F.sum(F.when(F.col(_RANK) == k + 1, 1).otherwise(0)).alias("ids_over"))
-    return ranked.where(F.col(_RANK) <= k).select(*(F.col(f"`{c}`") for c in columns)), (source, kept)
+    observation = Observation("privsyn_bounding")
+    ordered = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    first = F.col(_RANK) == 1
+    # the count (read by the observation) also keeps Spark from adding a partial WindowGroupLimit
+    ranked = keyed.select("*", F.row_number().over(ordered).alias(_RANK), F.count(F.lit(1)).over(whole).alias(_COUNT))
+    kept = ranked.where(F.col(_RANK) <= k).observe(
+        observation, F.sum(F.when(first, F.col(_COUNT)).otherwise(0)).alias("rows"), F.count(F.lit(1)).alias("kept"),
+        F.sum(F.when(first, 1).otherwise(0)).alias("ids"),
+        F.sum(F.when(first & (F.col(_COUNT) > k), 1).otherwise(0)).alias("ids_over"),
+        F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
+    return kept.select(*(F.col(f"`{c}`") for c in columns)), (observation,)

@@ -1,7 +1,7 @@
 """Contribution bounding in Spark (measure/bounding.py): removing a person with 10,000 rows moves every
 bounded exact count vector the engine computes (both counter backends) by at most the stated L2
 sensitivity; the rows kept within an id are a uniform sample (chi-square with power); null ids are units
-of their own; one shuffle; the tallies the operator report shows are exact."""
+of their own; one shuffle and no partial group limit; the tallies the operator report shows are exact."""
 
 from __future__ import annotations
 
@@ -129,24 +129,26 @@ def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k):
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark, k):
-    """One Exchange, on the id. K = 1: a partial hash aggregate (min_by of the packed word) before it;
-    K > 1: a partial per-id limit of K + 1 rows (WindowGroupLimit) before it, a sort after it."""
+    """One Exchange, on the id. K = 1: a partial hash aggregate (min_by of the packed word) before it.
+    K > 1: the rows shuffled as they are, then a sort and one window, and no ``WindowGroupLimit``: the
+    partial one Spark adds for a filter on ``row_number`` alone sorts every input partition before the
+    shuffle, which cost more than it saved (measure/bounding.py)."""
     df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a", "id % 4 as b", "id % 2 as c")
     unit = PrivacyUnit(("pid",), k)
     plan = bound_contributions(df, unit, seed=1).df._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
+    assert plan.count("Exchange") == 1 and "WindowGroupLimit" not in plan, plan
     schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": k}})
     packed, _ = bounded_codes(df, schema, seed=1)
     packed.df.write.format("noop").mode("overwrite").save()  # the final (adaptive) plan
     plan = packed.df._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
+    assert plan.count("Exchange") == 1 and "WindowGroupLimit" not in plan, plan
     exchange = plan[plan.index("Exchange"):].splitlines()[0]
     assert "hashpartitioning(pid" in exchange, exchange
     below, above = plan[plan.index("Exchange"):], plan[:plan.index("Exchange")]
     if k == 1:
         assert "HashAggregate" in below and "partial_min_by(w0" in below, plan
     else:
-        assert f"row_number(), {k + 1}, Partial" in below and "Sort [" in above, plan
+        assert "Window [row_number()" in above and "Sort [" in above and "Sort" not in below, plan
     assert packed.df.columns == ["w0"]  # the id does not go further
 
 
