@@ -4,12 +4,13 @@ A generated table of many rows per person (``privsyn_spark.sample.generator.peop
 attributes constant per id, per-row attributes depending on them and on how active the person is,
 heavy-tailed rows per id), written once as Parquet. Then, on that file:
 
-- time of a bare scan (every column hashed and summed), of a plain ``groupBy(person_id).count()``
-  (the issue's floor: one shuffle, but of one partial count per id and partition), of the run's scratch
-  job without bounding (read, encode, pack), of that job plus one plain shuffle of its rows by id
-  (``repartition``: the rows bounding has to move, moved with no ranking at all) and with bounding at each K (``measure/input_codes.bounded_codes``: the shuffle moves the id and the
-  packed words; for K > 1 both rankings, the ``window`` and the sort-free ``jvm`` one, side by side);
-  the jobs write to Spark's ``noop`` sink, so they only read and compute;
+- time of the run's scratch job with bounding at each K (``measure/input_codes.bounded_codes``: read,
+  encode, pack, bound; the shuffle moves the id and the packed words) against three references timed
+  right next to it (the ratios hold under a moving load): a bare scan (every column hashed and summed),
+  a plain ``groupBy(person_id).count()`` (the issue's floor: one shuffle, but of one partial count per
+  id and partition) and read+encode+pack plus one plain shuffle of its rows by id (``repartition``: the
+  rows bounding has to move, moved with no ranking at all); the jobs write to Spark's ``noop`` sink, so
+  they only read and compute;
 - for K = 1, 5, 20, 50: a person-level run at ``--epsilon`` (PrivSyn, GUM), the rows and ids bounding
   dropped, the mean 1-/2-way TVD of the synthetic table against the bounded real table and against
   the full real table;
@@ -50,6 +51,12 @@ def _tables(df, schema):
     from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 
     return count_marginals(encode(df, schema), one_and_two_way(schema.domain())).tables
+
+
+def _against(seconds: float, references: tuple[float, float, float]) -> str:
+    """``seconds`` as multiples of the bare scan, the groupBy(id).count() and the shuffle by id."""
+    return ", ".join(f"{seconds / ref:.2f}x {name} ({ref:.1f} s)"
+                     for name, ref in zip(("scan", "groupBy", "shuffle"), references, strict=True))
 
 
 def _tvd(real, synthetic, ways: int) -> float:
@@ -106,20 +113,20 @@ def main() -> None:
     def best(fn) -> float:
         return min(_timed(fn) for _ in range(args.repeats))
 
-    scan = best(lambda: df.agg(F.sum(F.xxhash64(*cols) % 1024)).collect())
+    def scan_job() -> None:
+        df.agg(F.sum(F.xxhash64(*cols) % 1024)).collect()
+
     def count_job() -> None:
         per_id.write.save(**noop)
 
-    group = best(count_job)
-    encode_only = best(lambda: bounded_codes(df, schema)[0].df.write.save(**noop))
     ids = ("person_id",)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+
     def shuffle_job() -> None:
         pack_codes(with_rule_codes(encode(df, schema, ids)), ids).df.repartition(partitions, *ids).write.save(**noop)
 
-    shuffle = best(shuffle_job)
-    print(f"bare scan {scan:.1f} s; groupBy(person_id).count() {group:.1f} s; encode+pack {encode_only:.1f} s; "
-          f"encode+pack+shuffle by id {shuffle:.1f} s", flush=True)
+    def references() -> tuple[float, float, float]:  # timed next to each bounding: a moving load
+        return best(scan_job), best(count_job), best(shuffle_job)
 
     full = _tables(df, schema)
     ks = [int(k) for k in args.ks.split(",")]
@@ -127,16 +134,11 @@ def main() -> None:
     for k in ks:
         unit = PrivacyUnit(("person_id",), k)
         unit_schema = dataclasses.replace(schema, privacy_unit=unit)
-        paths = ["aggregate"] if k == 1 else ["window", "jvm"]
-        times = {path: best(lambda s=unit_schema, b=("auto" if path == "aggregate" else path):
-                            bounded_codes(df, s, backend=b)[0].df.write.save(**noop)) for path in paths}
-        bounding = min(times.values())
-        if args.timing_only:  # the references again, right next to it: the ratios hold under a moving load
-            near_group, near_shuffle = best(count_job), best(shuffle_job)
-            for path, seconds in times.items():
-                print(f"  K={k} ({path}): read+encode+pack+bound {seconds:.1f} s; next to it the count "
-                      f"{near_group:.1f} s, encode+pack+shuffle {near_shuffle:.1f} s: {seconds / near_group:.2f}x the "
-                      f"count, {seconds / near_shuffle:.2f}x the shuffle ({_uptime()})", flush=True)
+        bounding = best(lambda s=unit_schema: bounded_codes(df, s)[0].df.write.save(**noop))
+        near = references()
+        print(f"  K={k}: read+encode+pack+bound {bounding:.1f} s: {_against(bounding, near)} ({_uptime()})",
+              flush=True)
+        if args.timing_only:
             continue
         bounded = bound_contributions(df, unit, seed=7)
         bounded.df.write.save(**noop)  # a Dataset action: the bounding's tallies are observed
@@ -152,8 +154,8 @@ def main() -> None:
         synthetic = _tables(out, schema)
         seconds = time.perf_counter() - start
         results.append((f"person, K={k}", args.epsilon, info["rows_dropped_share"], info["ids_truncated_share"],
-                        bounding, _tvd(bounded_tables, synthetic, 1), _tvd(bounded_tables, synthetic, 2),
-                        _tvd(full, synthetic, 1), _tvd(full, synthetic, 2), seconds))
+                        f"{bounding:.1f} ({_against(bounding, near)})", _tvd(bounded_tables, synthetic, 1),
+                        _tvd(bounded_tables, synthetic, 2), _tvd(full, synthetic, 1), _tvd(full, synthetic, 2), seconds))
         print(f"  K={k}: done in {seconds:.0f} s ({_uptime()}): {results[-1]}", flush=True)
     if args.timing_only:
         spark.stop()
@@ -170,24 +172,18 @@ def main() -> None:
     except BadInputData as err:  # the noisy total cannot be told from 0 at this epsilon
         print(f"  group privacy run refused: {err}")
         g1 = g2 = float("nan")
-    results.append((f"rows, eps/M (M={most:,})", eps_group, 0.0, 0.0, float("nan"), float("nan"), float("nan"),
+    results.append((f"rows, eps/M (M={most:,})", eps_group, 0.0, 0.0, "-", float("nan"), float("nan"),
                     g1, g2, time.perf_counter() - start))
     print(f"  group privacy: {results[-1]}", flush=True)
 
     print()
-    print("| run | epsilon | rows dropped | ids truncated | read+encode+pack+bound s (x scan, x groupBy, x shuffle) "
-          "| bounding's own s (minus encode+pack; x groupBy) | 1-way TVD vs bounded "
-          "| 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, eps, dropped, trunc, seconds, b1, b2, f1, f2, run_s in results:
-        timing = ("-" if np.isnan(seconds) else
-                  f"{seconds:.1f} ({seconds / scan:.1f}x, {seconds / group:.2f}x, {seconds / shuffle:.2f}x)")
-        extra = "-" if np.isnan(seconds) else f"{seconds - encode_only:.1f} ({(seconds - encode_only) / group:.2f}x)"
-        print(f"| {name} | {eps:.3g} | {dropped:.1%} | {trunc:.1%} | {timing} | {extra} | {b1:.4f} | {b2:.4f} | {f1:.4f} "
+    print("| run | epsilon | rows dropped | ids truncated | read+encode+pack+bound s (x the references next to it) "
+          "| 1-way TVD vs bounded | 2-way TVD vs bounded | 1-way TVD vs full | 2-way TVD vs full | run s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, eps, dropped, trunc, timing, b1, b2, f1, f2, run_s in results:
+        print(f"| {name} | {eps:.3g} | {dropped:.1%} | {trunc:.1%} | {timing} | {b1:.4f} | {b2:.4f} | {f1:.4f} "
               f"| {f2:.4f} | {run_s:.0f} |")
-    print(f"\nbare scan {scan:.1f} s, groupBy(person_id).count() {group:.1f} s, encode+pack (no bounding) "
-          f"{encode_only:.1f} s, encode+pack+shuffle by id {shuffle:.1f} s; {rows:,} rows, {people:,} people; "
-          f"uptime at the end: {_uptime()}")
+    print(f"\n{rows:,} rows, {people:,} people; uptime at the end: {_uptime()}")
     spark.stop()
 
 

@@ -5,15 +5,18 @@ permutation (:func:`row_key`) of its ``monotonically_increasing_id``, with round
 seed drawn from ``os.urandom`` per bounding and never logged or stored. The keys are distinct (a
 permutation of distinct indices), so an id's rows are in a uniformly random order with no ties, and an
 id keeps its K rows of smallest key: a uniform sample of its rows that depends on that id's rows alone
-(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, with work before it that
-cuts what that shuffle moves, in the job that consumes the rows (the scratch write):
+(the stability ``privacy/unit.py`` needs). It takes one shuffle on the id, in the job that consumes
+the rows (the scratch write):
 
 - K = 1: one aggregate, per id the ``min_by`` of every column by the key. Spark aggregates it
   partially before the shuffle (a hash aggregate on fixed-width columns such as the packed words), so
   the shuffle moves one row per id and input partition, like a ``groupBy(id).count()``;
-- K > 1: a window numbering each id's rows by key, rows above K dropped; the filter sits right above
-  the window, so Spark first keeps each id's K + 1 smallest keys within each input partition
-  (``WindowGroupLimit``, partial), which never drops a row the id keeps.
+- K > 1: one window over each id's rows ordered by key, giving each row its ``row_number`` and the
+  id's row count; rows numbered above K are dropped. The count (over the whole id) gives the report's
+  truncated ids, and it also keeps Spark from adding a partial ``WindowGroupLimit`` before the shuffle
+  (Spark adds one for a filter on ``row_number`` alone). That limit sorts every input partition, and it
+  cost more than it saved: at 1.9·10^7 rows, K = 5 to 50, 9.0-10.2 s with it, 6.4-8.2 s without
+  (docs/privacy-unit.md).
 
 A threshold design (per id the K-th smallest key from a partial aggregate, broadcast, a narrow filter)
 would need the key to be the same in two passes over the source; ``rand`` and
@@ -34,9 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.measure.jvm_counter import jvm_bounding_loaded, keep_smallest_with_jvm
 from privsyn_spark.privacy.unit import PrivacyUnit
-from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -44,7 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
 _RANK, _KEY, _NULL = "__privsyn_rank", "__privsyn_key", "__privsyn_null_id"
 _GROUP, _COUNT = "__privsyn_group", "__privsyn_rows"
 _ROUNDS, _LOW = 4, 0xFFFFFFFF
-BOUNDING_BACKENDS = ("auto", "jvm", "window")
 DROPPED_WARNING_SHARE = 0.10
 """Share of dropped rows above which the report warns that bounding biases the table."""
 
@@ -91,10 +91,9 @@ class Bounded:
         return out
 
 
-def bound_contributions(df: DataFrame, unit: PrivacyUnit, seed: int | None = None, backend: str = "auto") -> Bounded:
+def bound_contributions(df: DataFrame, unit: PrivacyUnit, seed: int | None = None) -> Bounded:
     """At most ``unit.bound`` uniformly random rows per id of ``df`` (module docstring); one shuffle, no
-    collect. The id columns are still in the result (the encoder drops them). ``seed``: tests only;
-    ``backend``: the ranking for K > 1 (:func:`choose_backend`)."""
+    collect. The id columns are still in the result (the encoder drops them). ``seed``: tests only."""
     if unit.is_row:
         return Bounded(df, unit)
     from pyspark.sql import functions as F
@@ -109,7 +108,7 @@ def bound_contributions(df: DataFrame, unit: PrivacyUnit, seed: int | None = Non
     if unit.bound == 1:
         bounded, observations = _one_per_id(keyed, list(df.columns), unit)
     else:
-        bounded, observations = _ranked(keyed, list(df.columns), unit, choose_backend(df, unit, backend))
+        bounded, observations = _ranked(keyed, list(df.columns), unit)
     return Bounded(bounded, unit, observations)
 
 
@@ -127,40 +126,6 @@ def row_key(index: Column, seed: int) -> Column:
         round_key = int.from_bytes(digest[4 * r:4 * r + 4], "big")
         left, right = right, left.bitwiseXOR(F.xxhash64(F.lit(round_key), right).bitwiseAND(low))
     return F.shiftleft(left, 32).bitwiseOR(right)
-
-
-def choose_backend(df: DataFrame, unit: PrivacyUnit, backend: str = "auto") -> str:
-    """The ranking K > 1 uses: ``auto`` and ``window`` give the window (at 1.9·10^7 rows it was as fast as
-    the JVM ranking or faster); ``jvm`` (no sort, experimental) needs a classic session whose driver has the
-    counter jar and id columns that compare by value in Java as in Spark (integers, booleans, dates,
-    timestamps, binary-collation strings), else a one-line error."""
-    from pyspark.sql import types as T
-
-    if backend not in BOUNDING_BACKENDS:
-        raise ValueError(f"backend must be one of {BOUNDING_BACKENDS}, not {backend!r}")
-    if backend in ("window", "auto"):  # auto: the window, faster at 1.9e7 rows (docs/privacy-unit.md)
-        return "window"
-    spark = df.sparkSession
-    if is_connect(spark) or not jvm_bounding_loaded(spark):
-        raise RuntimeError("the JVM row bounding needs a classic SparkSession with the counter jar (built by "
-                           "scripts/setup.sh) in spark.jars / --jars: use backend 'auto' or 'window'")
-    exact = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType, T.DateType, T.TimestampType,
-             T.TimestampNTZType)
-    types = {f.name: f.dataType for f in df.schema.fields}
-    comparable = all(isinstance(types[c], exact) or (isinstance(types[c], T.StringType)
-                                                      and getattr(types[c], "collation", "") == "UTF8_BINARY")
-                     for c in unit.id_columns)
-    if not comparable:
-        raise ValueError(f"the JVM row bounding groups ids by their Java value; the id column types "
-                         f"{[str(types[c]) for c in unit.id_columns]} need backend 'window'")
-    return "jvm"
-
-
-def _groups_by_column(unit: PrivacyUnit) -> list[Column]:
-    """The id columns and the materialised null-id group column (:func:`_groups`) to partition by."""
-    from pyspark.sql import functions as F
-
-    return [*(F.col(f"`{c}`") for c in unit.id_columns), F.col(_GROUP)]
 
 
 def _groups(unit: PrivacyUnit) -> list[Column]:
@@ -190,30 +155,23 @@ def _one_per_id(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tupl
     return agg.select(*(F.col(f"`{c}`") for c in columns)), (observation,)
 
 
-def _ranked(keyed: DataFrame, columns: list[str], unit: PrivacyUnit, backend: str) -> tuple[DataFrame, tuple[Any, ...]]:
-    """K > 1: rows hash-partitioned by the id (one shuffle), each id's K + 1 smallest keys ranked by key,
-    rows ranked above K dropped; rank K + 1 only tells that the id was truncated. ``window``: a
-    ``row_number`` window (a sort within the id), whose filter right above it lets Spark limit each id to
-    its K + 1 smallest keys within every input partition before the shuffle (``WindowGroupLimit``,
-    partial; it cannot drop a row the id keeps). ``jvm``: no sort, a bounded heap per id in one pass
-    over each shuffled partition (:func:`~privsyn_spark.measure.jvm_counter.keep_smallest_with_jvm`); the
-    same rows and ranks. The input's tallies are observed below the ranking, the kept ones above it."""
+def _ranked(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tuple[DataFrame, tuple[Any, ...]]:
+    """K > 1: rows hash-partitioned by the id (one shuffle) and sorted by key within it; one window numbers
+    each id's rows and counts them, rows numbered above K dropped. The tallies are observed on the kept
+    rows: an id's count sits on each of them (``rows``: the counts of the rows numbered 1)."""
     from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
     k = unit.bound
-    source, kept = Observation("privsyn_bounding_rows"), Observation("privsyn_bounding_kept")
-    counted = keyed.observe(source, F.count(F.lit(1)).alias("rows"),
-                            F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
-    if backend == "window":
-        window = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
-        ranked = counted.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) <= k + 1)
-    else:
-        grouped = counted.withColumn(_GROUP, F.when(F.col(_NULL), F.col(_KEY)))
-        partitioned = grouped.repartition(*_groups_by_column(unit))
-        ranked = keep_smallest_with_jvm(partitioned, list(unit.id_columns), _KEY, _NULL, _RANK, k + 1)
-    ranked = ranked.observe(kept,
-                            F.sum(F.when(F.col(_RANK) <= k, 1).otherwise(0)).alias("kept"),
-                            F.sum(F.when(F.col(_RANK) == 1, 1).otherwise(0)).alias("ids"),
-                            F.sum(F.when(F.col(_RANK) == k + 1, 1).otherwise(0)).alias("ids_over"))
-    return ranked.where(F.col(_RANK) <= k).select(*(F.col(f"`{c}`") for c in columns)), (source, kept)
+    observation = Observation("privsyn_bounding")
+    ordered = Window.partitionBy(*_groups(unit)).orderBy(_KEY)
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    first = F.col(_RANK) == 1
+    # the count (read by the observation) also keeps Spark from adding a partial WindowGroupLimit
+    ranked = keyed.select("*", F.row_number().over(ordered).alias(_RANK), F.count(F.lit(1)).over(whole).alias(_COUNT))
+    kept = ranked.where(F.col(_RANK) <= k).observe(
+        observation, F.sum(F.when(first, F.col(_COUNT)).otherwise(0)).alias("rows"), F.count(F.lit(1)).alias("kept"),
+        F.sum(F.when(first, 1).otherwise(0)).alias("ids"),
+        F.sum(F.when(first & (F.col(_COUNT) > k), 1).otherwise(0)).alias("ids_over"),
+        F.sum(F.when(F.col(_NULL), 1).otherwise(0)).alias("null_ids"))
+    return kept.select(*(F.col(f"`{c}`") for c in columns)), (observation,)

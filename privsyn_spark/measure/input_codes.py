@@ -117,16 +117,14 @@ class InputCodes:
         self.close()
 
 
-def bounded_codes(raw: Any, schema: Schema, seed: int | None = None,
-                  backend: str = "auto") -> tuple[PackedCodes, Bounded]:
+def bounded_codes(raw: Any, schema: Schema, seed: int | None = None) -> tuple[PackedCodes, Bounded]:
     """The packed codes of ``raw`` bounded to the schema's K rows per id (lazy): encoded and packed on
     the map side with the id carried along, so the one shuffle of bounding moves only the id and a
-    few bigint words a row; the id is dropped right after. ``seed``, ``backend`` (the ranking for K > 1,
-    :func:`~privsyn_spark.measure.bounding.choose_backend`): tests and benches only."""
+    few bigint words a row; the id is dropped right after. ``seed``: tests only."""
     unit = schema.privacy_unit
     encoded = with_rule_codes(encode(raw, schema, unit.id_columns))  # + the rules' compounds
     packed = pack_codes(encoded, unit.id_columns)
-    bounded = bound_contributions(packed.df, unit, seed, backend)
+    bounded = bound_contributions(packed.df, unit, seed)
     return (packed if unit.is_row else packed.with_df(bounded.df.drop(*unit.id_columns))), bounded
 
 

@@ -9,10 +9,6 @@ shipped in the wheel); sessions started here add it to ``spark.jars``, spark-sub
 The plan starts with a header (magic, plan version, the driver's Spark major.minor) that the driver
 and every executor check: another jar or Spark on the executors fails with a CounterDeploymentError.
 Per-partition memory: the requested cells, 8 bytes each (at most 2^31 - 1 cells).
-
-The same jar holds contribution bounding's sort-free selection (``RowBounding``, reached through
-:func:`keep_smallest_with_jvm`; :mod:`privsyn_spark.measure.bounding` says when it is used), with the
-same checks: a bounding version and the driver's Spark, checked on the driver and on every executor.
 """
 
 from __future__ import annotations
@@ -27,14 +23,13 @@ from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
 from privsyn_spark.measure.packing import CounterPlan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
 PLAN_MAGIC = 0x50535943                  # MarginalCounter.MAGIC
 PLAN_VERSION = 3                         # MarginalCounter.PLAN_VERSION
 ERROR_PREFIX = "privsyn-spark counter: "  # MarginalCounter.ERROR
-BOUNDING_VERSION = 1                     # RowBounding.VERSION
 TREE_DEPTH = 2
 _MISSING_ON_EXECUTORS = (  # how a task of the counter fails where its classes cannot be loaded
     "ClassNotFoundException: io.privsyn.spark", "NoClassDefFoundError: io/privsyn/spark",
@@ -55,14 +50,6 @@ def jvm_counter_loaded(spark: SparkSession) -> bool:
     return isinstance(jvm.io.privsyn.spark.MarginalCounter, JavaClass)
 
 
-def jvm_bounding_loaded(spark: SparkSession) -> bool:
-    """Whether the session's driver JVM has the counter jar with the row bounding (classic sessions only)."""
-    from py4j.java_gateway import JavaClass
-
-    jvm: Any = getattr(spark, "_jvm", None)
-    return jvm_counter_loaded(spark) and isinstance(jvm.io.privsyn.spark.RowBounding, JavaClass)
-
-
 def deployment_error(err: Exception) -> CounterDeploymentError | None:
     """The CounterDeploymentError a failed Spark call means (the jar missing on the executors, or another
     jar or Spark there), or None when it is another failure."""
@@ -75,33 +62,6 @@ def deployment_error(err: Exception) -> CounterDeploymentError | None:
             f"{ERROR_PREFIX}the driver has the counter jar but the executors do not: give it to "
             f"spark-submit with --jars (or spark.jars), not only on the driver's class path")
     return None
-
-
-def keep_smallest_with_jvm(partitioned: DataFrame, groups: list[str], key: str, null_flag: str, rank: str,
-                           keep: int) -> DataFrame:
-    """Per group of ``groups`` the ``keep`` rows of smallest ``key``, with their rank by key in a new int
-    column ``rank`` (``RowBounding.keepSmallest``: a lazy ``mapPartitions``, no sort). ``partitioned`` must
-    be hash-partitioned by ``groups``; a row whose ``null_flag`` is true is a group of its own. Raises
-    CounterDeploymentError when the driver's jar has another bounding version or Spark; the executors'
-    checks fail the job that runs the result (:func:`deployment_error` tells it)."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.sql import DataFrame as SparkFrame
-
-    spark = partitioned.sparkSession
-    gateway: Any = spark.sparkContext._gateway
-    jvm: Any = spark._jvm
-    names = gateway.new_array(jvm.java.lang.String, len(groups))
-    for i, name in enumerate(groups):
-        names[i] = name
-    try:
-        jdf = jvm.io.privsyn.spark.RowBounding.keepSmallest(
-            partitioned._jdf, names, key, null_flag, rank, int(keep), BOUNDING_VERSION, spark.version)
-    except Py4JJavaError as err:
-        deployment = deployment_error(err)
-        if deployment is not None:
-            raise deployment from None
-        raise
-    return SparkFrame(jdf, spark)
 
 
 def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:

@@ -1,8 +1,7 @@
 """Contribution bounding in Spark (measure/bounding.py): removing a person with 10,000 rows moves every
-bounded exact count vector the engine computes (both counter backends, both rankings for K > 1: the
-window and the JVM's sort-free one) by at most the stated L2 sensitivity; the rows kept within an id are a
-uniform sample (chi-square with power); the two rankings keep the same rows; null ids are units of their
-own; one shuffle; the tallies the operator report shows are exact."""
+bounded exact count vector the engine computes (both counter backends) by at most the stated L2
+sensitivity; the rows kept within an id are a uniform sample (chi-square with power); null ids are units
+of their own; one shuffle and no partial group limit; the tallies the operator report shows are exact."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.measure.bounding import bound_contributions, choose_backend, row_key
+from privsyn_spark.measure.bounding import bound_contributions, row_key
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 from privsyn_spark.measure.input_codes import bounded_codes
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
@@ -30,23 +29,17 @@ def _others(rng: np.random.Generator) -> pd.DataFrame:
                          "c": rng.integers(0, 2, n)})
 
 
-RANKINGS = ["window", "jvm"]
-"""The two rankings for K > 1 (bounding.choose_backend); K = 1 is one aggregate on either."""
-
-
-def _counts(spark, frame, unit, seed, backend, ranking):
+def _counts(spark, frame, unit, seed, backend):
     """The engine's exact counts on the run's path: encoded and packed with the id, bounded, id dropped."""
     schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": unit.bound}})
-    packed, bounded = bounded_codes(frame, schema, seed=seed, backend=ranking)
+    packed, bounded = bounded_codes(frame, schema, seed=seed)
     wanted = [*one_and_two_way(schema.domain()), ("a", "b", "c")]
     return count_marginals(packed, wanted, backend=backend).tables, bounded
 
 
-@pytest.mark.parametrize("ranking", RANKINGS)
 @pytest.mark.parametrize("backend", ["jvm", "arrow"])
 @pytest.mark.parametrize("spread", ["one cell", "many cells"])
-def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_sensitivity(spark, backend, spread,
-                                                                                             ranking):
+def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_sensitivity(spark, backend, spread):
     rng = np.random.default_rng(3)
     others = _others(rng)
     m = 10_000
@@ -58,8 +51,8 @@ def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_
     with_heavy = base.union(spark.createDataFrame(heavy))
     for k in (1, 5, 20):
         unit = PrivacyUnit(("pid",), k)
-        full, bounded = _counts(spark, with_heavy, unit, 11, backend, ranking)
-        without, _ = _counts(spark, base, unit, 11, backend, ranking)
+        full, bounded = _counts(spark, with_heavy, unit, 11, backend)
+        without, _ = _counts(spark, base, unit, 11, backend)
         bound = count_sensitivity(unit)
         assert bound == k
         for marginal, table in full.items():
@@ -69,24 +62,24 @@ def test_removing_a_person_of_10000_rows_moves_each_count_vector_by_at_most_the_
                 assert change == pytest.approx(k)
             assert int(table.sum()) == int(without[marginal].sum()) + k  # the person keeps exactly K rows
         # every id keeps min(rows, K) of its rows (brute force against pandas)
-        kept = bound_contributions(with_heavy, unit, seed=11, backend=ranking).df.groupBy("pid").count().toPandas()
+        kept = bound_contributions(with_heavy, unit, seed=11).df.groupBy("pid").count().toPandas()
         kept = kept.set_index("pid")["count"]
         expected = pd.concat([others, heavy]).groupby("pid").size().clip(upper=k)
         assert kept.sort_index().to_dict() == expected.sort_index().to_dict()
     base.unpersist()
 
 
-@pytest.mark.parametrize(("k", "ranking"), [(1, "auto"), (2, "window"), (2, "jvm")])
-def test_rows_kept_within_an_id_are_uniform_chi_square(spark, k, ranking):
-    """4,000 ids of 6 rows each (positions 0..5 in input order), K = 1 (the aggregate) and K = 2 (each
-    ranking): each position is kept 4000 * K/6 times in expectation. A selection by input order (the first
+@pytest.mark.parametrize("k", [1, 2])
+def test_rows_kept_within_an_id_are_uniform_chi_square(spark, k):
+    """4,000 ids of 6 rows each (positions 0..5 in input order), K = 1 (the aggregate) and K = 2 (the
+    window): each position is kept 4000 * K/6 times in expectation. A selection by input order (the first
     K) gives a statistic of 20,000 (K = 1) or ~16,000 (K = 2); the threshold 30 (5 degrees of freedom) is
     passed by a uniform selection with probability > 0.9999."""
     ids, per = 4000, 6
     frame = pd.DataFrame({"pid": np.repeat(np.arange(ids), per), "pos": np.tile(np.arange(per), ids)})
     df = spark.createDataFrame(frame).repartition(2)
     for seed in (1, 2):
-        kept = bound_contributions(df, PrivacyUnit(("pid",), k), seed=seed, backend=ranking).df
+        kept = bound_contributions(df, PrivacyUnit(("pid",), k), seed=seed).df
         counts = kept.groupBy("pos").count().toPandas().set_index("pos")["count"].reindex(range(per), fill_value=0)
         expected = ids * k / per
         statistic = float((((counts - expected) ** 2) / expected).sum())
@@ -94,8 +87,8 @@ def test_rows_kept_within_an_id_are_uniform_chi_square(spark, k, ranking):
         pairs = kept.groupBy("pid").count().toPandas()["count"]
         assert len(pairs) == ids and (pairs == k).all()
     # unseeded (the production path: a secret from os.urandom): two boundings keep different rows
-    a = bound_contributions(df, PrivacyUnit(("pid",), k), backend=ranking).df.groupBy("pos").count().toPandas()
-    b = bound_contributions(df, PrivacyUnit(("pid",), k), backend=ranking).df.groupBy("pos").count().toPandas()
+    a = bound_contributions(df, PrivacyUnit(("pid",), k)).df.groupBy("pos").count().toPandas()
+    b = bound_contributions(df, PrivacyUnit(("pid",), k)).df.groupBy("pos").count().toPandas()
     assert not a.sort_values("pos").reset_index(drop=True).equals(b.sort_values("pos").reset_index(drop=True))
 
 
@@ -115,12 +108,12 @@ def test_row_keys_never_tie(spark):
     assert (one != other).mean() > 0.99  # the round keys come from the seed
 
 
-@pytest.mark.parametrize(("k", "ranking"), [(1, "auto"), (2, "window"), (2, "jvm")])
-def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k, ranking):
+@pytest.mark.parametrize("k", [1, 2])
+def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k):
     frame = pd.DataFrame({"pid": [1, 1, 1, 1, 2, 2, 3, None, None, None],
                           "a": [0, 1, 2, 0, 1, 1, 2, 0, 0, 0], "b": [0] * 10, "c": [1] * 10})
     df = spark.createDataFrame(frame.astype({"pid": "Int64"}))
-    bounded = bound_contributions(df, PrivacyUnit(("pid",), k), seed=5, backend=ranking)
+    bounded = bound_contributions(df, PrivacyUnit(("pid",), k), seed=5)
     out = bounded.df.toPandas()
     kept = min(4, k) + min(2, k) + 1 + 3  # the 3 null-id rows are all kept
     assert len(out) == kept and list(out.columns) == ["pid", "a", "b", "c"]
@@ -134,37 +127,36 @@ def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k, ran
     assert f"dropped {dropped / 10:.1%} of the rows" in stats["warning"]
 
 
-@pytest.mark.parametrize(("k", "ranking"), [(1, "auto"), (3, "window"), (3, "jvm")])
-def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark, k, ranking):
-    """One Exchange, on the id. K = 1: a partial hash aggregate (min_by of the packed word) before it;
-    K > 1 window: a partial per-id limit of K + 1 rows (WindowGroupLimit) before it, a sort after it; K > 1
-    jvm: the rows shuffled as they are, then one pass per partition (MapPartitions) and no sort at all."""
+@pytest.mark.parametrize("k", [1, 3])
+def test_bounding_is_one_shuffle_of_the_id_and_the_packed_words(spark, k):
+    """One Exchange, on the id. K = 1: a partial hash aggregate (min_by of the packed word) before it.
+    K > 1: the rows shuffled as they are, then a sort and one window, and no ``WindowGroupLimit``: the
+    partial one Spark adds for a filter on ``row_number`` alone sorts every input partition before the
+    shuffle, which cost more than it saved (measure/bounding.py)."""
     df = spark.range(1000).selectExpr("id % 37 as pid", "id % 3 as a", "id % 4 as b", "id % 2 as c")
     unit = PrivacyUnit(("pid",), k)
-    plan = bound_contributions(df, unit, seed=1, backend=ranking).df._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
+    plan = bound_contributions(df, unit, seed=1).df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1 and "WindowGroupLimit" not in plan, plan
     schema = parse_schema({**SCHEMA, "privacy_unit": {"id": "pid", "max_rows_per_id": k}})
-    packed, _ = bounded_codes(df, schema, seed=1, backend=ranking)
+    packed, _ = bounded_codes(df, schema, seed=1)
     packed.df.write.format("noop").mode("overwrite").save()  # the final (adaptive) plan
     plan = packed.df._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
+    assert plan.count("Exchange") == 1 and "WindowGroupLimit" not in plan, plan
     exchange = plan[plan.index("Exchange"):].splitlines()[0]
     assert "hashpartitioning(pid" in exchange, exchange
     below, above = plan[plan.index("Exchange"):], plan[:plan.index("Exchange")]
     if k == 1:
         assert "HashAggregate" in below and "partial_min_by(w0" in below, plan
-    elif ranking == "window":
-        assert f"row_number(), {k + 1}, Partial" in below and "Sort [" in above, plan
     else:
-        assert "MapPartitions" in above and "Sort" not in plan and "Window" not in plan, plan
+        assert "Window [row_number()" in above and "Sort [" in above and "Sort" not in below, plan
     assert packed.df.columns == ["w0"]  # the id does not go further
 
 
-@pytest.mark.parametrize("k", [2, 5, 50])
-def test_both_rankings_keep_the_same_rows(spark, k):
-    """The JVM's heap per id and the window's row_number keep exactly the same rows on the same seed (the K
-    smallest keys per id), here with two id columns (a string and an int), null ids in either, ids of 1 to
-    200 rows spread over several input partitions, and the same tallies."""
+@pytest.mark.parametrize("k", [2, 50])
+def test_two_id_columns_keep_k_rows_per_id_and_exact_tallies(spark, k):
+    """Two id columns (a string and an int), null ids in either, ids of 1 to 200 rows over several input
+    partitions: every id keeps min(rows, K) of its rows, each null-id row is kept, the tallies match a
+    count in pandas, and the seed picks the rows."""
     rng = np.random.default_rng(9)
     sizes = rng.integers(1, 200, size=400)
     n = int(sizes.sum())
@@ -174,30 +166,19 @@ def test_both_rankings_keep_the_same_rows(spark, k):
     frame["pid"] = frame["pid"].astype("Int64").where(rng.random(n) > 0.01, None)
     df = spark.createDataFrame(frame).repartition(5).cache()
     unit = PrivacyUnit(("region", "pid"), k)
-    window = bound_contributions(df, unit, seed=21, backend="window")
-    jvm = bound_contributions(df, unit, seed=21, backend="jvm")
-    rows_window = window.df.toPandas().sort_values("row").reset_index(drop=True)
-    rows_jvm = jvm.df.toPandas().sort_values("row").reset_index(drop=True)
-    assert len(rows_window) < n and rows_window.equals(rows_jvm)
-    assert window.stats() == jvm.stats() and jvm.stats()["null_id_rows"] > 0
-    other = bound_contributions(df, unit, seed=22, backend="jvm").df.toPandas()
-    assert set(other["row"]) != set(rows_jvm["row"])  # the seed picks the rows
+    bounded = bound_contributions(df, unit, seed=21)
+    out = bounded.df.toPandas()
+    null = frame["region"].isna() | frame["pid"].isna()
+    sizes_by_id = frame[~null].groupby(["region", "pid"]).size()
+    kept_by_id = out.dropna(subset=["region", "pid"]).groupby(["region", "pid"]).size()
+    assert kept_by_id.sort_index().to_dict() == sizes_by_id.clip(upper=k).sort_index().to_dict()
+    assert set(frame.loc[null, "row"]) <= set(out["row"])
+    stats = bounded.stats()
+    assert (stats["rows"], stats["rows_kept"], stats["null_id_rows"]) == (n, len(out), int(null.sum()))
+    assert (stats["ids"], stats["ids_truncated"]) == (len(sizes_by_id) + int(null.sum()), int((sizes_by_id > k).sum()))
+    other = bound_contributions(df, unit, seed=22).df.toPandas()
+    assert set(other["row"]) != set(out["row"])  # the seed picks the rows
     df.unpersist()
-
-
-def test_the_ranking_follows_the_counter_backend_and_the_id_types(spark):
-    """``auto`` is the JVM's on this classic session with the jar (as the counter backend), the window where
-    Java would not group the ids as Spark does (a float id); insisting on the impossible is an error."""
-    df = spark.range(10).selectExpr("id as pid", "cast(id as double) as fid", "id as a")
-    assert choose_backend(df, PrivacyUnit(("pid",), 3)) == "window"  # auto: the window (the faster one)
-    assert choose_backend(df, PrivacyUnit(("pid",), 3), "jvm") == "jvm"
-    assert choose_backend(df, PrivacyUnit(("pid",), 3), "window") == "window"
-    with pytest.raises(ValueError, match="need backend 'window'"):
-        choose_backend(df, PrivacyUnit(("fid",), 3), "jvm")
-    with pytest.raises(ValueError, match="backend must be one of"):
-        choose_backend(df, PrivacyUnit(("pid",), 3), "sort")
-    kept = bound_contributions(df, PrivacyUnit(("fid",), 3), seed=1).df  # the window, all rows (one per id)
-    assert kept.count() == 10
 
 
 def test_a_row_unit_leaves_the_table_as_it_is(spark):

@@ -21,7 +21,6 @@ def test_the_package_ships_a_jar_built_for_this_spark():
     assert jar is not None and jar.name == JAR_NAME and jar.parent.name == "jvm"
     with zipfile.ZipFile(jar) as z:
         assert "io/privsyn/spark/MarginalCounter.class" in z.namelist()
-        assert "io/privsyn/spark/RowBounding.class" in z.namelist()  # contribution bounding's ranking
     assert jar_spark_version(jar).split(".")[:2] == pyspark.__version__.split(".")[:2]
 
 
@@ -89,15 +88,3 @@ def test_a_plan_of_another_version_fails_clearly(spark, monkeypatch):
     monkeypatch.setattr(jvm_counter, "PLAN_VERSION", jvm_counter.PLAN_VERSION + 1)
     with pytest.raises(CounterDeploymentError, match="not the one privsyn-spark ships"):
         count_marginals(_encoded(spark), [("a", "b")], backend="jvm")
-
-
-def test_a_row_bounding_of_another_version_fails_clearly(spark, monkeypatch):
-    from privsyn_spark.measure.bounding import bound_contributions
-    from privsyn_spark.privacy.unit import PrivacyUnit
-
-    assert jvm_counter.jvm_bounding_loaded(spark)
-    df = spark.createDataFrame(ROWS, "a string, b int")
-    assert bound_contributions(df, PrivacyUnit(("a",), 2), seed=1, backend="jvm").df.count() == 4
-    monkeypatch.setattr(jvm_counter, "BOUNDING_VERSION", jvm_counter.BOUNDING_VERSION + 1)
-    with pytest.raises(CounterDeploymentError, match="row bounding version .* not the one privsyn-spark ships"):
-        bound_contributions(df, PrivacyUnit(("a",), 2), seed=1, backend="jvm")
