@@ -6,7 +6,7 @@ table is written. The API takes them as objects (``PrivSyn(schema, ..., settings
 reads :class:`Settings` from ``--config file.yaml`` (sections named like the fields), then lets its flags
 override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
 
-    budget_split: {one_way: 0.35, indif: 0.05, selected: 0.6}
+    budget_split: {one_way: 0.5, indif: 0.05, selected: 0.45}
     selection: {gamma: 2000000, max_pairs: 40, model_cells: 5.0e6}
     estimation: {estimator: auto}
     gum: {alpha_0: 0.5}

@@ -24,7 +24,7 @@ class Plan:
     >>> from privsyn_spark import SAMPLE_SCHEMA, PrivSyn
     >>> plan = PrivSyn(SAMPLE_SCHEMA, epsilon=1.0, no_ledger=True).plan()
     >>> round(plan.rho, 5), round(plan.rho_one_way / plan.rho, 2), plan.releases[0][0]
-    (0.01497, 0.35, 'one_way:age')
+    (0.01497, 0.5, 'one_way:age')
     >>> print(plan)  # doctest: +ELLIPSIS
     budget: epsilon=1 delta=1e-09 -> rho=0.0149731 (zCDP)
     ...

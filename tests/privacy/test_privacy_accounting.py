@@ -138,8 +138,9 @@ def test_accountant_float_tolerance_and_cannot_be_fooled():
 
 def test_budget_split_defaults_and_validation():
     split = BudgetSplit()
-    assert (split.one_way, split.indif, split.selected) == (0.35, 0.05, 0.60)
+    assert (split.one_way, split.indif, split.selected) == (0.50, 0.05, 0.45)
     assert (PRIVSYN_SPLIT.one_way, PRIVSYN_SPLIT.indif, PRIVSYN_SPLIT.selected) == (0.1, 0.1, 0.8)
+    assert PRIVSYN_SPLIT.one_way_allocation == "uniform"
     BudgetSplit(0.2, 0.2, 0.6)
     with pytest.raises(ValueError):
         BudgetSplit(0.2, 0.2, 0.8)
