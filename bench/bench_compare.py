@@ -26,7 +26,8 @@ wall time). ``2-way indep.`` is the 2-way TVD of the product of the method's own
 whose 2-way TVD is not clearly below it has lost the joint distribution (the broken mbi 1.1.0 symptom).
 
 Results are appended to ``--results`` (JSON lines; a finished (table, method, epsilon, seed) is skipped,
-so runs resume), then a markdown table of mean ± sd over seeds is printed. Asserts nothing.
+so runs resume), then a markdown table of mean ± sd over seeds is printed; ``--report-only`` also prints
+issue 26's targets per ``ours`` variant against the anchors (:func:`targets`). Asserts nothing.
 
     bench/setup_anchors.sh /work/wt/pgm-ref                                   # once: the anchors' venv
     .venv/bin/python bench/bench_compare.py --tables adult --methods ours mst --epsilons 1 --seeds 0
@@ -257,6 +258,38 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def targets(rows: list[dict]) -> str:
+    """Markdown: issue 26's targets for every ``ours`` variant against the anchors of the same table and
+    epsilon (means over seeds): 1-way at most the better anchor's, 2-way at most 0.8x it, 3-way at most
+    AIM's, ML at least AIM's (the AIM checks only where AIM ran)."""
+    def mean(table: str, eps: float, method: str, label: str, metric: str) -> float | None:
+        vals = [r[metric] for r in rows if (r["table"], r["epsilon"], r["method"], r.get("label", "")) ==
+                (table, eps, method, label) and r.get(metric) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    lines = ["| table | epsilon | ours | 1-way: ours / best anchor | 2-way: ours / best anchor | "
+             "3-way: ours / AIM | ML: ours / AIM | targets |", "|---|---|---|---|---|---|---|---|"]
+    variants = sorted({(r["table"], r["epsilon"], r.get("label", "")) for r in rows if r["method"] == "ours"},
+                      key=lambda k: (TABLES.index(k[0]) if k[0] in TABLES else 9, k[1], k[2]))
+    for table, eps, label in variants:
+        ours = {m: mean(table, eps, "ours", label, m) for m in ("1-way", "2-way", "3-way", "ml")}
+        best = {m: min((v for v in (mean(table, eps, a, "", m) for a in ("mst", "aim")) if v is not None),
+                       default=None) for m in ("1-way", "2-way")}
+        aim = {m: mean(table, eps, "aim", "", m) for m in ("3-way", "ml")}
+        if best["1-way"] is None:
+            continue
+        checks = [ours["1-way"] <= best["1-way"], ours["2-way"] <= 0.8 * best["2-way"]]
+        if aim["3-way"] is not None:
+            checks += [ours["3-way"] <= aim["3-way"], ours["ml"] >= aim["ml"]]
+        def cell(a: float | None, b: float | None, digits: int = 4) -> str:
+            return "-" if a is None or b is None else f"{a:.{digits}f} / {b:.{digits}f} ({a / b:.2f}x)"
+        lines.append(f"| {table} | {eps:g} | {label or 'ours'} | {cell(ours['1-way'], best['1-way'])} | "
+                     f"{cell(ours['2-way'], best['2-way'])} | {cell(ours['3-way'], aim['3-way'])} | "
+                     f"{cell(ours['ml'], aim['ml'], 3)} | {'met' if all(checks) else 'NOT met'}"
+                     f"{'' if aim['3-way'] is not None else ' (no AIM run: 1- and 2-way only)'} |")
+    return "\n".join(lines)
+
+
 def _synth_path(folder: Path, method: str, eps: float, seed: int, label: str) -> Path:
     return folder / f"synth-{method}-{eps:g}-{seed}{'-' + label if label else ''}.csv"
 
@@ -299,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     files = args.results or [args.work / "results.jsonl"]
     results = files[0]
     if args.report_only:
-        print(report([r for f in files for r in _load(f)]))
+        rows = [r for f in files for r in _load(f)]
+        print(report(rows) + "\n\n" + targets(rows))
         return 0
     if args.rescore:
         for path in files:

@@ -50,7 +50,7 @@ def test_config_file_reaches_the_run_config(tmp_path):
     assert (overridden.selection.model_cells, overridden.estimation.estimator) == (None, "pgm")
     assert overridden.selection.max_pairs == 3
     assert settings.gum.alpha_0 == 0.25 and settings.split == BudgetSplit()
-    config.write_text("budget_split: {one_way: 0.5}\n")  # does not sum to 1
+    config.write_text("budget_split: {one_way: 0.6}\n")  # with the other defaults, does not sum to 1
     with pytest.raises(UsageError, match="budget_split"):
         config_from_args(args)
 
