@@ -237,24 +237,32 @@ def _load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _grouped(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The rows by (table, epsilon, method, label), tables in :data:`TABLES` order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["table"], r["epsilon"], r["method"], r.get("label", "")), []).append(r)
+    return dict(sorted(groups.items(), key=lambda kv: (TABLES.index(kv[0][0]) if kv[0][0] in TABLES else 9,
+                                                       kv[0][1], kv[0][2], kv[0][3])))
+
+
+def _values(group: list[dict], metric: str) -> list[float]:
+    return [r[metric] for r in group if r.get(metric) is not None]
+
+
 def report(rows: list[dict]) -> str:
     """Markdown: per table and epsilon, mean ± sd over seeds of every metric, one row per method."""
     lines = ["| table | epsilon | method | seeds | " + " | ".join(METRICS) + " |",
              "|---|---|---|---|" + "---|" * len(METRICS)]
-    def name(r: dict) -> str:
-        return f"{r['method']} ({r['label']})" if r.get("label") else r["method"]
-
-    keys = sorted({(r["table"], r["epsilon"], name(r)) for r in rows},
-                  key=lambda k: (TABLES.index(k[0]) if k[0] in TABLES else 9, k[1], k[2]))
-    for table, eps, method in keys:
-        group = [r for r in rows if (r["table"], r["epsilon"], name(r)) == (table, eps, method)]
+    for (table, eps, method, label), group in _grouped(rows).items():
         cells = []
         for metric in METRICS:
-            values = [r[metric] for r in group if r.get(metric) is not None]
+            values = _values(group, metric)
             digits = 1 if metric == "seconds" else 3 if metric == "ml" else 4
             sd = f" ± {np.std(values, ddof=1):.{digits}f}" if len(values) > 1 else ""
             cells.append(f"{np.mean(values):.{digits}f}{sd}" if values else "-")
-        lines.append(f"| {table} | {eps:g} | {method} | {len(group)} | " + " | ".join(cells) + " |")
+        name = f"{method} ({label})" if label else method
+        lines.append(f"| {table} | {eps:g} | {name} | {len(group)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -262,16 +270,20 @@ def targets(rows: list[dict]) -> str:
     """Markdown: issue 26's targets for every ``ours`` variant against the anchors of the same table and
     epsilon (means over seeds): 1-way at most the better anchor's, 2-way at most 0.8x it, 3-way at most
     AIM's, ML at least AIM's (the AIM checks only where AIM ran)."""
+    groups = _grouped(rows)
+
     def mean(table: str, eps: float, method: str, label: str, metric: str) -> float | None:
-        vals = [r[metric] for r in rows if (r["table"], r["epsilon"], r["method"], r.get("label", "")) ==
-                (table, eps, method, label) and r.get(metric) is not None]
-        return float(np.mean(vals)) if vals else None
+        values = _values(groups.get((table, eps, method, label), []), metric)
+        return float(np.mean(values)) if values else None
+
+    def cell(a: float | None, b: float | None, digits: int = 4) -> str:
+        return "-" if a is None or b is None else f"{a:.{digits}f} / {b:.{digits}f} ({a / b:.2f}x)"
 
     lines = ["| table | epsilon | ours | 1-way: ours / best anchor | 2-way: ours / best anchor | "
              "3-way: ours / AIM | ML: ours / AIM | targets |", "|---|---|---|---|---|---|---|---|"]
-    variants = sorted({(r["table"], r["epsilon"], r.get("label", "")) for r in rows if r["method"] == "ours"},
-                      key=lambda k: (TABLES.index(k[0]) if k[0] in TABLES else 9, k[1], k[2]))
-    for table, eps, label in variants:
+    for table, eps, method, label in groups:
+        if method != "ours":
+            continue
         ours = {m: mean(table, eps, "ours", label, m) for m in ("1-way", "2-way", "3-way", "ml")}
         best = {m: min((v for v in (mean(table, eps, a, "", m) for a in ("mst", "aim")) if v is not None),
                        default=None) for m in ("1-way", "2-way")}
@@ -281,8 +293,6 @@ def targets(rows: list[dict]) -> str:
         checks = [ours["1-way"] <= best["1-way"], ours["2-way"] <= 0.8 * best["2-way"]]
         if aim["3-way"] is not None:
             checks += [ours["3-way"] <= aim["3-way"], ours["ml"] >= aim["ml"]]
-        def cell(a: float | None, b: float | None, digits: int = 4) -> str:
-            return "-" if a is None or b is None else f"{a:.{digits}f} / {b:.{digits}f} ({a / b:.2f}x)"
         lines.append(f"| {table} | {eps:g} | {label or 'ours'} | {cell(ours['1-way'], best['1-way'])} | "
                      f"{cell(ours['2-way'], best['2-way'])} | {cell(ours['3-way'], aim['3-way'])} | "
                      f"{cell(ours['ml'], aim['ml'], 3)} | {'met' if all(checks) else 'NOT met'}"
