@@ -3,7 +3,7 @@
 schema drafted from a table, checks of the locations a run names, a Spark session.
 
 >>> from privsyn_spark import set_budget, budget_states, provenance  # doctest: +SKIP
->>> set_budget(spark, "ledger", "adult", epsilon=3.0, delta=1e-9)  # doctest: +SKIP
+>>> set_budget(spark, "runs/ledger", "adult", epsilon=3.0, delta=1e-9)  # doctest: +SKIP
 """
 
 from __future__ import annotations

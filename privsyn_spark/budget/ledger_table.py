@@ -45,7 +45,7 @@ from privsyn_spark.budget.ledger_store import (
 )
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.delta_tables import create_if_not_exists, delta_frame, merge_insert
-from privsyn_spark.runtime.locations import is_path
+from privsyn_spark.runtime.locations import is_path, local_path
 from privsyn_spark.runtime.output_check import check_ledger_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,9 +77,12 @@ class LedgerContention(RuntimeError):
     """Too many concurrent writers kept winning the race; nothing was written."""
 
 
-def _is_creating(exc: BaseException) -> bool:
-    """Whether ``exc`` says another writer's creation of the ledger is midway (:data:`_CREATING_MARKERS`)."""
-    return any(marker in str(exc) for marker in _CREATING_MARKERS)
+def _is_creating(ledger: str, exc: BaseException) -> bool:
+    """Whether ``exc`` says another writer's creation of the ledger is midway (:data:`_CREATING_MARKERS`;
+    a local ledger's ``_delta_log`` is then a folder)."""
+    folder = local_path(ledger)
+    midway = folder is None or (folder / "_delta_log").is_dir()
+    return midway and any(marker in str(exc) for marker in _CREATING_MARKERS)
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -118,7 +121,7 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
             log.info("created the budget ledger %s", location)
             break
         except Exception as exc:  # noqa: BLE001 - retried only while another writer is creating it
-            if not (_is_conflict(exc) or _is_creating(exc)):
+            if not (_is_conflict(exc) or _is_creating(ledger, exc)):
                 raise UsageError(f"could not create the budget ledger at {location}: "
                                  f"{str(exc).strip().splitlines()[0][:300]}") from None
             if time.monotonic() > deadline:
