@@ -3,7 +3,7 @@
 The Python API (see :mod:`privsyn_spark.api` and the user guide)::
 
     from privsyn_spark import PrivSyn, Schema
-    model = PrivSyn(Schema.load("adult.schema.yaml"), epsilon=1.0, ledger="ledger", dataset_id="adult").fit(df)
+    model = PrivSyn(Schema.load("adult.schema.yaml"), epsilon=1.0, ledger="runs/ledger", dataset_id="adult").fit(df)
     out = model.sample(1_000_000, seed=0)
 """
 

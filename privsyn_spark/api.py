@@ -71,7 +71,7 @@ from privsyn_spark.runtime.input_identity import StaleInputWarning, delta_versio
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
-from privsyn_spark.runtime.preflight import preflight
+from privsyn_spark.runtime.preflight import check_delta, preflight
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
@@ -377,6 +377,7 @@ def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str
     table's ``privsyn.*`` properties and the commit's userMetadata; ``output``: an :class:`OutputConfig`
     or a dict of its fields."""
     output = as_output(output)  # refuses privsyn.* and Spark's reserved properties
+    check_delta(df.sparkSession, f"the output {target}")
     props = provenance.provenance() if isinstance(provenance, SynthModel) else dict(provenance or {})
     if output.partition:
         props = {**props, "privsyn.partition": ",".join(f"{c}={v}" for c, v in output.partition)}

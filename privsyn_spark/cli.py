@@ -1,11 +1,11 @@
 """The `privsyn-spark` command: the whole pipeline (`run`) or one step at a time.
 
-    privsyn-spark budget set --ledger ledger --dataset adult --epsilon 3 --delta 1e-9
+    privsyn-spark budget set --ledger runs/ledger --dataset adult --epsilon 3 --delta 1e-9
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
-        --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
-    privsyn-spark budget show --ledger ledger
+        --epsilon 1 --run-id demo --ledger runs/ledger --dataset-id adult
+    privsyn-spark budget show --ledger runs/ledger          (a local ledger is read without Spark)
     privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
-    privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger ledger --dataset-id adult
+    privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger runs/ledger --dataset-id adult
     privsyn-spark provenance out/synthetic
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
@@ -45,6 +45,7 @@ from privsyn_spark.operations import (
     check_default_runs_dir,
     check_epsilon_delta,
     check_exclusive,
+    check_ledger_path,
     check_locations,
     check_output_path,
     draft_schema,
@@ -106,6 +107,9 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     bad_conf = [item for item in args.conf if "=" not in item]
     if bad_conf:
         raise UsageError(f"--conf expects KEY=VALUE, got {bad_conf[0]!r}")
+    writes_ledger = args.command in ("run", "measure", "infer-schema") or getattr(args, "action", None) == "set"
+    if writes_ledger and getattr(args, "ledger", None):
+        check_ledger_path(args.ledger)  # a ledger that cannot be written: refused as the output is
     if args.command not in STEPS:
         return None
     config = validate_run_args(args)
@@ -163,6 +167,9 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
+    read = _read_without_spark(args) if config is None and sample is None else None
+    if read is not None:
+        return read
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
@@ -173,7 +180,7 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         _infer_schema(spark, args)
         return 0
     if args.command == "provenance":
-        _print_provenance(spark, args.table, args.json)
+        _print_provenance(provenance(spark, args.table), args.json)
         return 0
     if sample is not None:
         run_sample(spark, sample)
@@ -225,24 +232,42 @@ def _check_budget_args(args: argparse.Namespace) -> None:
         Scope.parse(args.partition)
 
 
+def _read_without_spark(args: argparse.Namespace) -> int | None:
+    """`budget show`/`budget check` of a local path ledger and `provenance` of a local table: read with
+    delta-rs, no Spark (None: not one of those, or Spark must read it)."""
+    if args.command == "provenance":
+        entries = operations.local_provenance(args.table)
+        if entries is None:
+            return None
+        _print_provenance(entries, args.json)
+        return 0
+    if args.command != "budget" or args.action == "set":
+        return None
+    states = operations.local_states(args.ledger, args.dataset or None)
+    return None if states is None else _print_budget(args, states)
+
+
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
-    forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
-        if args.action != "set" and args.epsilon is not None else None
     if args.action == "set":
         operations.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
                           privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
-        states = [operations.dataset_state(spark, args.ledger, args.dataset)]
-    elif args.action == "check":
-        print(operations.check_run(operations.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,
-                               args.epsilon, args.delta, _scope_values(args)))
-        return 0
-    else:
+    elif args.action == "show":
         operations.require_ledger(spark, args.ledger)
-        states = ([operations.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
-                  else operations.all_datasets(spark, args.ledger))
-        if not states:
-            print(f"ledger {args.ledger}: no datasets")
+    states = ([operations.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
+              else operations.all_datasets(spark, args.ledger))
+    return _print_budget(args, states)
+
+
+def _print_budget(args: argparse.Namespace, states: list[operations.DatasetState]) -> int:
+    """What `budget set`/`show` print (each dataset's state) and `budget check` (its forecast)."""
+    if args.action == "check":
+        print(operations.check_run(states[0], args.run_id or None, args.epsilon, args.delta, _scope_values(args)))
+        return 0
+    forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
+        if args.action != "set" and args.epsilon is not None else None
+    if not states:
+        print(f"ledger {args.ledger}: no datasets")
     for state in states:
         print("\n".join(operations.describe_budget(state, forecast)))
     return 0
@@ -252,11 +277,11 @@ def _scope_values(args: argparse.Namespace) -> dict[str, str]:
     return Scope.parse(args.partition).values()
 
 
-def _print_provenance(spark: SparkSession, table: str, as_json: bool) -> None:
+def _print_provenance(entries: list[dict], as_json: bool) -> None:
     """One line per version: version, time, operation, and the run's id, epsilon, delta, rho."""
     import json
 
-    for entry in provenance(spark, table):
+    for entry in entries:
         run = entry["run"] or {}
         if as_json:
             print(json.dumps(entry, sort_keys=True, default=str))

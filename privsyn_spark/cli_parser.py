@@ -26,6 +26,8 @@ OTHER_STEPS_NOTE = ("The other steps' options are accepted too and ignored, so t
                     "every step (the Airflow DAG passes one).")
 
 
+LEDGER_HELP = "budget ledger Delta table (a path, e.g. runs/ledger, or a persistent catalog's table)"
+
 def _optional_int(text: str) -> int | None:
     """An int option where an empty value (a DAG param left empty) means "not given"."""
     return int(text) if text.strip() else None
@@ -73,7 +75,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                          help="selection keeps the junction tree of the measured marginals within this many "
                               f"cells in total, so Private-PGM can run (default {DEFAULT_CELL_BUDGET:.0e}; 0: "
                               "unbounded, PrivSyn's selection; overrides --config)")
-    privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
+    privacy.add_argument("--ledger", help=f"{LEDGER_HELP} holding the dataset's budget "
                                           "(`privsyn-spark budget set`); required unless --no-ledger")
     privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
     privacy.add_argument("--no-ledger", action="store_true",
@@ -214,7 +216,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                             description="The ledger holds each dataset's total budget; runs read it.")
     actions = budget.add_subparsers(dest="action", required=True)
     setter = actions.add_parser("set", help="store a dataset's total budget (once; --replace to change it)")
-    setter.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    setter.add_argument("--ledger", required=True, help=LEDGER_HELP)
     setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
     setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
     setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
@@ -229,7 +231,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                              "one partition (always for one-row units; see docs/scheduling.md)")
     _spark_args(setter)
     show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
-    show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    show.add_argument("--ledger", required=True, help=LEDGER_HELP)
     show.add_argument("--dataset", help="one dataset only")
     show.add_argument("--epsilon", type=float, help="forecast: how many more runs at this epsilon fit")
     show.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the forecast runs' delta "
@@ -237,7 +239,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     _spark_args(show)
     check = actions.add_parser("check", help="would a run fit? exit 3 (with the forecast) if not; reads only "
                                              "the ledger (the DAG's first task)")
-    check.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
+    check.add_argument("--ledger", required=True, help=LEDGER_HELP)
     check.add_argument("--dataset", required=True, help="dataset id")
     check.add_argument("--epsilon", type=float, required=True, help="the run's epsilon")
     check.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the run's delta (default {DEFAULT_DELTA})")

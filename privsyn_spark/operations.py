@@ -3,7 +3,7 @@
 schema drafted from a table, checks of the locations a run names, a Spark session.
 
 >>> from privsyn_spark import set_budget, budget_states, provenance  # doctest: +SKIP
->>> set_budget(spark, "ledger", "adult", epsilon=3.0, delta=1e-9)  # doctest: +SKIP
+>>> set_budget(spark, "runs/ledger", "adult", epsilon=3.0, delta=1e-9)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from privsyn_spark.budget.ledger import (
     all_datasets,
     check_run,
     dataset_state,
+    local_states,
     record_nonprivate,
     require_ledger,
     set_budget,
 )
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger_state import describe as describe_budget
-from privsyn_spark.budget.ledger_table import check_exclusive
+from privsyn_spark.budget.ledger_store import check_exclusive
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.bounding import check_id_columns
@@ -44,14 +45,14 @@ from privsyn_spark.resample import SampleConfig, run_sample
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
-from privsyn_spark.runtime.output_check import check_output_path
+from privsyn_spark.runtime.output_check import check_ledger_path, check_output_path
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.runtime.stale_scratch import install_sigterm_handler, sweep_and_claim, terminated
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema import schema as schema_module
 from privsyn_spark.schema.schema import load_schema, save_schema
-from privsyn_spark.write.delta_output import provenance
+from privsyn_spark.write.delta_output import local_provenance, provenance
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,15 +65,18 @@ REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse 
 __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError",
            "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget",
            "check_cell_cap", "check_default_runs_dir",
-           "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
+           "check_draft", "check_epsilon_delta", "check_exclusive", "check_ledger_path", "check_locations",
+           "check_output_path",
            "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
-           "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
+           "install_sigterm_handler", "load_schema", "local_provenance", "local_states", "provenance",
+           "release_claim", "require_ledger",
            "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 
 def budget_states(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> list[DatasetState]:
-    """What the ledger holds for ``dataset_id`` (every dataset when None): budget, spent, left, runs."""
+    """What the ledger holds for ``dataset_id`` (every dataset when None): budget, spent, left, runs
+    (:func:`local_states` reads a local path ledger without Spark)."""
     return [dataset_state(spark, ledger, dataset_id)] if dataset_id else all_datasets(spark, ledger)
 
 

@@ -5,7 +5,8 @@ is drawn, or get back the reservation it already holds), then ``commit`` (its ar
 ``refund`` (it failed before drawing noise). Each is one row decided on the dataset's current state and
 inserted by :func:`~privsyn_spark.budget.ledger_table.append_row` (the Delta table and the concurrency
 protocol that keeps a dataset's spent rho within its budget); the reads (``dataset_state``,
-``all_datasets``, ``read_ledger``) and ``LedgerContention`` are re-exported from there.
+``all_datasets``, ``read_ledger``, ``local_states``) and ``LedgerContention`` are re-exported from there, the
+refusals of a missing or damaged ledger from :mod:`~privsyn_spark.budget.ledger_store`.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from privsyn_spark.budget.ledger_state import (
     runs_left,
     unit_mismatch,
 )
+from privsyn_spark.budget.ledger_store import LedgerDamaged, LedgerMissing, require_ledger  # noqa: F401
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)
     LedgerContention,
-    LedgerMissing,
     all_datasets,
     append_row,
     dataset_state,
+    local_states,
     read_ledger,
-    require_ledger,
 )
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE, rho_from_eps_delta

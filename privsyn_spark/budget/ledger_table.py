@@ -18,6 +18,12 @@ winner's row, matches and inserts nothing; it then re-reads (now seeing the winn
 decides again, a bounded number of times. So a dataset's spent rho never exceeds its budget, and
 of two attempts of one run racing exactly one holds the reservation (the only one that may draw
 noise). Creating the ledger is safe when several first writers do it at once.
+
+Only a commit conflict is retried (and, while a ledger is being created, its log folder without a
+first commit yet); any other error is raised at once: a log that is there but cannot be read is
+:class:`LedgerDamaged` (never taken for a missing ledger), a location that cannot be written is
+refused before Spark starts (:func:`~privsyn_spark.runtime.output_check.check_ledger_path`), and so
+is a catalog name on Spark's in-memory catalog (forgotten, with the budget spent, when the session ends).
 """
 
 from __future__ import annotations
@@ -27,13 +33,20 @@ import random
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.ledger_state import DatasetState, NoBudget, fold
+from privsyn_spark.budget.ledger_state import DatasetState, fold
+from privsyn_spark.budget.ledger_store import (
+    check_exclusive,
+    ledger_location,
+    ledger_ready,
+    local_rows,
+    require_ledger,
+)
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.delta_tables import create_if_not_exists, delta_frame, is_delta_table, merge_insert
-from privsyn_spark.runtime.locations import is_path
+from privsyn_spark.runtime.delta_tables import create_if_not_exists, delta_frame, merge_insert
+from privsyn_spark.runtime.locations import is_path, local_path
+from privsyn_spark.runtime.output_check import check_ledger_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -52,32 +65,24 @@ default: NULL, one row, unscoped, shared, no extra delta) and gets it on its nex
 _FIRST_COLUMNS = 12
 """The columns every ledger has had since the first version (without them a table is not a ledger)."""
 
-EXCLUSIVE_OVERRIDE = "spark.privsyn.ledger.singleDriver"
-"""Spark conf an operator sets to ``true`` to state that only one driver at a time ever writes a ledger
-whose store cannot give mutual exclusion (S3 without a multi-writer LogStore): see :func:`check_exclusive`."""
-
-_SINGLE_DRIVER_SCHEMES = ("s3", "s3a", "s3n")
-_EXCLUSIVE: set[str] = set()  # ledgers found to give mutual exclusion in this process
-
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
                      "FileAlreadyExists")
+_CREATING_MARKERS = ("DELTA_TABLE_NOT_FOUND",)
+"""What creating a ledger meets while another writer's creation is midway (its ``_delta_log`` folder is
+there, its first commit not yet): wait for that commit."""
 
 
 class LedgerContention(RuntimeError):
     """Too many concurrent writers kept winning the race; nothing was written."""
 
 
-class LedgerMissing(NoBudget):
-    """No ledger at the given location: only ``budget set`` creates one (a mistyped ``--ledger`` must
-    not silently start an empty ledger)."""
-
-
-def _location(ledger: str) -> str:
-    """An absolute path for a local path ledger; the URI or catalog name itself otherwise."""
-    if is_path(ledger) and "://" not in ledger:
-        return str(Path(ledger).expanduser().absolute())
-    return ledger
+def _is_creating(ledger: str, exc: BaseException) -> bool:
+    """Whether ``exc`` says another writer's creation of the ledger is midway (:data:`_CREATING_MARKERS`;
+    a local ledger's ``_delta_log`` is then a folder)."""
+    folder = local_path(ledger)
+    midway = folder is None or (folder / "_delta_log").is_dir()
+    return midway and any(marker in str(exc) for marker in _CREATING_MARKERS)
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -91,16 +96,6 @@ def _is_conflict(exc: BaseException) -> bool:
         pass
     text = f"{type(exc).__name__}: {exc}"
     return any(marker in text for marker in _CONFLICT_MARKERS)
-
-
-def _ready(spark: SparkSession, ledger: str) -> bool:
-    """Whether the ledger exists with at least its first commit."""
-    try:
-        if is_path(ledger):
-            return is_delta_table(spark, _location(ledger))
-        return bool(spark.catalog.tableExists(ledger)) and delta_frame(spark, ledger) is not None
-    except Exception:  # noqa: BLE001 - a folder without a first commit yet, or a concurrent create
-        return False
 
 
 def _ledger_schema() -> Any:
@@ -119,18 +114,23 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
     rng = random.Random()
     if not create:
         require_ledger(spark, ledger)
-    while not _ready(spark, ledger):
-        location = _location(ledger)
+    while not ledger_ready(spark, ledger):
+        location = ledger_location(ledger)
         try:
             create_if_not_exists(spark, location, LEDGER_COLUMNS, "privsyn-spark privacy budget ledger (zCDP rho)")
             log.info("created the budget ledger %s", location)
             break
-        except Exception as exc:  # noqa: BLE001 - another writer is creating it: wait for its commit
+        except Exception as exc:  # noqa: BLE001 - retried only while another writer is creating it
+            if not (_is_conflict(exc) or _is_creating(ledger, exc)):
+                raise UsageError(f"could not create the budget ledger at {location}: "
+                                 f"{str(exc).strip().splitlines()[0][:300]}") from None
             if time.monotonic() > deadline:
-                raise
+                raise UsageError(f"the budget ledger at {location} was still being created by another writer "
+                                 f"after {wait_seconds:g} s (its _delta_log has no first commit): if no writer "
+                                 f"is running, remove that empty _delta_log folder") from None
             log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
             time.sleep(0.2 + 0.3 * rng.random())
-    columns = list(delta_frame(spark, _location(ledger)).columns)
+    columns = list(delta_frame(spark, ledger_location(ledger)).columns)
     names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
     if columns != names[:len(columns)]:
         missing = [n for n in names if n not in columns]
@@ -140,95 +140,50 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
         _add_columns(spark, ledger, names[len(columns):])
 
 
-def require_ledger(spark: SparkSession, ledger: str) -> None:
-    """:class:`LedgerMissing` unless a ledger exists at ``ledger`` (a mistyped path creates nothing)."""
-    if not _ready(spark, ledger):
-        raise LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
-                            f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
-                            f"--delta D`)")
-
-
 def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
     """Add this version's new columns to an older ledger: an empty append with schema merging (one
     metadata commit; a concurrent writer doing the same is a conflict, then both see the columns)."""
     empty = spark.createDataFrame([], _ledger_schema()).write.format("delta").mode("append") \
         .option("mergeSchema", "true")
     try:
-        empty.save(_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
+        empty.save(ledger_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
         log.info("ledger %s: added the columns %s of this version", ledger, names)
     except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine if the columns are there now
-        if not _is_conflict(exc) or set(names) - set(delta_frame(spark, _location(ledger)).columns):
+        if not _is_conflict(exc) or set(names) - set(delta_frame(spark, ledger_location(ledger)).columns):
             raise
-
-
-def check_exclusive(spark: SparkSession, ledger: str) -> None:
-    """Refuse (:class:`UsageError`) a ledger whose store cannot give two writers mutual exclusion
-    (:func:`exclusion_problem`); the operator's :data:`EXCLUSIVE_OVERRIDE` turns it into a warning."""
-    if ledger in _EXCLUSIVE:
-        return
-    location = _location(ledger) if is_path(ledger) else _table_location(spark, ledger)
-    problem = exclusion_problem(location, lambda key: spark.conf.get(key, None))
-    if problem is None:
-        _EXCLUSIVE.add(ledger)
-        return
-    if str(spark.conf.get(EXCLUSIVE_OVERRIDE, "false")).lower() == "true":
-        log.warning("ledger %s: %s; %s=true says only one driver writes it at a time", ledger, problem,
-                    EXCLUSIVE_OVERRIDE)
-        return
-    raise UsageError(f"ledger {ledger}: {problem} (two runs could both spend the last of a budget); configure a "
-                     f"multi-writer LogStore, or, if only one driver ever writes this ledger at a time, "
-                     f"--conf {EXCLUSIVE_OVERRIDE}=true")
-
-
-def exclusion_problem(location: str, conf: Callable[[str], str | None]) -> str | None:
-    """Why the store at ``location`` gives concurrent writers no mutual exclusion, or None.
-
-    The ledger's safety rests on Delta's commit: two writers of one ``seq`` never both succeed. On
-    S3 (``s3``/``s3a``/``s3n``) that holds only with a multi-writer LogStore (Delta's default S3 one
-    is single-driver: two clusters can both "win"), i.e. ``spark.delta.logStore.<scheme>.impl`` (or
-    ``spark.delta.logStore.class``) set to one such as ``io.delta.storage.S3DynamoDBLogStore``. HDFS,
-    ABFS, GCS and local file systems give mutual exclusion with Delta's defaults (a local ledger is
-    tested with two processes racing: ``tests/budget/test_ledger_processes.py``)."""
-    scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
-    if scheme not in _SINGLE_DRIVER_SCHEMES:
-        return None
-    impl = conf(f"spark.delta.logStore.{scheme}.impl") or conf("spark.delta.logStore.class")
-    if impl and "SingleDriver" not in impl:
-        return None
-    return (f"{scheme}:// gives concurrent writers no mutual exclusion with "
-            f"{'the LogStore ' + impl if impl else 'Delta default LogStore'} "
-            f"(set spark.delta.logStore.{scheme}.impl=io.delta.storage.S3DynamoDBLogStore)")
-
-
-def _table_location(spark: SparkSession, name: str) -> str:
-    """A catalog table's storage location (empty when the catalog does not say)."""
-    try:
-        row = spark.sql(f"DESCRIBE DETAIL {name}").first()
-        return str(row["location"] or "") if row is not None else ""
-    except Exception:  # noqa: BLE001 - not a Delta table yet, or a catalog without DESCRIBE DETAIL
-        return ""
 
 
 def read_ledger(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> Any:
     """The ledger as a DataFrame (one dataset's rows when ``dataset_id`` is given)."""
     from pyspark.sql import functions as F
 
-    df = delta_frame(spark, _location(ledger))
+    df = delta_frame(spark, ledger_location(ledger))
     return df.where(F.col("dataset_id") == dataset_id) if dataset_id is not None else df
 
 
 def dataset_state(spark: SparkSession, ledger: str, dataset_id: str) -> DatasetState:
     """The dataset's budget, spending and reservations (empty when the ledger does not exist)."""
-    if not _ready(spark, ledger):
+    if not ledger_ready(spark, ledger):
         return DatasetState(dataset_id)
     return fold(dataset_id, [r.asDict() for r in read_ledger(spark, ledger, dataset_id).collect()])
 
 
 def all_datasets(spark: SparkSession, ledger: str) -> list[DatasetState]:
     """Every dataset of the ledger, by id."""
-    rows = [r.asDict() for r in read_ledger(spark, ledger).collect()] if _ready(spark, ledger) else []
-    ids = sorted({r["dataset_id"] for r in rows})
+    return _states([r.asDict() for r in read_ledger(spark, ledger).collect()] if ledger_ready(spark, ledger) else [])
+
+
+def _states(rows: list[dict[str, Any]], dataset_id: str | None = None) -> list[DatasetState]:
+    """The state of ``dataset_id`` (of every dataset, by id, when None) from ledger rows."""
+    ids = [dataset_id] if dataset_id else sorted({r["dataset_id"] for r in rows})
     return [fold(d, [r for r in rows if r["dataset_id"] == d]) for d in ids]
+
+
+def local_states(ledger: str, dataset_id: str | None = None) -> list[DatasetState] | None:
+    """:func:`dataset_state` (a one-item list) or :func:`all_datasets` of a local path ledger, read
+    without Spark (:func:`~privsyn_spark.budget.ledger_store.local_rows`); None when Spark must read it."""
+    rows = local_rows(ledger)
+    return None if rows is None else _states(rows, dataset_id)
 
 
 Decision = Callable[[DatasetState], "dict | None"]
@@ -242,6 +197,7 @@ def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decisi
     None) and the state it was decided on. Only ``create`` (``budget set``) makes a missing ledger;
     a store without mutual exclusion is refused first (:func:`check_exclusive`).
     """
+    check_ledger_path(ledger)
     check_exclusive(spark, ledger)
     ensure_ledger(spark, ledger, create=create)
     rng = random.Random()
@@ -255,7 +211,8 @@ def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decisi
                     recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
         source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
         try:
-            metrics = merge_insert(spark, _location(ledger), source, "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
+            metrics = merge_insert(spark, ledger_location(ledger), source,
+                                   "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
             inserted = _inserted_rows(metrics)
         except Exception as exc:
             if not _is_conflict(exc):

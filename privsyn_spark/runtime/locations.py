@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # file:, s3a://, hdfs://, abfss://, ... (not C:)
 
@@ -22,3 +23,14 @@ def is_path(source: str) -> bool:
 def location(source: str) -> str:
     """A path as Spark should see it: URIs as they are, local paths absolute with ``~`` expanded."""
     return source if has_scheme(source) else str(Path(source).expanduser().absolute())
+
+
+def local_path(target: str) -> Path | None:
+    """The local path of a path ``target`` (``file:`` URIs included); None for other file systems and catalog names."""
+    if not is_path(target):
+        return None
+    if target.startswith("file:"):
+        return Path(urlparse(target).path)
+    if has_scheme(target):
+        return None
+    return Path(target).expanduser()

@@ -1,8 +1,9 @@
-"""Checks of where a run writes, done before any budget is spent: the run id and the output table.
+"""Checks of where a run writes, done before any budget is spent: the run id, the output table and the
+budget ledger's location.
 
-:func:`check_run_id` and :func:`check_output_path` need no Spark (the CLI calls them before the
-session starts); :func:`check_output_table` reads only a Delta table's metadata (its transaction
-log), never its data files.
+:func:`check_run_id`, :func:`check_output_path` and :func:`check_ledger_path` need no Spark (the CLI
+calls them before the session starts); :func:`check_output_table` reads only a Delta table's metadata
+(its transaction log), never its data files.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.delta_tables import delta_frame, is_delta_table
-from privsyn_spark.runtime.locations import is_path
+from privsyn_spark.runtime.locations import is_path, local_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -29,17 +29,6 @@ def check_run_id(run_id: str) -> None:
                          f"characters or surrounding spaces)")
 
 
-def _local(target: str) -> Path | None:
-    """The local path of a path target (``file:`` URIs included); None for other file systems and catalog names."""
-    if not is_path(target):
-        return None
-    if target.startswith("file:"):
-        return Path(urlparse(target).path)
-    if "://" in target:
-        return None
-    return Path(target).expanduser()
-
-
 def check_output_path(target: str, mode: str) -> None:
     """Refuse a local output location a Delta write would fail on or damage.
 
@@ -48,7 +37,7 @@ def check_output_path(target: str, mode: str) -> None:
     (probed by creating and removing a hidden folder there).
     Remote paths and catalog names are left to :func:`check_output_table`.
     """
-    path = _local(target)
+    path = local_path(target)
     if path is None:
         return
     if path.exists() and not path.is_dir():
@@ -59,15 +48,42 @@ def check_output_path(target: str, mode: str) -> None:
                              f"give a new or empty folder, or an existing Delta table")
         folder = path
     else:
-        folder = path.parent
-        while not folder.exists():
-            folder = folder.parent
-        if not folder.is_dir():
-            raise UsageError(f"--output {target}: {folder} is a file, so the folder cannot be created")
+        folder = _nearest_folder(path, f"--output {target}")
+    _probe(folder, f"--output {target}")
+
+
+def check_ledger_path(ledger: str) -> None:
+    """Refuse a local ledger location its writes would fail on (before Spark starts, as the output is):
+    a regular file, or a folder that cannot be written (the table's and its ``_delta_log``, or, for a
+    new ledger, the nearest existing folder). Remote paths and catalog names are left to the write."""
+    path = local_path(ledger)
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--ledger {ledger}: is a regular file, not a Delta table folder")
+    log = path / "_delta_log"
+    folders = [path, log] if log.is_dir() else [path] if path.is_dir() else \
+        [_nearest_folder(path, f"--ledger {ledger}")]
+    for folder in folders:
+        _probe(folder, f"--ledger {ledger}")
+
+
+def _nearest_folder(path: Path, what: str) -> Path:
+    """The nearest existing folder above ``path`` (where it would be created); UsageError if it is a file."""
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{what}: {folder} is a file, so the folder cannot be created")
+    return folder
+
+
+def _probe(folder: Path, what: str) -> None:
+    """UsageError unless a folder can be created (and removed) in ``folder``."""
     try:  # a real probe: permission bits say nothing for root, read-only mounts or /proc
         os.rmdir(tempfile.mkdtemp(prefix=".privsyn-write-check-", dir=folder))
     except OSError as exc:
-        raise UsageError(f"--output {target}: cannot write in {folder} ({exc.strerror or exc})") from None
+        raise UsageError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
 def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) -> None:
@@ -81,7 +97,7 @@ def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) ->
         return
     from pyspark.sql.types import StructType
 
-    path = _local(target)
+    path = local_path(target)
     if path is not None:
         if not (path / "_delta_log").is_dir():
             return

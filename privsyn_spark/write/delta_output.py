@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
+from privsyn_spark.runtime import delta_rs
 from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is_delta_table
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.locations import is_path, location
@@ -170,8 +171,23 @@ def provenance(spark: SparkSession, target: str) -> list[dict[str, Any]]:
     from JSON, ``None`` for commits of other writers). Reads the table's history only, not its rows."""
     rows = spark.sql(f"DESCRIBE HISTORY {delta_identifier(target)}").select(
         "version", "timestamp", "operation", "userMetadata").collect()
+    return _entries([r.asDict() for r in rows])
+
+
+def local_provenance(target: str) -> list[dict[str, Any]] | None:
+    """:func:`provenance` of a local path table read from its Delta log with delta-rs, without Spark; None
+    when Spark must read it (:mod:`~privsyn_spark.runtime.delta_rs`)."""
+    try:
+        commits = delta_rs.history(target)
+    except FileNotFoundError:
+        raise UsageError(f"{target}: no Delta table there (no _delta_log with a commit)") from None
+    return None if commits is None else _entries(commits)
+
+
+def _entries(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The provenance entries of a table's commits (version, timestamp, operation, userMetadata)."""
     out = []
-    for r in rows:
+    for r in commits:
         try:
             record = json.loads(r["userMetadata"]) if r["userMetadata"] else None
         except ValueError:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.ledger_table import EXCLUSIVE_OVERRIDE, check_exclusive, exclusion_problem
+from privsyn_spark.budget.ledger_store import EXCLUSIVE_OVERRIDE, check_exclusive, exclusion_problem
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from tests.jobs.conftest import REPO, base_env

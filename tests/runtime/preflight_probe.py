@@ -1,6 +1,6 @@
 """Run by tests/runtime/test_preflight.py in a child process: a caller's own session (no Delta, and Python
 workers that cannot import privsyn_spark: PYSPARK_PYTHON is a wrapper hiding the package), then what
-``fit`` says, as one JSON line on stdout."""
+``fit`` and every other entry point that needs Delta say, as one JSON line on stdout."""
 
 import json
 import sys
@@ -22,6 +22,14 @@ for name, ledger in (("with_ledger", f"{runs}/ledger"), ("no_ledger", None)):
                     no_ledger=ledger is None)
     try:
         synth.fit(df)
+        errors[name] = None
+    except UsageError as err:
+        errors[name] = str(err)
+for name, call in (("set_budget", lambda: privsyn_spark.set_budget(spark, f"{runs}/ledger", "adult", 1.0, 1e-9)),
+                   ("budget_states", lambda: privsyn_spark.budget_states(spark, f"{runs}/ledger")),
+                   ("write_delta", lambda: privsyn_spark.write_delta(df, f"{runs}/out"))):
+    try:
+        call()
         errors[name] = None
     except UsageError as err:
         errors[name] = str(err)
