@@ -347,11 +347,11 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
             if declared.is_row:
                 raise PrivacyUnitError("max_rows_per_id needs a privacy id (privacy_id=... or the schema's "
                                        "privacy_unit: section)")
-            unit = PrivacyUnit(declared.id_columns, max_rows_per_id)  # type: ignore[arg-type]
+            unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id)
         else:
             unit = PrivacyUnit.of(privacy_id, max_rows_per_id)
-            if max_rows_per_id is None and unit.id_columns == declared.id_columns:
-                unit = declared
+            if unit.id_columns == declared.id_columns:  # the schema's unit (its null_ids), with the K asked for
+                unit = declared if max_rows_per_id is None else dataclasses.replace(declared, max_rows_per_id=unit.bound)
     except PrivacyUnitError as err:
         raise UsageError(str(err)) from None
     if not declared.is_row and unit.id_columns != declared.id_columns:
