@@ -351,7 +351,7 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
             if declared.is_row:
                 raise PrivacyUnitError("max_rows_per_id needs a privacy id (privacy_id=... or the schema's "
                                        "privacy_unit: section)")
-            unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id)
+            unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id)  # type: ignore[arg-type]
         else:
             unit = PrivacyUnit.of(privacy_id, max_rows_per_id)
             if unit.id_columns == declared.id_columns:  # the schema's unit (its null_ids), with the K asked for
