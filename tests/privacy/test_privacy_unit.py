@@ -167,8 +167,6 @@ def test_null_ids_keep_or_drop_in_the_schema_section():
     """``null_ids`` in the schema's privacy_unit section: keep (the default, not written back) or drop
     (written back, so the schema's hash and a run's fingerprint tell the two apart); anything else, or
     a row unit that drops, is a one-line error."""
-    from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
-
     kept = PrivacyUnit.from_document({"id": "pid", "max_rows_per_id": 3})
     dropped = PrivacyUnit.from_document({"id": "pid", "max_rows_per_id": 3, "null_ids": "drop"})
     assert (kept.null_ids, dropped.null_ids) == ("keep", "drop")
