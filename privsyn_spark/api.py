@@ -51,6 +51,7 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.accounting import RunBudget
+from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
@@ -143,6 +144,9 @@ class PrivSyn:
             check_run_id(run_id)
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
+        refusal = implausible_bound(self.unit.bound, self.budget.rho)  # before any reservation or data
+        if refusal:
+            raise UsageError(refusal)
         self.ledger, self.dataset_id = ledger or None, dataset_id or None
         self.run_id, self.runs_dir = run_id, DEFAULT_RUNS_DIR if runs_dir is None else runs_dir
         self.runs_dir_given = runs_dir is not None  # the default ./runs is refused on a cluster
@@ -347,11 +351,11 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
             if declared.is_row:
                 raise PrivacyUnitError("max_rows_per_id needs a privacy id (privacy_id=... or the schema's "
                                        "privacy_unit: section)")
-            unit = PrivacyUnit(declared.id_columns, max_rows_per_id)  # type: ignore[arg-type]
+            unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id)  # type: ignore[arg-type]
         else:
             unit = PrivacyUnit.of(privacy_id, max_rows_per_id)
-            if max_rows_per_id is None and unit.id_columns == declared.id_columns:
-                unit = declared
+            if unit.id_columns == declared.id_columns:  # the schema's unit (its null_ids), with the K asked for
+                unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id or declared.bound)
     except PrivacyUnitError as err:
         raise UsageError(str(err)) from None
     if not declared.is_row and unit.id_columns != declared.id_columns:

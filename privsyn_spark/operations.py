@@ -40,6 +40,8 @@ from privsyn_spark.measure.draft_schema import (
 )
 from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
+from privsyn_spark.privacy.bound_choice import implausible_bound
+from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.resample import SampleConfig, run_sample
 from privsyn_spark.runtime.input_scope import Scope
@@ -114,8 +116,12 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
     check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
     draft_id = run_id or uuid.uuid4().hex[:12]
     ids = tuple(privacy_id)
-    if ids:  # a missing id column: refused before the draft's budget is reserved
+    if ids:  # a missing id column or a K of noise only: refused before the draft's budget is reserved
         check_id_columns(PrivacyUnit(ids), list(df.columns), ())
+        rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
+        refusal = max_rows_per_id and implausible_bound(max_rows_per_id, rho)
+        if refusal:
+            raise UsageError(refusal)
     if ledger and dataset_id:
         reserve_draft_budget(df.sparkSession, ledger, dataset_id, draft_id, epsilon, delta,
                              artifact or f"Schema.draft:{draft_id}", ids, max_rows_per_id)

@@ -16,6 +16,7 @@ import datetime as dt
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger import reserve
 from privsyn_spark.errors import UsageError
-from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
+from privsyn_spark.measure.draft_bounding import bounded_for_draft
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -192,8 +192,8 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     numeric columns (values are clamped to them; without, ``ASSUMED_BOUNDS`` of the dtype, said in
     the header). ``sampler`` defaults to the secure discrete Gaussian. With ``privacy_id`` (a person
     is the unit) the draft first proposes K (``max_rows_per_id`` when not given) from a DP quantile
-    of rows per id (``BOUND_SHARE`` of the rho, ``privacy.bound_choice``), then drafts the columns on
-    the table bounded to K rows per id, every sensitivity K; the draft's ``privacy_unit`` says so.
+    of rows per id (``measure/draft_bounding``), then drafts the columns on the table bounded
+    to K rows per id once, every sensitivity K; the draft's ``privacy_unit`` says so.
     """
     bounds = dict(bounds or {})
     unknown = sorted(set(bounds) - set(df.columns))
@@ -204,113 +204,94 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     accountant = Accountant(budget.rho, delta=budget.delta - budget.delta_selection)  # its zCDP share of delta
     notes: list[str] = []
     ids = list(privacy_id)
-    rho_columns = budget.rho
-    unit = PrivacyUnit()
-    if ids:
-        df, unit, rho_columns = _bounded_for_draft(df, ids, max_rows_per_id, budget.rho, accountant, sampler, notes)
-    columns = [n for n in df.columns if n not in ids]
-    types = {n: t for n, t in df.dtypes if n not in ids}
-    numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
-    categorical = [n for n in columns if n not in numeric]
-    not_numeric = sorted(set(bounds) - set(numeric))
-    if not_numeric:
-        raise SchemaError(f"--bounds names columns that are not numeric in the table: {not_numeric}; declare "
-                          f"their type (--dtype COLUMN=int|long|double|date|timestamp)")
-    rho_column = rho_columns / max(1, len(columns))
-    delta_column = budget.delta_selection / max(1, len(categorical))
-    share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
-    specs: dict[str, dict[str, Any]] = {n: {"name": n, "type": "drop"} for n in ids}
-    tokens = list(null_tokens)
+    with ExitStack() as scope:  # the bounded rows are cached while the draft counts them
+        rho_columns = budget.rho
+        unit = PrivacyUnit()
+        if ids:
+            df, unit, rho_columns = scope.enter_context(
+                bounded_for_draft(df, ids, max_rows_per_id, budget.rho, accountant, sampler, notes))
+        columns = [n for n in df.columns if n not in ids]
+        types = {n: t for n, t in df.dtypes if n not in ids}
+        numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
+        categorical = [n for n in columns if n not in numeric]
+        not_numeric = sorted(set(bounds) - set(numeric))
+        if not_numeric:
+            raise SchemaError(f"--bounds names columns that are not numeric in the table: {not_numeric}; declare "
+                              f"their type (--dtype COLUMN=int|long|double|date|timestamp)")
+        rho_column = rho_columns / max(1, len(columns))
+        delta_column = budget.delta_selection / max(1, len(categorical))
+        share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
+        specs: dict[str, dict[str, Any]] = {n: {"name": n, "type": "drop"} for n in ids}
+        tokens = list(null_tokens)
 
-    for name in categorical:
-        boolean = types[name] == "boolean"
-        exact, nulls = counts.category_counts(df, name, tokens, boolean)
-        picked = dp.select_partitions(exact, nulls, rho_column, delta_column, accountant=accountant,
-                                      sampler=sampler, name=f"infer:{name}", unit=unit)
-        del exact  # exact tallies stay here
-        null_noisy = picked.null_noisy
-        values = list(picked.values)
-        for v in [v for v in values if isinstance(v, str) and v in COMMON_NULL_TOKENS]:
-            values.remove(v)
-            null_noisy += picked.noisy[v]
-            if v not in tokens:
-                tokens.append(v)
-                notes.append(f"{v!r} read as null (a common missing-value token selected in column {name!r})")
-        null_handling = "value" if null_noisy >= dp.EMPTY_SIGMAS * picked.sigma else "none"
-        if not values or len(values) > max_categories:
-            why = "no value passed the threshold" if not values else f"more than {max_categories} values"
-            notes.append(f"column {name!r} dropped: {why}")
-            specs[name] = {"name": name, "type": "drop"}
-            continue
-        specs[name] = {"name": name, "type": "categorical", "dtype": "boolean" if boolean else "string",
-                       "values": sorted(values) if boolean else values, "unseen": "other", "nulls": null_handling}
+        for name in categorical:
+            boolean = types[name] == "boolean"
+            exact, nulls = counts.category_counts(df, name, tokens, boolean)
+            picked = dp.select_partitions(exact, nulls, rho_column, delta_column, accountant=accountant,
+                                          sampler=sampler, name=f"infer:{name}", unit=unit)
+            del exact  # exact tallies stay here
+            null_noisy = picked.null_noisy
+            values = list(picked.values)
+            for v in [v for v in values if isinstance(v, str) and v in COMMON_NULL_TOKENS]:
+                values.remove(v)
+                null_noisy += picked.noisy[v]
+                if v not in tokens:
+                    tokens.append(v)
+                    notes.append(f"{v!r} read as null (a common missing-value token selected in column {name!r})")
+            null_handling = "value" if null_noisy >= dp.EMPTY_SIGMAS * picked.sigma else "none"
+            if not values or len(values) > max_categories:
+                why = "no value passed the threshold" if not values else f"more than {max_categories} values"
+                notes.append(f"column {name!r} dropped: {why}")
+                specs[name] = {"name": name, "type": "drop"}
+                continue
+            specs[name] = {"name": name, "type": "categorical", "dtype": "boolean" if boolean else "string",
+                           "values": sorted(values) if boolean else values, "unseen": "other", "nulls": null_handling}
 
-    grids = {}
-    for name, dtype in numeric.items():
-        declared = bounds.get(name)
-        lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
-        if not declared:
-            notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
-        integer = dtype in ("int", "long", "date", "timestamp")
-        grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
-    exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
-                                          for n, g in grids.items()}, tokens)
-    for name, grid in grids.items():
-        dtype = numeric[name]
-        temporal = dtype in ("date", "timestamp")
-        cells, nulls = exact_cells.pop(name)
-        release = dp.release_numeric(
-            cells, nulls, grid, rho_column,
-            partial(counts.whole_number_counts, df, name, tokens, temporal),
-            accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share, unit=unit)
-        declared = bounds.get(name)
-        edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
-        if not edges:
-            notes.append(f"column {name!r} dropped: no value above the noise")
-            specs[name] = {"name": name, "type": "drop"}
-            continue
-        spikes = sorted(v for v in release.spikes if edges[0] <= v <= edges[-1])
-        spec = {"name": name, "type": "numerical", "dtype": dtype, "edges": [_edge(e, grid.integer) for e in edges],
-                "out_of_range": "clip",
-                "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
-        if spikes:
-            spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
-        specs[name] = spec
-    doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}
-    if tokens:
-        doc["null_tokens"] = tokens
-    if not unit.is_row:
-        doc["privacy_unit"] = unit.to_document()
-    if all(spec["type"] == "drop" for spec in specs.values()):
-        raise SchemaError(f"infer-schema: no column could be drafted at epsilon={epsilon:g} (every noisy count "
-                          "is below its threshold: the table is empty or too small for this budget); the "
-                          "budget is spent")
-    parse_schema(doc)  # the draft must be a valid schema
-    log.info("drafted a schema privately: epsilon=%g, delta=%g, %d releases", epsilon, delta, len(accountant.ledger))
-    return PrivateDraft(doc, float(epsilon), float(delta), budget.rho, budget.delta_selection,
-                        accountant.ledger, notes)
-
-
-BOUND_SHARE = 0.1
-"""Share of a private draft's rho that chooses K (when a privacy id is given without a bound)."""
-
-
-def _bounded_for_draft(df: Any, ids: list[str], max_rows_per_id: int | None, rho: float, accountant: Accountant,
-                       sampler: Any, notes: list[str]) -> Any:
-    """The table bounded to K rows per id (K proposed privately unless given), the unit, the rho left."""
-    check_id_columns(PrivacyUnit(tuple(ids)), list(df.columns), ())
-    if max_rows_per_id is None:
-        cells = counts.rows_per_id_cells(df, ids, rows_per_id_grid().starts)
-        proposed = propose_bound(cells, BOUND_SHARE * rho, accountant=accountant, sampler=sampler,
-                                 privacy_unit=PrivacyUnit(tuple(ids)).name)
-        del cells  # exact tallies stay here
-        max_rows_per_id, rho = proposed.max_rows_per_id, (1.0 - BOUND_SHARE) * rho
-        notes.append(f"privacy_unit: max_rows_per_id {max_rows_per_id} is the noisy {proposed.quantile:.0%} quantile "
-                     f"of rows per id; it keeps about {proposed.rows_kept_share:.0%} of the rows (noisy estimate). "
-                     "A larger K keeps more rows of heavy ids and adds proportionally more noise: review it")
-    unit = PrivacyUnit(tuple(ids), int(max_rows_per_id))
-    notes.append(f"columns drafted on the table bounded to {unit.bound} rows per id (sensitivity {unit.bound})")
-    return bound_contributions(df, unit).df, unit, rho
+        grids = {}
+        for name, dtype in numeric.items():
+            declared = bounds.get(name)
+            lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
+            if not declared:
+                notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
+            integer = dtype in ("int", "long", "date", "timestamp")
+            grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
+        exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
+                                              for n, g in grids.items()}, tokens)
+        for name, grid in grids.items():
+            dtype = numeric[name]
+            temporal = dtype in ("date", "timestamp")
+            cells, nulls = exact_cells.pop(name)
+            release = dp.release_numeric(
+                cells, nulls, grid, rho_column,
+                partial(counts.whole_number_counts, df, name, tokens, temporal),
+                accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share, unit=unit)
+            declared = bounds.get(name)
+            edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
+            if not edges:
+                notes.append(f"column {name!r} dropped: no value above the noise")
+                specs[name] = {"name": name, "type": "drop"}
+                continue
+            spikes = sorted(v for v in release.spikes if edges[0] <= v <= edges[-1])
+            spec = {"name": name, "type": "numerical", "dtype": dtype, "edges": [_edge(e, grid.integer) for e in edges],
+                    "out_of_range": "clip",
+                    "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
+            if spikes:
+                spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
+            specs[name] = spec
+        doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}
+        if tokens:
+            doc["null_tokens"] = tokens
+        if not unit.is_row:
+            doc["privacy_unit"] = unit.to_document()
+        if all(spec["type"] == "drop" for spec in specs.values()):
+            raise SchemaError(f"infer-schema: no column could be drafted at epsilon={epsilon:g} (every noisy count "
+                              "is below its threshold: the table is empty or too small for this budget); the "
+                              "budget is spent")
+        parse_schema(doc)  # the draft must be a valid schema
+        log.info("drafted a schema privately: epsilon=%g, delta=%g, %d releases", epsilon, delta,
+                 len(accountant.ledger))
+        return PrivateDraft(doc, float(epsilon), float(delta), budget.rho, budget.delta_selection,
+                            accountant.ledger, notes)
 
 
 def _edge(value: float, integer: bool) -> float | int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privsyn_spark.privacy.accounting import Accountant
+from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma
 from privsyn_spark.privacy.discovery import GeometricGrid, empty_threshold, geometric_grid
 from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
 
@@ -24,11 +24,27 @@ from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
 MAX_ROWS_PER_ID_GRID = 2 ** 24
 #: Default quantile of rows per id that K covers.
 DEFAULT_QUANTILE = 0.9
+#: A public bound on the rows of any table (a trillion): a count whose noise exceeds it is noise only.
+MAX_PLAUSIBLE_ROWS = 10 ** 12
 
 
 def rows_per_id_grid() -> GeometricGrid:
     """The public grid of rows per id: whole numbers 1 .. 2^24, 8 cells per octave."""
     return geometric_grid(1, MAX_ROWS_PER_ID_GRID, True)
+
+
+def implausible_bound(max_rows_per_id: int, rho: float) -> str | None:
+    """Why a K is refused before anything is reserved (None: it is not). With all of the run's ``rho`` on
+    one count, that count's sigma is K / sqrt(2 rho) (``accounting.gaussian_sigma``, sensitivity K:
+    ``privacy/unit.count_sensitivity``), the least noise any count of the run can get; above
+    :data:`MAX_PLAUSIBLE_ROWS` it exceeds every count of any table, so every release would be noise only.
+    Known without data."""
+    sigma = gaussian_sigma(max_rows_per_id, rho)
+    if sigma <= MAX_PLAUSIBLE_ROWS:
+        return None
+    return (f"max_rows_per_id {max_rows_per_id} gives even the least noisy count a sigma of {sigma:.3g}, more "
+            f"than the {MAX_PLAUSIBLE_ROWS:.0e} rows any table has: every release would be noise only; choose a "
+            "K near the rows most people have (infer-schema --epsilon --privacy-id proposes one privately)")
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@ Neighbouring tables differ by adding or removing *one unit*. By default a unit i
 declared id (``privacy_id``, one or more columns) a unit is one person: all rows sharing the id.
 The measure step first bounds every person's contribution to at most ``K = max_rows_per_id`` rows,
 chosen uniformly at random among the person's rows (``privsyn_spark.measure.bounding``, in Spark);
-a row whose id is null is a unit of its own. The bounding of one person depends only on that
-person's rows (and independent per-row random keys), so the bounded tables of neighbours differ by
-at most K rows of one person, and every query below sees at most K rows change. From there:
+a row whose id is null is a unit of its own, never bounded (``null_ids: keep``, the default), or is
+removed (``null_ids: drop``: a removed row is a unit of its own, so nothing below changes). The
+bounding of one person depends only on that person's rows (and independent per-row random keys), so
+the bounded tables of neighbours differ by at most K rows of one person, and every query below sees
+at most K rows change. From there:
 
 - a count table (any marginal, any histogram): the K rows add ``c_j`` to cell ``j`` with
   ``sum_j c_j <= K``, so the L2 change is ``sqrt(sum_j c_j^2) <= K`` (attained with all K rows in one
@@ -33,6 +35,8 @@ from typing import Any
 
 ROW = "row"
 """The name of the default unit (one row) in the ledger and the artifact."""
+NULL_IDS = ("keep", "drop")
+"""What bounding does with a row whose id is null: keep it as a unit of its own, or drop it."""
 
 
 class PrivacyUnitError(ValueError):
@@ -42,10 +46,12 @@ class PrivacyUnitError(ValueError):
 @dataclass(frozen=True)
 class PrivacyUnit:
     """The unit neighbouring tables differ by: one row (``id_columns == ()``) or one person of
-    ``id_columns``, each keeping at most ``max_rows_per_id`` rows."""
+    ``id_columns``, each keeping at most ``max_rows_per_id`` rows; ``null_ids``: a row whose id is null
+    is kept as a unit of its own (``keep``) or dropped (``drop``)."""
 
     id_columns: tuple[str, ...] = ()
     max_rows_per_id: int = 1
+    null_ids: str = "keep"
 
     def __post_init__(self) -> None:
         k = self.max_rows_per_id
@@ -56,6 +62,9 @@ class PrivacyUnit:
             raise PrivacyUnitError(f"privacy id columns must be distinct non-empty names, got {list(cols)}")
         if not cols and k != 1:
             raise PrivacyUnitError("max_rows_per_id needs a privacy id (a row is its own unit: K = 1)")
+        if self.null_ids not in NULL_IDS or (not cols and self.null_ids != "keep"):
+            raise PrivacyUnitError(f"privacy_unit null_ids must be one of {list(NULL_IDS)} with a privacy id, "
+                                   f"got {self.null_ids!r}")
 
     @classmethod
     def of(cls, privacy_id: str | Iterable[str] | None, max_rows_per_id: int | None = None) -> PrivacyUnit:
@@ -83,22 +92,27 @@ class PrivacyUnit:
         return {"privacy_unit": self.name, "max_rows_per_id": self.bound}
 
     def to_document(self) -> dict[str, Any]:
-        """The schema's ``privacy_unit:`` section (empty for the default unit)."""
-        return {} if self.is_row else {"id": list(self.id_columns), "max_rows_per_id": self.bound}
+        """The schema's ``privacy_unit:`` section (empty for the default unit; ``null_ids`` when not ``keep``)."""
+        if self.is_row:
+            return {}
+        return {"id": list(self.id_columns), "max_rows_per_id": self.bound,
+                **({"null_ids": self.null_ids} if self.null_ids != "keep" else {})}
 
     @classmethod
     def from_document(cls, section: Mapping[str, Any] | None) -> PrivacyUnit:
-        """The unit of a schema's ``privacy_unit:`` section (``id``: a column or a list; ``max_rows_per_id``)."""
+        """The unit of a schema's ``privacy_unit:`` section (``id``: a column or a list; ``max_rows_per_id``;
+        ``null_ids``: keep or drop)."""
         if not section:
             return cls()
         if not isinstance(section, Mapping):
             raise PrivacyUnitError(f"privacy_unit must be a mapping with id and max_rows_per_id, got {section!r}")
-        unknown = sorted(set(section) - {"id", "max_rows_per_id"})
+        unknown = sorted(set(section) - {"id", "max_rows_per_id", "null_ids"})
         if unknown:
-            raise PrivacyUnitError(f"privacy_unit: unknown key(s) {unknown} (allowed: id, max_rows_per_id)")
+            raise PrivacyUnitError(f"privacy_unit: unknown key(s) {unknown} (allowed: id, max_rows_per_id, null_ids)")
         if "id" not in section:
             raise PrivacyUnitError("privacy_unit: 'id' (the id column or columns) is required")
-        return cls.of(section["id"], section.get("max_rows_per_id", 1))
+        unit = cls.of(section["id"], section.get("max_rows_per_id", 1))
+        return cls(unit.id_columns, unit.bound, section.get("null_ids", "keep"))
 
     @classmethod
     def from_name(cls, name: str | None, bound: int | None) -> PrivacyUnit:

@@ -28,7 +28,8 @@ from privsyn_spark.schema.synthesis_view import SynthesisView, synthesis_view
 @dataclass(frozen=True)
 class Schema:
     """Kept columns in table order, dropped column names, tokens read as null, declared rules, and the
-    declared privacy unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``; default: one row)."""
+    declared privacy unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``, optionally
+    ``null_ids: drop``; default: one row)."""
 
     columns: tuple[Column, ...]
     drop: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.measure.bounding import bound_contributions, row_key
+from privsyn_spark.measure.bounding import bound_contributions, row_keys
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 from privsyn_spark.measure.input_codes import bounded_codes
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
@@ -93,19 +93,24 @@ def test_rows_kept_within_an_id_are_uniform_chi_square(spark, k):
 
 
 def test_row_keys_never_tie(spark):
-    """The keys are a permutation of the row index (a Feistel network): distinct indices, distinct keys, so
-    no tie at an id's K-th key can let a row more through, and min_by takes every column from one row.
-    Checked on indices around the 32-bit halves and Spark's partition offsets (partition << 33)."""
+    """Seeded (the tests' keys), the key is a bijection of the row index (splitmix64's finaliser): distinct
+    indices, distinct keys, checked around the 32-bit halves and Spark's partition offsets (partition << 33).
+    Unseeded (the run's keys), each row draws 64 random bits: no tie among 10^5 rows, and two draws differ."""
     edges = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**33 - 1, 2**33, 2**63 - 1, -(2**63), -1]
     base = [p << 33 for p in range(0, 2000, 7)]
     values = sorted({*edges, *(b + d for b in base for d in range(0, 300, 3))})
     df = spark.createDataFrame(pd.DataFrame({"i": np.asarray(values, dtype=np.int64)}))
     for seed in (3, 4):
-        keys = df.select(row_key(df["i"], seed).alias("k")).toPandas()["k"]
+        keys = df.select(row_keys(df["i"], seed).alias("k")).toPandas()["k"]
         assert keys.nunique() == len(values)
-    one = df.select(row_key(df["i"], 3).alias("k")).toPandas()["k"]
-    other = df.select(row_key(df["i"], 4).alias("k")).toPandas()["k"]
-    assert (one != other).mean() > 0.99  # the round keys come from the seed
+    one = df.select(row_keys(df["i"], 3).alias("k")).toPandas()["k"]
+    other = df.select(row_keys(df["i"], 4).alias("k")).toPandas()["k"]
+    assert (one != other).mean() > 0.99  # the seed picks the keys
+    rows = spark.range(100_000, numPartitions=3)
+    drawn = rows.select(row_keys(rows["id"]).alias("k")).toPandas()["k"]
+    again = rows.select(row_keys(rows["id"]).alias("k")).toPandas()["k"]
+    assert drawn.nunique() == len(drawn) and (drawn != again).mean() > 0.99
+    assert abs(float((drawn < 0).mean()) - 0.5) < 0.01  # the sign bit too is random
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -123,8 +128,27 @@ def test_null_ids_are_units_of_their_own_and_the_tallies_are_exact(spark, k):
     dropped = 10 - kept
     assert stats == {"private": False, "max_rows_per_id": k, "rows": 10, "rows_kept": kept, "rows_dropped": dropped,
                      "rows_dropped_share": dropped / 10, "ids": 6, "ids_truncated": 2 if k == 1 else 1,
-                     "ids_truncated_share": (2 if k == 1 else 1) / 6, "null_id_rows": 3, "warning": stats["warning"]}
+                     "ids_truncated_share": (2 if k == 1 else 1) / 6, "null_id_rows": 3, "null_id_rows_share": 0.3,
+                     "null_ids": "keep", "warning": stats["warning"]}
     assert f"dropped {dropped / 10:.1%} of the rows" in stats["warning"]
+    assert "30.0% of the rows have a null privacy id" in stats["warning"] and "null_ids: drop" in stats["warning"]
+    # null_ids: drop removes them, counted: the rows dropped include them, no null id is left
+    bounded = bound_contributions(df, PrivacyUnit(("pid",), k, "drop"), seed=5)
+    out = bounded.df.toPandas()
+    assert len(out) == kept - 3 and not out["pid"].isna().any()
+    stats = bounded.stats()
+    assert (stats["rows"], stats["rows_kept"], stats["rows_dropped"], stats["ids"]) == (10, kept - 3, dropped + 3, 3)
+    assert (stats["null_id_rows"], stats["null_ids"]) == (3, "drop")
+    assert "they were dropped (privacy_unit null_ids: drop)" in stats["warning"]
+
+
+def test_few_null_ids_raise_no_warning(spark):
+    """One null-id row in 200 (0.5 %, below 1 %) and nothing dropped: no warning."""
+    frame = pd.DataFrame({"pid": [*range(199), None], "a": [0] * 200})
+    bounded = bound_contributions(spark.createDataFrame(frame.astype({"pid": "Int64"})), PrivacyUnit(("pid",), 1))
+    assert len(bounded.df.toPandas()) == 200
+    stats = bounded.stats()
+    assert stats["null_id_rows"] == 1 and "warning" not in stats
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.measure.draft_schema import BOUND_SHARE, draft_schema_privately
+from privsyn_spark.measure.draft_bounding import BOUND_SHARE
+from privsyn_spark.measure.draft_schema import draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
 
@@ -41,3 +42,39 @@ def test_a_private_draft_proposes_k_and_drafts_on_the_bounded_table(spark):
     assert given.document["privacy_unit"]["max_rows_per_id"] == 3 and given.ledger[0]["sensitivity"] == 3
     with pytest.raises(SchemaError.__mro__[1], match="not in the input table"):
         draft_schema_privately(df, 4.0, 1e-6, privacy_id=("customer",), sampler=SeededSamplerForTestsOnly(3))
+
+
+def test_a_private_draft_bounds_once_and_every_count_reads_the_same_kept_rows(spark, monkeypatch):
+    """Bounding's keys are random: a draft that re-ran it in each Spark job would count another subset of
+    rows in each. Every count the draft makes (categories, numeric grids, whole numbers) gets the one
+    bounded table, cached, and the kept rows hash alike in every call."""
+    from pyspark.sql import functions as F
+
+    from privsyn_spark.schema import discovery
+
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(1, 40, 400)
+    n = int(sizes.sum())
+    frame = pd.DataFrame({"cust": np.repeat(np.arange(400), sizes), "shop": rng.choice(["a", "b", "c"], n),
+                          "amount": rng.integers(1, 500, n)})
+    df = spark.createDataFrame(frame).repartition(3)
+    seen = []
+
+    def watched(name):
+        real = getattr(discovery, name)
+
+        def call(table, *args, **kwargs):
+            cached = table._jdf.queryExecution().withCachedData().toString().lstrip().startswith("InMemoryRelation")
+            digest = table.agg(F.sum(F.xxhash64(*table.columns) % 1_000_003)).first()[0]
+            seen.append((name, cached, digest, table.count()))
+            return real(table, *args, **kwargs)
+        monkeypatch.setattr(discovery, name, call)
+
+    for name in ("category_counts", "grid_counts"):
+        watched(name)
+    draft_schema_privately(df, 4.0, 1e-6, privacy_id=("cust",), max_rows_per_id=3,
+                           sampler=SeededSamplerForTestsOnly(3))
+    assert {s[0] for s in seen} == {"category_counts", "grid_counts"}
+    assert all(cached for _, cached, _, _ in seen), seen
+    assert len({(digest, rows) for _, _, digest, rows in seen}) == 1, seen
+    assert seen[0][3] == int(np.minimum(sizes, 3).sum())

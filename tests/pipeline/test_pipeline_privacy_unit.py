@@ -140,3 +140,35 @@ def test_an_old_ledger_without_the_unit_columns_is_read_and_upgraded(spark, tmp_
         L.set_budget(spark, ledger, "d", 2.0, 1e-9, replace=True, privacy_unit="pid")
     L.set_budget(spark, ledger, "e", 2.0, 1e-9, privacy_unit="pid")
     assert L.dataset_state(spark, ledger, "e").budget.privacy_unit == "pid"
+
+
+def test_null_ids_are_counted_for_the_operator_and_dropped_on_request(spark, people, tmp_path, caplog):
+    """A table with 6 % of its ids missing and a schema declaring ``null_ids: drop``: the run's operator
+    report counts the null-id rows (exact, NOT private), says they were dropped and warns above 1 %; the
+    log only points to that report (no tally)."""
+    caplog.set_level(logging.INFO)
+    frame = pd.read_csv(people / "people.csv")
+    missing = np.random.default_rng(5).random(len(frame)) < 0.06
+    frame.loc[missing, "person_id"] = None
+    frame.to_csv(tmp_path / "nulls.csv", index=False)
+    doc = people_schema(5)
+    doc["privacy_unit"]["null_ids"] = "drop"
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(doc))
+    runs = tmp_path / "runs"
+    args = cli.build_parser().parse_args(["run", "--input", str(tmp_path / "nulls.csv"), "--schema",
+                                          str(tmp_path / "schema.yaml"), "--output", str(runs / "out"),
+                                          "--run-id", "nulls", "--runs-dir", str(runs), "--no-ledger",
+                                          "--gum-rounds", "2"])
+    cli.validate_run_args(args)
+    report = pipeline.run(spark, cli.config_from_args(args))
+    bounding = report["privacy_unit"]["bounding"]
+    per_id = frame.dropna(subset=["person_id"]).groupby("person_id").size()
+    assert (bounding["null_id_rows"], bounding["null_ids"], bounding["rows"]) == (int(missing.sum()), "drop",
+                                                                                  len(frame))
+    assert bounding["rows_kept"] == int(per_id.clip(upper=5).sum())
+    assert "have a null privacy id" in bounding["warning"] and "they were dropped" in bounding["warning"]
+    on_disk = json.loads((runs / "nulls" / "operator" / "report.json").read_text())
+    assert on_disk["privacy_unit"]["bounding"]["null_id_rows"] == int(missing.sum())
+    assert "have a null privacy id" in (runs / "nulls" / "operator" / "report.html").read_text()
+    pointer = [r.getMessage() for r in caplog.records if "contribution bounding" in r.getMessage()]
+    assert pointer and not any(ch.isdigit() for m in pointer for ch in m), pointer

@@ -161,3 +161,20 @@ def test_the_dry_run_shows_k_times_the_row_sigmas():
         PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True, privacy_id="person_id", max_rows_per_id=0)
     with pytest.raises(UsageError, match="needs a privacy id"):
         PrivSyn(parse_schema(people_schema()), 1.0, no_ledger=True, max_rows_per_id=4)
+
+
+def test_null_ids_keep_or_drop_in_the_schema_section():
+    """``null_ids`` in the schema's privacy_unit section: keep (the default, not written back) or drop
+    (written back, so the schema's hash and a run's fingerprint tell the two apart); anything else, or
+    a row unit that drops, is a one-line error."""
+    kept = PrivacyUnit.from_document({"id": "pid", "max_rows_per_id": 3})
+    dropped = PrivacyUnit.from_document({"id": "pid", "max_rows_per_id": 3, "null_ids": "drop"})
+    assert (kept.null_ids, dropped.null_ids) == ("keep", "drop")
+    assert kept.to_document() == {"id": ["pid"], "max_rows_per_id": 3}
+    assert PrivacyUnit.from_document(dropped.to_document()) == dropped
+    assert kept.record() == dropped.record()  # the accounting is the same: a dropped row is a unit of its own
+    for bad in ({"id": "pid", "null_ids": "skip"}, {"id": "pid", "null_ids": None}):
+        with pytest.raises(PrivacyUnitError, match="null_ids must be one of"):
+            PrivacyUnit.from_document(bad)
+    with pytest.raises(PrivacyUnitError, match="null_ids must be one of"):
+        PrivacyUnit((), 1, "drop")
