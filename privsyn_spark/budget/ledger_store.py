@@ -65,7 +65,7 @@ def check_ledger_session(spark: SparkSession, ledger: str) -> None:
     if is_path(ledger) or (ledger.count(".") == 2 and not ledger.startswith("spark_catalog.")):
         return  # a path, or a table of another catalog than the session's
     try:
-        implementation = spark.conf.get("spark.sql.catalogImplementation", None)
+        implementation = spark.conf.get("spark.sql.catalogImplementation")  # its default when unset
     except Exception:  # noqa: BLE001 - a server that does not say: it is not refused
         return
     if implementation == "in-memory":
@@ -80,11 +80,12 @@ def ledger_ready(spark: SparkSession, ledger: str) -> bool:
     folder without a first commit); :class:`LedgerDamaged` when a log is there that cannot be read."""
     check_ledger_session(spark, ledger)
     try:
-        if is_path(ledger):  # reads the log up to its latest version
-            return bool(is_delta_table(spark, ledger_location(ledger)))
-        if not spark.catalog.tableExists(ledger):
+        if is_path(ledger):
+            if not is_delta_table(spark, ledger_location(ledger)):
+                return False
+        elif not spark.catalog.tableExists(ledger):
             return False
-        delta_frame(spark, ledger).schema  # noqa: B018 - the log read up to its latest version
+        delta_frame(spark, ledger_location(ledger)).schema  # noqa: B018 - the log listed anew (not a cached snapshot)
         return True
     except Exception as exc:  # noqa: BLE001 - classified: damaged, or raised as it is
         reason = _damage(ledger, exc)
