@@ -1,6 +1,6 @@
 """The `privsyn-spark` command: the whole pipeline (`run`) or one step at a time.
 
-    privsyn-spark budget set --ledger ledger --dataset adult --epsilon 3 --delta 1e-9
+    privsyn-spark budget set --ledger ledger --dataset-id adult --epsilon 3 --delta 1e-9
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
         --epsilon 1 --run-id demo --ledger ledger --dataset-id adult
     privsyn-spark budget show --ledger ledger
@@ -213,6 +213,8 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
+    if args.action in ("set", "check") and not args.dataset_id:
+        raise UsageError(f"budget {args.action} needs --dataset-id")
     if args.action == "set":
         check_budget(args.epsilon, args.delta, _budget_unit(args))
         if args.per_partition is not None and not args.per_partition.strip():
@@ -220,8 +222,8 @@ def _check_budget_args(args: argparse.Namespace) -> None:
     elif args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
     if args.action == "check":
-        if not args.ledger or not args.dataset:
-            raise UsageError("budget check needs --ledger and --dataset (empty values are not set)")
+        if not args.ledger:
+            raise UsageError("budget check needs --ledger and --dataset-id (empty values are not set)")
         Scope.parse(args.partition)
 
 
@@ -230,16 +232,16 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
         if args.action != "set" and args.epsilon is not None else None
     if args.action == "set":
-        operations.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
+        operations.set_budget(spark, args.ledger, args.dataset_id, args.epsilon, args.delta, replace=args.replace,
                           privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
-        states = [operations.dataset_state(spark, args.ledger, args.dataset)]
+        states = [operations.dataset_state(spark, args.ledger, args.dataset_id)]
     elif args.action == "check":
-        print(operations.check_run(operations.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,
+        print(operations.check_run(operations.dataset_state(spark, args.ledger, args.dataset_id), args.run_id or None,
                                args.epsilon, args.delta, _scope_values(args)))
         return 0
     else:
         operations.require_ledger(spark, args.ledger)
-        states = ([operations.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
+        states = ([operations.dataset_state(spark, args.ledger, args.dataset_id)] if args.dataset_id
                   else operations.all_datasets(spark, args.ledger))
         if not states:
             print(f"ledger {args.ledger}: no datasets")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
@@ -17,13 +18,32 @@ READ_BY = {
     "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
     "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
-    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": ("evaluate",),
+    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (),
 }
 """The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
 other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
 ignores them, so that one argument list serves every step (as the Airflow DAG passes it)."""
 OTHER_STEPS_NOTE = ("The other steps' options are accepted too and ignored, so that one argument list serves "
                     "every step (the Airflow DAG passes one).")
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores into the new one's destination and says to use the new name."""
+
+    def __init__(self, *args: Any, new: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"privsyn-spark: warning: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _dataset_arg(group: Any, help: str) -> None:
+    """``--dataset-id`` (the dataset's key in the ledger) and its deprecated spelling ``--dataset``."""
+    group.add_argument("--dataset-id", help=help)
+    group.add_argument("--dataset", dest="dataset_id", action=_Deprecated, new="--dataset-id", help=argparse.SUPPRESS)
 
 
 def _optional_int(text: str) -> int | None:
@@ -75,7 +95,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                               "unbounded, PrivSyn's selection; overrides --config)")
     privacy.add_argument("--ledger", help="budget ledger Delta table (path or name) holding the dataset's budget "
                                           "(`privsyn-spark budget set`); required unless --no-ledger")
-    privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
+    _dataset_arg(privacy, "dataset key in the ledger (required with --ledger)")
     privacy.add_argument("--no-ledger", action="store_true",
                          help="run without a budget ledger: nothing limits or records what this dataset spends")
     privacy.add_argument("--recharge", action="store_true",
@@ -149,7 +169,7 @@ def _plan_parser(sub: Any) -> None:
     plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                       help=f"privacy budget delta (default: {DEFAULT_DELTA})")
     plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
-    plan.add_argument("--dataset-id", help="dataset key in the ledger")
+    _dataset_arg(plan, "dataset key in the ledger")
     plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
     plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
     _config_arg(plan)
@@ -203,8 +223,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                        help="read the values and bounds from the data: NOT private")
     infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there (a "
                                         "--non-private draft is recorded there as a non-private read)")
-    infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
-                                            "id as the runs on this table)")
+    _dataset_arg(infer, "dataset key in the ledger (required with --ledger; use the same id as the runs on "
+                        "this table)")
     infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
     infer.add_argument("--no-ledger", action="store_true",
                        help="draft without a budget ledger: nothing limits or records what it spends (or, with "
@@ -215,7 +235,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     actions = budget.add_subparsers(dest="action", required=True)
     setter = actions.add_parser("set", help="store a dataset's total budget (once; --replace to change it)")
     setter.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
-    setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
+    _dataset_arg(setter, "dataset key in the ledger, required (what runs pass as --dataset-id)")
     setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
     setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
     setter.add_argument("--privacy-id", metavar="COL[,COL...]",
@@ -230,7 +250,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     _spark_args(setter)
     show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
     show.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
-    show.add_argument("--dataset", help="one dataset only")
+    _dataset_arg(show, "one dataset only")
     show.add_argument("--epsilon", type=float, help="forecast: how many more runs at this epsilon fit")
     show.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the forecast runs' delta "
                                                                         f"(default {DEFAULT_DELTA})")
@@ -238,7 +258,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     check = actions.add_parser("check", help="would a run fit? exit 3 (with the forecast) if not; reads only "
                                              "the ledger (the DAG's first task)")
     check.add_argument("--ledger", required=True, help="budget ledger Delta table (path or name)")
-    check.add_argument("--dataset", required=True, help="dataset id")
+    _dataset_arg(check, "dataset key in the ledger, required")
     check.add_argument("--epsilon", type=float, required=True, help="the run's epsilon")
     check.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the run's delta (default {DEFAULT_DELTA})")
     check.add_argument("--run-id", default="", help="the run's id (a run already charged fits: it is reused)")
@@ -258,7 +278,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                         help="folder of run artifacts (required on a cluster; default on a local master: ./runs)")
     sample.add_argument("--ledger", help="budget ledger: --from-run's measurements are the ones it committed "
                                          "(hash-checked); nothing is charged")
-    sample.add_argument("--dataset-id", help="dataset key in the ledger")
+    _dataset_arg(sample, "dataset key in the ledger")
     sample.add_argument("--output", required=True, help="synthetic Delta table: a path or a catalog table name")
     sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
     sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")

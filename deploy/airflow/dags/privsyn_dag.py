@@ -26,7 +26,7 @@ Required by default (a task fails with exit code 2, not retried, while they are 
 - a budget ledger and the dataset's id: ``PRIVSYN_DAG_LEDGER`` (a Delta path on shared storage or a
   catalog table) and ``PRIVSYN_DAG_DATASET_ID``, or the ``ledger`` / ``dataset_id`` params; store the
   dataset's total budget once, before the first run:
-  ``privsyn-spark budget set --ledger L --dataset ID --epsilon E --delta D``;
+  ``privsyn-spark budget set --ledger L --dataset-id ID --epsilon E --delta D``;
 - a runs dir every task's driver can read: ``PRIVSYN_DAG_RUNS_DIR`` or the ``runs_dir`` param, e.g.
   ``hdfs:///privsyn/runs``, ``s3a://bucket/privsyn/runs``, ``abfss://c@account.dfs.core.windows.net/runs``
   or a shared mount (a local temp folder per worker is not: synthesize could not find the measurements).
@@ -172,7 +172,7 @@ STEP_ARGS = [
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
-    "--dataset={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
+    "--dataset-id={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
 ]
 SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own per partition value
     "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}",
