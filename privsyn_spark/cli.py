@@ -54,6 +54,7 @@ from privsyn_spark.operations import (
     provenance,
     rho_from_eps_delta,
     run_sample,
+    summary,
     sweep_and_claim,
     terminated,
 )
@@ -131,8 +132,8 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    quiet = getattr(args, "quiet", None)  # --quiet: no progress lines (Settings.progress), warnings only in the log
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
+    # the log: warnings by default (progress lines say what runs, unless --quiet), -v INFO, -vv debug
+    logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
@@ -171,6 +172,9 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         return _budget(spark, args)
     if args.command == "infer-schema":
         _infer_schema(spark, args)
+        kind = "a NOT private draft" if args.non_private else f"a private draft (epsilon {args.epsilon:g})"
+        print(summary("infer-schema", note=f"wrote {kind} schema to {args.out}: review it, then set reviewed: true"),
+              flush=True)
         return 0
     if args.command == "provenance":
         _print_provenance(spark, args.table, args.json)
@@ -201,13 +205,13 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
                           runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
                           dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
                           synthesizer=args.synthesizer, scope=Scope.parse(args.partition),
-                          settings=settings_from_args(args))
+                          settings=settings_from_args(args), mode=args.mode)
     config.check()
     if config.schema:
         config.scope.check_schema(load_schema(config.schema).names)
     if config.model and "://" not in config.model and not (Path(config.model) / "model.json").is_file():
         raise UsageError(f"--model {config.model}: no saved model there (model.json is missing)")
-    check_output_path(config.output, "overwrite")
+    check_output_path(config.output, config.mode)
     return config
 
 

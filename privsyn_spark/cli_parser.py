@@ -10,6 +10,7 @@ from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.version import __version__
+from privsyn_spark.write.delta_output import WRITE_MODES
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
 READ_BY = {
@@ -68,8 +69,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
-    io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
-                    help="Delta write mode for the synthetic table (default: overwrite)")
+    io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
+                    help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
+                         "holds rows, before any budget is spent; overwrite: replace it; append: add to it")
     io.add_argument("--partition-by", default="", metavar="COL[,COL...]",
                     help="partition columns of the synthetic table (on create/overwrite; an append keeps the "
                          "table's own and refuses different ones)")
@@ -157,7 +159,8 @@ def _config_arg(group: Any) -> None:
 
 def _quiet_arg(group: Any) -> None:
     group.add_argument("-q", "--quiet", action="store_const", const=True, default=None,
-                       help="no progress lines on stderr, only warnings in the log (progress.quiet in --config)")
+                       help="no progress lines on stderr: only warnings and the closing summary line on stdout "
+                            "(progress.quiet in --config)")
 
 
 def _plan_parser(sub: Any) -> None:
@@ -180,7 +183,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privsyn-spark", description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"privsyn-spark {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="the log's INFO lines on stderr (-vv: debug); by default only its warnings, besides "
+                             "the progress lines and the closing summary on stdout")
     parser.add_argument("--debug", action="store_true", help="print the full trace of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     helps = {
@@ -280,6 +285,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                                          "(hash-checked); nothing is charged")
     _dataset_arg(sample, "dataset key in the ledger")
     sample.add_argument("--output", required=True, help="synthetic Delta table: a path or a catalog table name")
+    sample.add_argument("--mode", choices=WRITE_MODES[:2], default="error",
+                        help="error (default): refuse an --output (a --partition of it) that holds rows; overwrite: "
+                             "replace it")
     sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
     sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")
     sample.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum", help="gum (default) or pgm")

@@ -41,6 +41,7 @@ from privsyn_spark.measure.draft_schema import (
 from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.progress import summary
 from privsyn_spark.resample import SampleConfig, run_sample
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
@@ -68,7 +69,7 @@ __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "BudgetState", 
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
            "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
            "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
-           "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
+           "rho_from_eps_delta", "run_sample", "set_budget", "summary", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 

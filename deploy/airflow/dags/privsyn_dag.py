@@ -161,6 +161,7 @@ STEP_ARGS = [
     "--delta", "{{ params.delta }}",
     "--run-id", RUN_ID,
     "--runs-dir", "{{ params.runs_dir }}",
+    "--mode", "overwrite",  # a retry, a cleared task or a backfill rewrites its own table (partition)
     "--seed", "{{ params.seed }}",
     "--synthesizer", "{{ params.synthesizer }}",
     *LEDGER_ARGS,
@@ -175,7 +176,7 @@ BUDGET_CHECK_ARGS = [
     "--dataset-id={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
 ]
 SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own per partition value
-    "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}",
+    "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}", "--mode", "overwrite",
     "--runs-dir", "{{ params.runs_dir }}", "--synthesizer", "{{ params.synthesizer }}",
     "--seed", "{{ (params.seed ~ '/' ~ " + PARTITION_VALUE + ") | stable_seed }}",
     *LEDGER_ARGS, *SCOPE_ARGS,
