@@ -165,7 +165,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
     conf = dict(item.split("=", 1) for item in args.conf)
-    spark = build_spark_session(master=args.master, conf=conf)
+    spark = build_spark_session(master=args.master, conf=conf, remote=args.remote)
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
         check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)
     if args.command == "budget":

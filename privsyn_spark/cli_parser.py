@@ -56,6 +56,9 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Spark")
     group.add_argument("--master", help="Spark master (default: $PRIVSYN_SPARK_MASTER, what spark-submit "
                                         "set, else local[*])")
+    group.add_argument("--remote", metavar="sc://HOST:PORT",
+                       help="a Spark Connect server to run on instead of a master (default: $SPARK_REMOTE); it "
+                            "needs Delta Lake (docs/operations.md#spark-connect)")
     group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration, repeatable (e.g. spark.jars.packages=...)")
 
