@@ -23,6 +23,7 @@ from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.locations import is_path, location
 from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.write.failed_write import cleaned_on_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -62,18 +63,29 @@ def write_delta(df: DataFrame, target: str, mode: str = "error", properties: Map
     exists = table_exists(spark, target)
     if exists and mode == "error":
         check_mode(spark, target, mode, partition, partition_types or {})
+    with cleaned_on_failure(spark, target):  # a failed write's data files do not stay in the folder
+        version = _write(df, target, exists, mode, ident, metadata, properties, partition_by, comment, partition,
+                         partition_types or {})
+    log.info("wrote Delta table %s (version %d, mode %s%s)", target, version, mode,
+             f", partition {', '.join(f'{c}={v}' for c, v in partition)}" if partition else "")
+    return version
+
+
+def _write(df: DataFrame, target: str, exists: bool, mode: str, ident: str, metadata: str,
+           properties: Mapping[str, str] | None, partition_by: Sequence[str], comment: str | None,
+           partition: Sequence[tuple[str, str]], partition_types: Mapping[str, str]) -> int:
+    """:func:`write_delta`'s commit, its mode checked; returns the new version."""
+    spark = df.sparkSession
     if partition:
         if mode == "append":
             raise UsageError("a partition-scoped run replaces its partition (replaceWhere); --mode append "
                              "would add it again on every rerun")
-        df, predicate = _with_partition(df, target, exists, partition, partition_types or {})
+        df, predicate = _with_partition(df, target, exists, partition, partition_types)
         partition_by = tuple(partition_by) or tuple(c for c, _ in partition)
         if not exists:
             _create_empty(df, ident, properties, partition_by, comment)
         df.writeTo(ident).option("userMetadata", metadata).overwrite(_expr(predicate))
-        version = latest_version(spark, target)
-        log.info("replaced partition %s of Delta table %s (version %d)", predicate, target, version)
-        return version
+        return latest_version(spark, target)
     if mode == "append" and exists:
         current = list(spark.sql(f"DESCRIBE DETAIL {ident}").select("partitionColumns").head(1)[0][0])
         if partition_by and list(partition_by) != current:
@@ -91,9 +103,7 @@ def write_delta(df: DataFrame, target: str, mode: str = "error", properties: Map
         if partition_by:
             writer = writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by])
         writer.createOrReplace()
-    version = latest_version(spark, target)
-    log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
-    return version
+    return latest_version(spark, target)
 
 
 def check_mode(spark: SparkSession, target: str, mode: str, partition: Sequence[tuple[str, str]] = (),
