@@ -24,7 +24,7 @@ def _cli(case: Case, *argv: str, run_id: str, top: tuple[str, ...] = ()) -> subp
     args = case.argv("--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2", *argv)
     args[args.index("--run-id") + 1] = run_id
     return subprocess.run([sys.executable, "-m", "privsyn_spark.cli", *top, *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=case.dir, timeout=900)
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=case.dir, timeout=1800)
 
 
 def _summary(out: str, version: int, run_id: str, case: Case) -> None:
@@ -35,7 +35,8 @@ def _summary(out: str, version: int, run_id: str, case: Case) -> None:
     assert re.fullmatch(pattern, out.strip()), out
 
 
-def test_progress_by_default_info_behind_v_one_summary_line_and_no_silent_overwrite(spark, tmp_path):
+def test_progress_by_default_info_behind_v_one_summary_line_and_no_silent_overwrite(spark, tmp_path, capsys):
+    from privsyn_spark import cli
     from privsyn_spark.budget.ledger import dataset_state, set_budget
 
     case = Case(tmp_path)
@@ -45,9 +46,12 @@ def test_progress_by_default_info_behind_v_one_summary_line_and_no_silent_overwr
     _summary(first.stdout, 0, "r1", case)
     assert PROGRESS.search(first.stderr) and not INFO.search(first.stderr), first.stderr  # each step said once
 
-    again = _cli(case, "-q", run_id="r2")  # the default mode: the table holds rows
-    assert again.returncode == EXIT_USAGE and again.stdout == "", again.stderr[-3000:]
-    line = one_error_line(again.stderr)
+    argv = case.argv("-q")  # the default mode, in this process: the table holds rows
+    argv[argv.index("--run-id") + 1] = "r2"
+    assert cli.main(argv) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    line = one_error_line(err)
+    assert out == "", out
     assert f"--output {case.output} already holds rows: pass --mode overwrite" in line, line
     state = dataset_state(spark, str(case.ledger), DATASET)
     assert [r.run_id for r in state.reservations] == ["r1"]  # refused before any budget
