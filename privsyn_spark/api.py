@@ -78,7 +78,7 @@ from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 from privsyn_spark.write.decode import output_ddl
-from privsyn_spark.write.delta_output import partition_column_types, table_exists
+from privsyn_spark.write.delta_output import check_mode, partition_column_types, table_exists
 from privsyn_spark.write.delta_output import write_delta as write
 
 if TYPE_CHECKING:
@@ -304,13 +304,15 @@ class PrivSyn:
     def check_output(self, target: str, output: OutputConfig | Mapping[str, Any] = OutputConfig(),
                      spark: SparkSession | None = None) -> None:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
-        of another schema in append mode. Call it before :meth:`fit` spends anything."""
+        of another schema in append mode, a table (partition) holding rows in mode ``error`` (the
+        default). Call it before :meth:`fit` spends anything."""
         output = as_output(output)
         spark = spark or _session()
         ddl = output_ddl(self.schema)
+        check_mode(spark, target, output.mode, output.partition, output.partition_types)
         if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
-            if output.mode != "overwrite":
-                raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --write-mode "
+            if output.mode == "append":
+                raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --mode "
                                  "append is refused")
             types = partition_column_types(spark, target if table_exists(spark, target) else None,
                                            output.partition, output.partition_types)

@@ -1,6 +1,6 @@
 """The `privsyn-spark` command: the whole pipeline (`run`) or one step at a time.
 
-    privsyn-spark budget set --ledger runs/ledger --dataset adult --epsilon 3 --delta 1e-9
+    privsyn-spark budget set --ledger runs/ledger --dataset-id adult --epsilon 3 --delta 1e-9
     privsyn-spark run --input adult.csv.gz --schema adult.schema.yaml --output out/synthetic \\
         --epsilon 1 --run-id demo --ledger runs/ledger --dataset-id adult
     privsyn-spark budget show --ledger runs/ledger          (a local ledger is read without Spark)
@@ -55,6 +55,7 @@ from privsyn_spark.operations import (
     provenance,
     rho_from_eps_delta,
     run_sample,
+    summary,
     sweep_and_claim,
     terminated,
 )
@@ -135,8 +136,8 @@ def _infer_schema(spark: SparkSession, args: argparse.Namespace) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    quiet = getattr(args, "quiet", None)  # --quiet: no progress lines (Settings.progress), warnings only in the log
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
+    # the log: warnings by default (progress lines say what runs, unless --quiet), -v INFO, -vv debug
+    logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
@@ -171,13 +172,16 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
     if read is not None:
         return read
     conf = dict(item.split("=", 1) for item in args.conf)
-    spark = build_spark_session(master=args.master, conf=conf)
+    spark = build_spark_session(master=args.master, conf=conf, remote=args.remote)
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
         check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)
     if args.command == "budget":
         return _budget(spark, args)
     if args.command == "infer-schema":
         _infer_schema(spark, args)
+        kind = "a NOT private draft" if args.non_private else f"a private draft (epsilon {args.epsilon:g})"
+        print(summary("infer-schema", note=f"wrote {kind} schema to {args.out}: review it, then set reviewed: true"),
+              flush=True)
         return 0
     if args.command == "provenance":
         _print_provenance(provenance(spark, args.table), args.json)
@@ -208,18 +212,20 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
                           runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
                           dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
                           synthesizer=args.synthesizer, scope=Scope.parse(args.partition),
-                          settings=settings_from_args(args))
+                          settings=settings_from_args(args), mode=args.mode)
     config.check()
     if config.schema:
         config.scope.check_schema(load_schema(config.schema).names)
     if config.model and "://" not in config.model and not (Path(config.model) / "model.json").is_file():
         raise UsageError(f"--model {config.model}: no saved model there (model.json is missing)")
-    check_output_path(config.output, "overwrite")
+    check_output_path(config.output, config.mode)
     return config
 
 
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
+    if args.action in ("set", "check") and not args.dataset_id:
+        raise UsageError(f"budget {args.action} needs --dataset-id")
     if args.action == "set":
         check_budget(args.epsilon, args.delta, _budget_unit(args))
         if args.per_partition is not None and not args.per_partition.strip():
@@ -227,8 +233,8 @@ def _check_budget_args(args: argparse.Namespace) -> None:
     elif args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
     if args.action == "check":
-        if not args.ledger or not args.dataset:
-            raise UsageError("budget check needs --ledger and --dataset (empty values are not set)")
+        if not args.ledger:
+            raise UsageError("budget check needs --ledger and --dataset-id (empty values are not set)")
         Scope.parse(args.partition)
 
 
@@ -243,18 +249,18 @@ def _read_without_spark(args: argparse.Namespace) -> int | None:
         return 0
     if args.command != "budget" or args.action == "set":
         return None
-    states = operations.local_states(args.ledger, args.dataset or None)
+    states = operations.local_states(args.ledger, args.dataset_id or None)
     return None if states is None else _print_budget(args, states)
 
 
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
     if args.action == "set":
-        operations.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
+        operations.set_budget(spark, args.ledger, args.dataset_id, args.epsilon, args.delta, replace=args.replace,
                           privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
     elif args.action == "show":
         operations.require_ledger(spark, args.ledger)
-    states = ([operations.dataset_state(spark, args.ledger, args.dataset)] if args.dataset
+    states = ([operations.dataset_state(spark, args.ledger, args.dataset_id)] if args.dataset_id
               else operations.all_datasets(spark, args.ledger))
     return _print_budget(args, states)
 

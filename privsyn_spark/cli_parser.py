@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
 from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.version import __version__
+from privsyn_spark.write.delta_output import WRITE_MODES
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
 READ_BY = {
@@ -17,7 +19,7 @@ READ_BY = {
     "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
     "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
-    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": ("evaluate",),
+    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (),
 }
 """The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
 other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
@@ -28,6 +30,26 @@ OTHER_STEPS_NOTE = ("The other steps' options are accepted too and ignored, so t
 
 LEDGER_HELP = "budget ledger Delta table (a path, e.g. runs/ledger, or a persistent catalog's table)"
 
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores into the new one's destination and says to use the new name."""
+
+    def __init__(self, *args: Any, new: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"privsyn-spark: warning: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _dataset_arg(group: Any, help: str) -> None:
+    """``--dataset-id`` (the dataset's key in the ledger) and its deprecated spelling ``--dataset``."""
+    group.add_argument("--dataset-id", help=help)
+    group.add_argument("--dataset", dest="dataset_id", action=_Deprecated, new="--dataset-id", help=argparse.SUPPRESS)
+
+
 def _optional_int(text: str) -> int | None:
     """An int option where an empty value (a DAG param left empty) means "not given"."""
     return int(text) if text.strip() else None
@@ -37,6 +59,9 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Spark")
     group.add_argument("--master", help="Spark master (default: $PRIVSYN_SPARK_MASTER, what spark-submit "
                                         "set, else local[*])")
+    group.add_argument("--remote", metavar="sc://HOST:PORT",
+                       help="a Spark Connect server to run on instead of a master (default: $SPARK_REMOTE); it "
+                            "needs Delta Lake (docs/operations.md#spark-connect)")
     group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration, repeatable (e.g. spark.jars.packages=...)")
 
@@ -50,8 +75,9 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
-    io.add_argument("--write-mode", choices=["overwrite", "append"], default="overwrite",
-                    help="Delta write mode for the synthetic table (default: overwrite)")
+    io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
+                    help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
+                         "holds rows, before any budget is spent; overwrite: replace it; append: add to it")
     io.add_argument("--partition-by", default="", metavar="COL[,COL...]",
                     help="partition columns of the synthetic table (on create/overwrite; an append keeps the "
                          "table's own and refuses different ones)")
@@ -77,7 +103,7 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                               "unbounded, PrivSyn's selection; overrides --config)")
     privacy.add_argument("--ledger", help=f"{LEDGER_HELP} holding the dataset's budget "
                                           "(`privsyn-spark budget set`); required unless --no-ledger")
-    privacy.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger)")
+    _dataset_arg(privacy, "dataset key in the ledger (required with --ledger)")
     privacy.add_argument("--no-ledger", action="store_true",
                          help="run without a budget ledger: nothing limits or records what this dataset spends")
     privacy.add_argument("--recharge", action="store_true",
@@ -139,7 +165,8 @@ def _config_arg(group: Any) -> None:
 
 def _quiet_arg(group: Any) -> None:
     group.add_argument("-q", "--quiet", action="store_const", const=True, default=None,
-                       help="no progress lines on stderr, only warnings in the log (progress.quiet in --config)")
+                       help="no progress lines on stderr: only warnings and the closing summary line on stdout "
+                            "(progress.quiet in --config)")
 
 
 def _plan_parser(sub: Any) -> None:
@@ -151,7 +178,7 @@ def _plan_parser(sub: Any) -> None:
     plan.add_argument("--delta", type=float, default=DEFAULT_DELTA,
                       help=f"privacy budget delta (default: {DEFAULT_DELTA})")
     plan.add_argument("--ledger", help="budget ledger the run would charge (not read by the dry run)")
-    plan.add_argument("--dataset-id", help="dataset key in the ledger")
+    _dataset_arg(plan, "dataset key in the ledger")
     plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
     plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
     _config_arg(plan)
@@ -162,7 +189,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privsyn-spark", description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"privsyn-spark {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="the log's INFO lines on stderr (-vv: debug); by default only its warnings, besides "
+                             "the progress lines and the closing summary on stdout")
     parser.add_argument("--debug", action="store_true", help="print the full trace of an error")
     sub = parser.add_subparsers(dest="command", required=True)
     helps = {
@@ -205,8 +234,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                        help="read the values and bounds from the data: NOT private")
     infer.add_argument("--ledger", help="budget ledger Delta table: the draft's rho is reserved there (a "
                                         "--non-private draft is recorded there as a non-private read)")
-    infer.add_argument("--dataset-id", help="dataset key in the ledger (required with --ledger; use the same "
-                                            "id as the runs on this table)")
+    _dataset_arg(infer, "dataset key in the ledger (required with --ledger; use the same id as the runs on "
+                        "this table)")
     infer.add_argument("--run-id", help="id of the draft in the ledger (default: a new random id)")
     infer.add_argument("--no-ledger", action="store_true",
                        help="draft without a budget ledger: nothing limits or records what it spends (or, with "
@@ -217,7 +246,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     actions = budget.add_subparsers(dest="action", required=True)
     setter = actions.add_parser("set", help="store a dataset's total budget (once; --replace to change it)")
     setter.add_argument("--ledger", required=True, help=LEDGER_HELP)
-    setter.add_argument("--dataset", required=True, help="dataset id (what runs pass as --dataset-id)")
+    _dataset_arg(setter, "dataset key in the ledger, required (what runs pass as --dataset-id)")
     setter.add_argument("--epsilon", type=float, required=True, help="total epsilon of the dataset, all runs")
     setter.add_argument("--delta", type=float, required=True, help="the delta that epsilon is stated at")
     setter.add_argument("--privacy-id", metavar="COL[,COL...]",
@@ -232,7 +261,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     _spark_args(setter)
     show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
     show.add_argument("--ledger", required=True, help=LEDGER_HELP)
-    show.add_argument("--dataset", help="one dataset only")
+    _dataset_arg(show, "one dataset only")
     show.add_argument("--epsilon", type=float, help="forecast: how many more runs at this epsilon fit")
     show.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the forecast runs' delta "
                                                                         f"(default {DEFAULT_DELTA})")
@@ -240,7 +269,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     check = actions.add_parser("check", help="would a run fit? exit 3 (with the forecast) if not; reads only "
                                              "the ledger (the DAG's first task)")
     check.add_argument("--ledger", required=True, help=LEDGER_HELP)
-    check.add_argument("--dataset", required=True, help="dataset id")
+    _dataset_arg(check, "dataset key in the ledger, required")
     check.add_argument("--epsilon", type=float, required=True, help="the run's epsilon")
     check.add_argument("--delta", type=float, default=DEFAULT_DELTA, help=f"the run's delta (default {DEFAULT_DELTA})")
     check.add_argument("--run-id", default="", help="the run's id (a run already charged fits: it is reused)")
@@ -260,8 +289,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                         help="folder of run artifacts (required on a cluster; default on a local master: ./runs)")
     sample.add_argument("--ledger", help="budget ledger: --from-run's measurements are the ones it committed "
                                          "(hash-checked); nothing is charged")
-    sample.add_argument("--dataset-id", help="dataset key in the ledger")
+    _dataset_arg(sample, "dataset key in the ledger")
     sample.add_argument("--output", required=True, help="synthetic Delta table: a path or a catalog table name")
+    sample.add_argument("--mode", choices=WRITE_MODES[:2], default="error",
+                        help="error (default): refuse an --output (a --partition of it) that holds rows; overwrite: "
+                             "replace it")
     sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
     sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")
     sample.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum", help="gum (default) or pgm")

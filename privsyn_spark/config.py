@@ -55,6 +55,7 @@ from privsyn_spark.progress import ProgressConfig
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
+from privsyn_spark.write.delta_output import WRITE_MODES
 
 DEFAULT_EPSILON = 1.0
 """Default epsilon of a run (the API's, the CLI's and a job's)."""
@@ -101,7 +102,7 @@ class OutputConfig:
     privsyn_spark.errors.UsageError: table property 'owner': Spark reserves it (Spark sets it to the writing user; ...
     """
 
-    mode: str = "overwrite"                 # or "append"
+    mode: str = "error"                     # refuse a table (partition) that holds rows; "overwrite", "append"
     partition_by: tuple[str, ...] = ()      # partition columns (on create/overwrite)
     comment: str | None = None              # table comment (on create/overwrite)
     properties: Mapping[str, str] = field(default_factory=dict)  # extra table properties (not privsyn.*)
@@ -112,8 +113,8 @@ class OutputConfig:
         if isinstance(self.partition_by, str):  # one column (not its letters), or a comma list as on the CLI
             object.__setattr__(self, "partition_by", tuple(c.strip() for c in self.partition_by.split(",")
                                                            if c.strip()))
-        if self.mode not in ("overwrite", "append"):
-            raise UsageError(f"output mode must be 'overwrite' or 'append', got {self.mode!r}")
+        if self.mode not in WRITE_MODES:
+            raise UsageError(f"output mode must be one of {', '.join(WRITE_MODES)}, got {self.mode!r}")
         for key in self.properties:
             why = refused_property(str(key))
             if why:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger import (
     all_datasets,
@@ -43,6 +44,7 @@ from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.progress import summary
 from privsyn_spark.resample import SampleConfig, run_sample
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
@@ -64,22 +66,61 @@ log = logging.getLogger(__name__)
 REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse this file until then.\n"
 """The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
 
-__all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError",
-           "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget",
-           "check_cell_cap", "check_default_runs_dir",
+__all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "BudgetState", "DatasetState", "PrivacyUnit",
+           "PrivacyUnitError", "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session",
+           "check_budget", "check_cell_cap", "check_default_runs_dir",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_ledger_path", "check_locations",
            "check_output_path",
            "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
            "install_sigterm_handler", "load_schema", "local_provenance", "local_states", "provenance",
            "release_claim", "require_ledger",
-           "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
+           "rho_from_eps_delta", "run_sample", "set_budget", "summary", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 
-def budget_states(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> list[DatasetState]:
-    """What the ledger holds for ``dataset_id`` (every dataset when None): budget, spent, left, runs
+@dataclass(frozen=True)
+class BudgetState:
+    """One dataset's budget as the ledger holds it, in plain numbers (:func:`budget_states`).
+
+    ``epsilon``/``delta``: the total budget (None when not set); ``spent_epsilon``/``left_epsilon``: at
+    that delta (zCDP composition, as ``budget show`` states them; ``left_*`` None with a per-partition
+    budget, whose partitions each have their own); ``guarantee``: the dataset's (epsilon, delta) in words;
+    ``releases``: the charged, unrefunded reservations; ``state``: the full ledger state behind it.
+    """
+
+    dataset_id: str
+    epsilon: float | None
+    delta: float | None
+    privacy_unit: str | None
+    per_partition: str | None
+    spent_rho: float
+    spent_epsilon: float | None
+    left_rho: float | None
+    left_epsilon: float | None
+    releases: int
+    guarantee: str
+    state: DatasetState = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, state: DatasetState) -> BudgetState:
+        """The plain view of a ledger's :class:`DatasetState`."""
+        b = state.budget
+        shared = b is None or b.per_partition is None
+        return cls(state.dataset_id, b.epsilon if b else None, b.delta if b else None, b.privacy_unit if b else None,
+                   b.per_partition if b else None, state.spent_rho, state.epsilon_of(state.spent_rho),
+                   state.left_rho if shared else None, state.epsilon_of(state.left_rho) if shared else None,
+                   sum(not r.refunded for r in state.reservations), state.guarantee(), state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (without ``state``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "state"}
+
+
+def budget_states(spark: SparkSession, ledger: str, dataset_id: str | None = None) -> list[BudgetState]:
+    """What the ledger holds for ``dataset_id`` (every dataset when None): budget, spent, left, releases
     (:func:`local_states` reads a local path ledger without Spark)."""
-    return [dataset_state(spark, ledger, dataset_id)] if dataset_id else all_datasets(spark, ledger)
+    states = [dataset_state(spark, ledger, dataset_id)] if dataset_id else all_datasets(spark, ledger)
+    return [BudgetState.of(state) for state in states]
 
 
 def check_locations(source: str, target: str | None, write_mode: str) -> None:

@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING, Any
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.evaluate.report import REPORT_HTML
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.progress import summary
+from privsyn_spark.run_artifacts import OPERATOR_DIR
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -69,7 +72,7 @@ class RunConfig:
     synth_rows: int | None = None        # default: the noisy total
     synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
-    write_mode: str = "overwrite"
+    write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
     partition_by: tuple[str, ...] = ()   # output partition columns (on create/overwrite)
     table_comment: str | None = None     # output table comment (on create/overwrite)
     table_properties: dict[str, str] = field(default_factory=dict)  # extra output table properties
@@ -91,7 +94,7 @@ class RunConfig:
         if self.synth_rows is not None and self.synth_rows < 1:  # refused before Spark starts
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
         if self.scope.partition and self.write_mode == "append":
-            raise UsageError("--partition replaces its partition of --output (replaceWhere): --write-mode append "
+            raise UsageError("--partition replaces its partition of --output (replaceWhere): --mode append "
                              "is refused (a rerun would add the partition again)")
 
     @property
@@ -149,7 +152,9 @@ def measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = N
 
 def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present)."""
-    return measure(spark, config)
+    model = _measure(spark, config)
+    _done("measure", config, model, note=f"measurements in {config.run_location}")
+    return model.measurements
 
 
 def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
@@ -158,7 +163,9 @@ def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     model = synth.measured(config.run_id, config.source, spark)
     output = output_for(spark, config)
     synth.check_output(config.output, output, spark)
-    return _write(spark, config, _estimate(spark, model), output)
+    synthetic = _write(spark, config, _estimate(spark, model), output)
+    _done("synthesize", config, model)
+    return synthetic
 
 
 def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
@@ -166,7 +173,9 @@ def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.source, spark)
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
-        return _report(spark, config, model, codes)
+        report = _report(spark, config, model, codes)
+    _done("evaluate", config, model, report=True)
+    return report
 
 
 def run(spark: SparkSession, config: RunConfig) -> dict:
@@ -177,7 +186,9 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
         synth.check_output(config.output, output, spark)  # before any budget is spent
         model = _estimate(spark, _measure(spark, config, codes, synth))
         _write(spark, config, model, output)
-        return _report(spark, config, model, codes)
+        report = _report(spark, config, model, codes)
+    _done("run", config, model, report=True)
+    return report
 
 
 def _measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None,
@@ -208,6 +219,15 @@ def _write(spark: SparkSession, config: RunConfig, model: SynthModel, output: Ou
     log.info("wrote %s synthetic rows to %s (Delta version %s)", f"{model.record.synthesis['rows']:,}",
              config.output, model.record.output_version)
     return synthetic
+
+
+def _done(step: str, config: RunConfig, model: SynthModel, report: bool = False, note: str | None = None) -> None:
+    """The step's one closing line on stdout (:func:`~privsyn_spark.progress.summary`), in every mode."""
+    written = model.record.output_version is not None and step in ("run", "synthesize")
+    where = model.run_folder.location(OPERATOR_DIR, REPORT_HTML) if report and model.run_folder else None
+    print(summary(step, rows=model.record.synthesis["rows"] if written else None, table=config.output,
+                  version=model.record.output_version, ledger=model.record.dataset_ledger,
+                  epsilon=None if config.ledger else config.epsilon, report=where, note=note), flush=True)
 
 
 def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: InputCodes) -> dict:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -110,6 +110,36 @@ class Loop:
             self.bar.close()
             return
         self.progress.say(f"{self.label}s: {outcome} after {k} {self.of} ({time.perf_counter() - self.start:.1f} s)")
+
+
+def summary(step: str, *, rows: int | None = None, table: str | None = None, version: int | None = None,
+            ledger: Mapping[str, Any] | None = None, epsilon: float | None = None, report: str | None = None,
+            note: str | None = None) -> str:
+    """The one line a command ends with on stdout, in every mode (``--quiet`` too): the synthetic
+    ``rows`` written to ``table`` at Delta ``version``, the epsilon the dataset's ``ledger`` (its
+    :func:`~privsyn_spark.budget.ledger_summary.ledger_summary`) says is spent and left (else the run's
+    ``epsilon``, unrecorded), the ``report``'s location, a ``note``. ``rows`` is the synthetic count (a
+    function of the noisy total), never an exact statistic of the private table.
+
+    >>> summary("run", rows=1200, table="out/t", version=3, epsilon=1.0, report="runs/r/operator/report.html")
+    'privsyn-spark: run done: wrote 1,200 synthetic rows to out/t (Delta version 3); epsilon 1 spent, no ledger \
+records it; report runs/r/operator/report.html'
+    """
+    parts = []
+    if rows is not None:
+        parts.append(f"wrote {rows:,} synthetic rows to {table} (Delta version {version})")
+    if ledger and ledger.get("spent_epsilon") is not None:
+        where = f"dataset {ledger['dataset_id']!r}" + (f", partition {ledger['partition']}" if ledger.get("partition")
+                                                        else "")
+        parts.append(f"epsilon {ledger['spent_epsilon']:.4g} spent, {ledger['left_epsilon']:.4g} left of "
+                     f"{ledger['budget_epsilon']:g} at delta {ledger['budget_delta']:g} ({where})")
+    elif epsilon is not None:
+        parts.append(f"epsilon {epsilon:g} spent, no ledger records it")
+    if report:
+        parts.append(f"report {report}")
+    if note:
+        parts.append(note)
+    return f"{PREFIX}{step} done: " + "; ".join(parts)
 
 
 SILENT = Progress(ProgressConfig(quiet=True))

@@ -19,6 +19,7 @@ from privsyn_spark.api import PrivSyn, write_delta
 from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.progress import summary
 from privsyn_spark.release_guard import find_committed, local_artifact
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
@@ -54,6 +55,7 @@ class SampleConfig:
     synthesizer: str = "gum"
     scope: Scope = field(default_factory=Scope)
     settings: Settings = field(default_factory=Settings)
+    mode: str = "error"                  # "error" refuses an output (partition) holding rows; or "overwrite"
 
     def check(self) -> None:
         """One-line :class:`UsageError` for every bad combination (no Spark needed)."""
@@ -126,7 +128,7 @@ def run_sample(spark: SparkSession, config: SampleConfig) -> int:
     Nothing is read of the input and nothing is charged: the model is the released artifact."""
     config.check()
     model = load_model(spark, config)
-    output = OutputConfig(partition=config.scope.partition)
+    output = OutputConfig(config.mode, partition=config.scope.partition)
     PrivSyn(model.schema, no_ledger=True).check_output(config.output, output, spark)
     provenance = {"privsyn.mode": "resample", "privsyn.resampled_from": model.run_id}
     with model.checkpoints(spark) as checkpoints:
@@ -134,4 +136,6 @@ def run_sample(spark: SparkSession, config: SampleConfig) -> int:
         version = write_delta(synthetic, config.output, {**model.provenance(config.seed), **provenance}, output)
     log.info("re-sampled run %s into %s (Delta version %d): no input read, nothing charged", model.run_id,
              config.output, version)
+    print(summary("sample", rows=model.record.synthesis["rows"], table=config.output, version=version,
+                  note=f"re-sampled run {model.run_id}: no input read, nothing charged"), flush=True)
     return version

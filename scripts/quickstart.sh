@@ -8,7 +8,7 @@ scripts/setup.sh dev
 exec .venv/bin/privsyn-spark run \
   --input privsyn_spark/sample/adult.csv.gz \
   --schema privsyn_spark/sample/adult.schema.yaml \
-  --output out/adult_synthetic \
+  --output out/adult_synthetic --mode overwrite \
   --epsilon 1 --delta 1e-9 \
   --run-id quickstart --runs-dir runs --no-ledger \
   --label income \

@@ -20,6 +20,8 @@
 #   PRIVSYN_SPARK_PACKAGES    Maven coordinates of Delta (default io.delta:delta-spark_4.2_2.13:4.4.0)
 #   PRIVSYN_PY_FILES          zip/wheel of privsyn_spark for the executors' --py-files; "build" (default)
 #                             zips this checkout's package; "none" when every node has it installed
+#   PRIVSYN_SPARK_LOG4J       the driver's log4j2 configuration (default deploy/spark/log4j2.properties: Spark's
+#                             own loggers at WARN; "none": Spark's default, every task at INFO)
 #   PRIVSYN_SUBMIT_ARGS       extra spark-submit options, word-split (e.g. "--conf spark.executor.memory=2g")
 #
 # --py-files ships privsyn_spark's own (pure Python) code only: the executors' Python still needs its
@@ -29,7 +31,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 
 if [ $# -lt 1 ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 STEP="$1"; shift
@@ -45,6 +47,11 @@ ARGS=(--master "${SPARK_MASTER:-local[*]}" --deploy-mode "${SPARK_DEPLOY_MODE:-c
 PROPS="${PRIVSYN_SPARK_PROPERTIES:-$HERE/spark-defaults.conf}"
 if [ "$PROPS" != "none" ]; then
   ARGS+=(--properties-file "$PROPS")
+fi
+
+LOG4J="${PRIVSYN_SPARK_LOG4J:-$HERE/log4j2.properties}"
+if [ "$LOG4J" != "none" ]; then
+  ARGS+=(--conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$LOG4J")
 fi
 
 JARS_DIR="${PRIVSYN_SPARK_JARS_DIR:-$HOME/.cache/privsyn-spark/jars}"

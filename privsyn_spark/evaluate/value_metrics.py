@@ -5,7 +5,7 @@ a 10-hour bin keeps its bin's TVD at 0). Here, per numerical column of the schem
 Spark for any size (only a handful of numbers per column reach the driver):
 
 - ``ks``: the Kolmogorov-Smirnov distance max_x |F_real(x) - F_synthetic(x)| over non-null values
-  (exact: cumulative counts per distinct value, in a Spark window);
+  (exact: cumulative counts per distinct value, in a Spark window per range of values);
 - ``spikes``: the share of each spike value of the schema, and of the real column's most frequent
   value, in both tables;
 - ``histogram``: counts of both tables in ``HISTOGRAM_BINS`` equal-width bins over the column's
@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 HISTOGRAM_BINS = 40
+KS_BUCKETS = 64
+"""Value ranges the KS distance is computed over in parallel (:func:`ks_distance`)."""
 #: A column's value-level error is flagged when its KS distance is above this.
 HIGH_KS = 0.1
 
@@ -41,8 +43,14 @@ def _values(df: DataFrame, schema: Schema, column: NumericalColumn) -> Any:
     return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))
 
 
-def ks_distance(real: Any, synthetic: Any) -> float:
-    """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark."""
+def ks_distance(real: Any, synthetic: Any, buckets: int = KS_BUCKETS) -> float:
+    """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark without a global window.
+
+    The distinct values are cut into up to ``buckets`` contiguous ranges (at approximate quantiles of
+    the distinct values); a window per range gives the cumulative counts within it, and each range
+    sends its sums and the extremes of its local CDF gap to the driver, which adds the ranges before
+    it (the gap at x is the offset of the earlier ranges plus the local gap). A window over the whole
+    table would move every row into one partition (Spark warns of it and runs it on one core)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -52,10 +60,22 @@ def ks_distance(real: Any, synthetic: Any) -> float:
     totals = per_value.agg(F.sum("r").alias("nr"), F.sum("s").alias("ns")).first()
     if not totals["nr"] or not totals["ns"]:
         return float("nan")
-    window = Window.orderBy("x").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    gap = F.abs(F.sum("r").over(window) / F.lit(float(totals["nr"]))
-                - F.sum("s").over(window) / F.lit(float(totals["ns"])))
-    return float(per_value.select(gap.alias("d")).agg(F.max("d")).first()[0])
+    nr, ns = float(totals["nr"]), float(totals["ns"])
+    cuts = [i / buckets for i in range(1, buckets)]
+    bounds = sorted(set(per_value.approxQuantile("x", cuts, 0.001))) if cuts else []
+    ranged = per_value.withColumn("b", sum((F.when(F.col("x") >= F.lit(b), 1).otherwise(0) for b in bounds),
+                                           F.lit(0)))
+    window = Window.partitionBy("b").orderBy("x").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    local = ranged.select("b", "r", "s", (F.sum("r").over(window) / F.lit(nr)
+                                          - F.sum("s").over(window) / F.lit(ns)).alias("d"))
+    rows = local.groupBy("b").agg(F.sum("r").alias("r"), F.sum("s").alias("s"), F.max("d").alias("hi"),
+                                  F.min("d").alias("lo")).orderBy("b").collect()
+    distance, before_r, before_s = 0.0, 0.0, 0.0
+    for row in rows:
+        offset = before_r / nr - before_s / ns
+        distance = max(distance, abs(offset + float(row["hi"])), abs(offset + float(row["lo"])))
+        before_r, before_s = before_r + float(row["r"]), before_s + float(row["s"])
+    return distance
 
 
 def _shares(df: Any, values: list[float]) -> tuple[int, list[float]]:

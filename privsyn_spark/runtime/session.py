@@ -103,9 +103,12 @@ def build_spark_session(
     conf: Mapping[str, str] | None = None,
     delta: bool = True,
     log_level: str = "ERROR",
+    remote: str | None = None,
 ) -> Any:
     """The active SparkSession as it is, or a new one with only what the pipeline needs added.
 
+    ``remote`` (default $SPARK_REMOTE): a Spark Connect server's URL (``sc://host:port``); the session
+    is then a Connect client's (:func:`remote_session`), and ``master`` is refused. Otherwise
     ``master`` defaults to $PRIVSYN_SPARK_MASTER, then to whatever spark-submit set, then to
     ``local[*]``. ``conf`` entries are the caller's and win over every default here. ``log_level``
     applies only to a local session started here (a submitted job keeps its log4j configuration).
@@ -113,6 +116,12 @@ def build_spark_session(
     for settings an active session does not have.
     """
     check_pyspark()  # a one-line fix when there is none, or one outside the supported range
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if remote:
+        if master:
+            raise UsageError(f"a Spark Connect session ({remote}, --remote or $SPARK_REMOTE) has its master on "
+                             f"the server: --master {master} cannot be set; give one of them")
+        return remote_session(remote, conf or {}, delta)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this interpreter's packages
     from pyspark import SparkConf
@@ -159,6 +168,28 @@ def build_spark_session(
     if local:
         spark.sparkContext.setLogLevel(log_level)
     log.info("Spark %s session on %s", spark.version, spark.sparkContext.master)
+    return spark
+
+
+def remote_session(url: str, conf: Mapping[str, str], delta: bool = True) -> Any:
+    """A Spark Connect client session on the server at ``url``: the server has the master, the jars and
+    the static settings (Delta's extension); ``conf`` holds runtime settings only. Raises UsageError
+    when the server has no Delta (``delta``)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _check_active(active, conf, delta)
+        return active
+    builder = SparkSession.builder.remote(url)
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    if delta and not has_delta(spark):
+        raise UsageError(f"the Spark Connect server at {url} has no Delta Lake: start it with "
+                         f"--conf {EXTENSIONS_KEY}={DELTA_EXTENSION} --conf {CATALOG_KEY}={DELTA_CATALOG} and "
+                         f"the Delta jars ({delta_package()})")
+    log.info("Spark %s Connect session on %s", spark.version, url)
     return spark
 
 

@@ -24,11 +24,15 @@ from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.locations import is_path, location
 from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.write.failed_write import cleaned_on_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+WRITE_MODES = ("error", "overwrite", "append")
+"""How a run writes its table: ``error`` (the default) refuses a table (or partition) that holds rows."""
 
 
 def warm_write(spark: SparkSession, folder: str) -> None:
@@ -37,37 +41,52 @@ def warm_write(spark: SparkSession, folder: str) -> None:
     spark.range(1).writeTo(delta_identifier(folder)).using("delta").createOrReplace()
 
 
-def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties: Mapping[str, str] | None = None,
+def write_delta(df: DataFrame, target: str, mode: str = "error", properties: Mapping[str, str] | None = None,
                 user_metadata: Mapping[str, object] | None = None, partition_by: Sequence[str] = (),
                 comment: str | None = None, partition: Sequence[tuple[str, str]] = (),
                 partition_types: Mapping[str, str] | None = None) -> int:
     """Write ``df`` as a Delta table (a path or a catalog name) in one atomic commit; return its version.
 
-    ``overwrite`` (or a table that does not exist yet) replaces the table, its ``properties``, its
-    ``comment`` and its partitioning (``partition_by``) in that one commit; ``append`` adds rows to an
-    existing table and keeps its properties, comment and partitioning (a ``partition_by`` that
-    differs is refused). ``user_metadata`` is the commit's ``userMetadata`` (JSON) either way. A job
-    that fails before the commit leaves the previous version as it was. ``partition``: replace only
-    that partition (module docstring; its values typed as the table's columns, else ``partition_types``).
+    ``error`` (the default, as Spark's and Delta's) refuses a table that holds rows (:func:`check_mode`)
+    and otherwise writes as ``overwrite``; ``overwrite`` (or a table that does not exist yet) replaces
+    the table, its ``properties``, its ``comment`` and its partitioning (``partition_by``) in that one
+    commit; ``append`` adds rows to an existing table and keeps its properties, comment and
+    partitioning (a ``partition_by`` that differs is refused). ``user_metadata`` is the commit's
+    ``userMetadata`` (JSON) either way. A job that fails before the commit leaves the previous version
+    as it was. ``partition``: replace only that partition (module docstring; its values typed as the
+    table's columns, else ``partition_types``; ``error`` refuses a partition that holds rows).
     """
-    if mode not in ("overwrite", "append"):
-        raise UsageError(f"mode must be 'overwrite' or 'append', got {mode!r}")
+    if mode not in WRITE_MODES:
+        raise UsageError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
     spark = df.sparkSession
     ident = delta_identifier(target)
     metadata = json.dumps(dict(user_metadata or {}), sort_keys=True, default=str)
     exists = table_exists(spark, target)
+    if exists and mode == "error":
+        check_mode(spark, target, mode, partition, partition_types or {})
+    with cleaned_on_failure(spark, target):  # a failed write's data files do not stay in the folder
+        version = _write(df, target, exists, mode, ident, metadata, properties, partition_by, comment, partition,
+                         partition_types or {})
+    log.info("wrote Delta table %s (version %d, mode %s%s)", target, version, mode,
+             f", partition {', '.join(f'{c}={v}' for c, v in partition)}" if partition else "")
+    return version
+
+
+def _write(df: DataFrame, target: str, exists: bool, mode: str, ident: str, metadata: str,
+           properties: Mapping[str, str] | None, partition_by: Sequence[str], comment: str | None,
+           partition: Sequence[tuple[str, str]], partition_types: Mapping[str, str]) -> int:
+    """:func:`write_delta`'s commit, its mode checked; returns the new version."""
+    spark = df.sparkSession
     if partition:
-        if mode != "overwrite":
-            raise UsageError("a partition-scoped run replaces its partition (replaceWhere); --write-mode append "
+        if mode == "append":
+            raise UsageError("a partition-scoped run replaces its partition (replaceWhere); --mode append "
                              "would add it again on every rerun")
-        df, predicate = _with_partition(df, target, exists, partition, partition_types or {})
+        df, predicate = _with_partition(df, target, exists, partition, partition_types)
         partition_by = tuple(partition_by) or tuple(c for c, _ in partition)
         if not exists:
             _create_empty(df, ident, properties, partition_by, comment)
         df.writeTo(ident).option("userMetadata", metadata).overwrite(_expr(predicate))
-        version = latest_version(spark, target)
-        log.info("replaced partition %s of Delta table %s (version %d)", predicate, target, version)
-        return version
+        return latest_version(spark, target)
     if mode == "append" and exists:
         current = list(spark.sql(f"DESCRIBE DETAIL {ident}").select("partitionColumns").head(1)[0][0])
         if partition_by and list(partition_by) != current:
@@ -85,9 +104,25 @@ def write_delta(df: DataFrame, target: str, mode: str = "overwrite", properties:
         if partition_by:
             writer = writer.partitionedBy(*[F.col(f"`{c}`") for c in partition_by])
         writer.createOrReplace()
-    version = latest_version(spark, target)
-    log.info("wrote Delta table %s (version %d, mode %s)", target, version, mode)
-    return version
+    return latest_version(spark, target)
+
+
+def check_mode(spark: SparkSession, target: str, mode: str, partition: Sequence[tuple[str, str]] = (),
+               partition_types: Mapping[str, str] | None = None) -> None:
+    """Refuse (UsageError) to write in mode ``error`` over a table that holds rows (with ``partition``:
+    rows in that partition), as Spark's and Delta's error-if-exists default does. Reads at most one row
+    of the output table (synthetic data, not the private input)."""
+    if mode != "error" or not table_exists(spark, target):
+        return
+    rows, where = delta_frame(spark, target), ""
+    if partition:
+        types = partition_column_types(spark, target, partition, partition_types or {})
+        predicate = Scope(tuple(partition)).sql_predicate(types)
+        rows, where = rows.where(predicate), f" in partition {', '.join(f'{c}={v}' for c, v in partition)}"
+    if rows.limit(1).count():
+        raise UsageError(f"--output {target} already holds rows{where}: pass --mode overwrite to replace "
+                         f"{'that partition' if partition else 'the table'} or --mode append to add to it "
+                         f"(API: mode='overwrite' / 'append'); the default refuses, as Spark's and Delta's do")
 
 
 def _with_partition(df: DataFrame, target: str, exists: bool, partition: Sequence[tuple[str, str]],

@@ -36,7 +36,7 @@ def test_shared_budget_every_partition_charges_the_dataset_and_the_forecast_coun
     assert main(["budget", "show", "--ledger", ledger, "--epsilon", "1"]) == 0
     shown = capsys.readouterr().out
     assert "forecast: 1 more run(s) fit at epsilon=1" in shown and "run 'd1' [day=2024-01-01]" in shown
-    check = ["budget", "check", "--ledger", ledger, "--dataset", "events", "--epsilon", "1"]
+    check = ["budget", "check", "--ledger", ledger, "--dataset-id", "events", "--epsilon", "1"]
     assert main([*check, "--run-id", "d2", "--partition", "day=2024-01-02"]) == 0
     assert "fits" in capsys.readouterr().out
     _reserve(spark, ledger, "events", "d2", {"day": "2024-01-02"})
@@ -51,7 +51,7 @@ def test_shared_budget_every_partition_charges_the_dataset_and_the_forecast_coun
 
 def test_per_partition_budget_charges_each_partition_on_its_own(spark, tmp_path, capsys):
     ledger = str(tmp_path / "ledger")
-    assert main(["budget", "set", "--ledger", ledger, "--dataset", "events", "--epsilon",
+    assert main(["budget", "set", "--ledger", ledger, "--dataset-id", "events", "--epsilon",
                  repr(eps_from_rho(2.5 * RHO, 1e-9)), "--delta", "1e-9", "--per-partition", "day"]) == 0
     assert "per partition of 'day'" in capsys.readouterr().out
     for run_id, day in (("a1", "2024-01-01"), ("a2", "2024-01-01"), ("b1", "2024-01-02")):
@@ -67,11 +67,11 @@ def test_per_partition_budget_charges_each_partition_on_its_own(spark, tmp_path,
         _reserve(spark, ledger, "events", "all", None)
     with pytest.raises(L.MixedBudget):
         _reserve(spark, ledger, "events", "eu", {"region": "EU"})  # scoped, but not to a day
-    assert main(["budget", "show", "--ledger", ledger, "--dataset", "events", "--epsilon", "1"]) == 0
+    assert main(["budget", "show", "--ledger", ledger, "--dataset-id", "events", "--epsilon", "1"]) == 0
     shown = capsys.readouterr().out
     assert "partition day=2024-01-01: spent" in shown and "; 0 more run(s) at epsilon=1" in shown
     assert "forecast: a new partition fits 2 run(s)" in shown
-    assert main(["budget", "check", "--ledger", ledger, "--dataset", "events", "--epsilon", "1",
+    assert main(["budget", "check", "--ledger", ledger, "--dataset-id", "events", "--epsilon", "1",
                  "--partition", "day=2024-01-03"]) == 0
     assert "left on partition day=2024-01-03 after it" in capsys.readouterr().out
     # switching kind after spending is refused both ways
@@ -79,7 +79,7 @@ def test_per_partition_budget_charges_each_partition_on_its_own(spark, tmp_path,
         L.set_budget(spark, ledger, "events", 9.0, 1e-9, replace=True)
     L.set_budget(spark, ledger, "shared", 9.0, 1e-9)
     _reserve(spark, ledger, "shared", "s1", {"day": "2024-01-01"})
-    assert main(["budget", "set", "--ledger", ledger, "--dataset", "shared", "--epsilon", "9", "--delta", "1e-9",
+    assert main(["budget", "set", "--ledger", ledger, "--dataset-id", "shared", "--epsilon", "9", "--delta", "1e-9",
                  "--replace", "--per-partition", "day"]) == 3
     assert "never mix" in capsys.readouterr().err
     assert isinstance(L.MixedBudget("x"), BudgetRefused)

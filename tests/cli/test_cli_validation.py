@@ -39,7 +39,7 @@ def test_refused_before_spark_with_one_line(extra, named, capsys, tmp_path):
 
 def test_budget_set_refuses_bad_budgets_before_spark(capsys, tmp_path):
     for epsilon, delta in (("0", "1e-9"), ("nan", "1e-9"), ("-2", "1e-9"), ("1", "0")):
-        code = cli.main(["budget", "set", "--ledger", str(tmp_path / "l"), "--dataset", "d", "--epsilon", epsilon,
+        code = cli.main(["budget", "set", "--ledger", str(tmp_path / "l"), "--dataset-id", "d", "--epsilon", epsilon,
                          "--delta", delta, "--master", "bogus://not-a-master"])
         assert code == EXIT_USAGE, capsys.readouterr().err
     assert not (tmp_path / "l").exists()

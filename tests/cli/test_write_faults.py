@@ -94,3 +94,30 @@ def test_a_write_cut_short_by_kill_9_is_removed_by_the_next_run(spark, capsys, t
     assert (case.runs / "r1" / "measurements" / "measurements.npz").is_file()
     left = [p for p in case.runs.rglob("*.tmp")]
     assert left == [], left
+
+
+def test_a_full_disk_during_the_table_write_leaves_no_data_file_and_ends_with_the_error(spark, tmp_path):
+    """The synthetic table's folder on an 256 KiB tmpfs: the write fails with ENOSPC. What its tasks wrote
+    is removed (listed inside the mount namespace, before it goes), and the one error line comes last,
+    after Spark's executor traces."""
+    from privsyn_spark.budget import ledger as L
+
+    if not _unshare_works():
+        pytest.fail("this test needs `unshare -rm` (user and mount namespaces) to mount a small tmpfs")
+    case = Case(tmp_path)
+    L.set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)
+    small = tmp_path / "small-out"
+    small.mkdir()
+    argv = case.argv("--master", "local[2]", "--rows", "200000")
+    argv[argv.index("--output") + 1] = str(small / "table")
+    script = ('mount -t tmpfs -o size=256k tmpfs "$0" && "$@"; code=$?; '
+              'echo FILES; find "$0" -type f ! -path "*/_delta_log/*" ! -name ".*"; exit $code')
+    result = subprocess.run(["unshare", "-rm", "sh", "-c", script, str(small), sys.executable, "-m",
+                             "privsyn_spark.cli", *argv], capture_output=True, text=True, cwd=ROOT, timeout=1200,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == EXIT_FAILURE, result.stderr[-5000:]
+    line = one_error_line(result.stderr)
+    assert "no space left on device" in line and str(small) in line, line
+    assert result.stderr.rstrip().splitlines()[-1] == line  # last, after the executors' traces
+    files = result.stdout.split("FILES", 1)[1].split()
+    assert files == [], files  # no part file of the failed write is left in the table's folder

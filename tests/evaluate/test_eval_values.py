@@ -42,3 +42,22 @@ def test_value_metrics_equal_brute_force(spark):
     hist = out["x"]["histogram"]
     assert sum(hist["real"]) == 3000 and len(hist["edges"]) == len(hist["real"]) + 1
     np.testing.assert_array_equal(hist["synthetic"], np.histogram(x_syn, bins=np.asarray(hist["edges"]))[0])
+
+
+@pytest.mark.parametrize("buckets", [1, 3, 64])
+def test_ks_distance_is_exact_without_a_global_window(spark, monkeypatch, buckets):
+    """Per range of values, not one window over the whole table (which moves every row into one
+    partition, with a Spark warning each time): the same exact distance, whatever the ranges."""
+    from pyspark.sql import Window
+
+    from privsyn_spark.evaluate.value_metrics import ks_distance
+
+    def global_window(*cols):
+        raise AssertionError("a window without a partition: every row in one partition")
+
+    monkeypatch.setattr(Window, "orderBy", staticmethod(global_window))
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 300, 4000).astype(float), rng.normal(150, 60, 3000).round()
+    real = spark.createDataFrame([(float(v),) for v in a], "x double")
+    syn = spark.createDataFrame([(float(v),) for v in b], "x double")
+    assert ks_distance(real, syn, buckets) == pytest.approx(_ks(a, b), abs=1e-12)

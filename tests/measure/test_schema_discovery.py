@@ -156,6 +156,6 @@ def test_a_non_private_draft_leaves_a_ledger_trace(spark, tmp_path, capsys):
     assert main(base + ["--ledger", ledger, "--dataset-id", "adult", "--run-id", "peek"]) == 0
     state = dataset_state(spark, ledger, "adult")
     assert [r["run_id"] for r in state.nonprivate] == ["peek"] and state.spent_rho == 0.0
-    assert main(["budget", "show", "--ledger", ledger, "--dataset", "adult"]) == 0
+    assert main(["budget", "show", "--ledger", ledger, "--dataset-id", "adult"]) == 0
     shown = capsys.readouterr().out
     assert "guarantee: NONE: 1 non-private read(s)" in shown and "NON-PRIVATE read 'peek'" in shown

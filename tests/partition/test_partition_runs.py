@@ -83,7 +83,7 @@ def backfill(spark, daily, tmp_path_factory):
     snapshots = []
     for day in (*DAYS, DAYS[1]):
         args = run_args(daily, work, "--ledger", ledger, "--dataset-id", "events", "--partition", f"day={day}",
-                        "--run-id", f"events.day_{day}", "--seed", "3")
+                        "--run-id", f"events.day_{day}", "--seed", "3", "--mode", "overwrite")
         assert main(args) == 0
         snapshots.append({d: _partition_files(out, d) for d in DAYS})
     return work, ledger, out, snapshots

@@ -39,9 +39,9 @@ def no_spark(monkeypatch):
     ([*SAMPLE, "--from-run", "../x", "--schema", SAMPLE_SCHEMA], "not a safe folder name"),
     ([*SAMPLE, "--model", "/nonexistent/model"], "no saved model"),
     ([*SAMPLE, "--from-run", "r1", "--schema", SAMPLE_SCHEMA, "--partition", "age=1"], "the schema declares"),
-    (["budget", "check", "--ledger=", "--dataset", "d", "--epsilon", "1"], "needs --ledger and --dataset"),
-    (["budget", "check", "--ledger", "L", "--dataset", "d", "--epsilon", "1", "--partition", "x"], "COLUMN=VALUE"),
-    (["budget", "set", "--ledger", "L", "--dataset", "d", "--epsilon", "1", "--delta", "1e-9",
+    (["budget", "check", "--ledger=", "--dataset-id", "d", "--epsilon", "1"], "needs --ledger and --dataset"),
+    (["budget", "check", "--ledger", "L", "--dataset-id", "d", "--epsilon", "1", "--partition", "x"], "COLUMN=VALUE"),
+    (["budget", "set", "--ledger", "L", "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9",
       "--per-partition", " "], "needs a column name"),
     (["budget", "show", "--ledger", "L", "--epsilon", "-1"], "epsilon must be"),
 ])

@@ -1,5 +1,6 @@
 """The whole pipeline on the Adult sample: Delta output, schema fidelity, idempotent re-runs."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -100,7 +101,7 @@ def test_rerun_reuses_measurements_and_rewrites_the_same_table(spark, adult_run)
     config, _ = adult_run
     before = Measurements.load(config.measurements_dir)
     first = spark.read.format("delta").load(config.output).toPandas()
-    pipeline.run_synthesize(spark, config)  # same run id, same seed
+    pipeline.run_synthesize(spark, dataclasses.replace(config, write_mode="overwrite"))  # same run id, same seed
     after = Measurements.load(config.measurements_dir)
     assert after.ledger == before.ledger  # nothing new was spent
     second = spark.read.format("delta").load(config.output).toPandas()

@@ -33,7 +33,7 @@ def test_a_delta_table_at_a_uri_is_read_at_its_current_version_only(spark, tmp_p
     uri = path.as_uri()  # file:///...
     write_delta(spark.range(1000), uri)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 500")
-    write_delta(spark.range(1000, 1010), uri)
+    write_delta(spark.range(1000, 1010), uri, mode="overwrite")
     assert len(list(path.glob("*.parquet"))) >= 2  # the old files are still there
     assert detect_format(spark, uri) == "delta" and delta_root(spark, uri) == f"file:{path}"
     for source in (uri, str(path), f"file:{path}"):

@@ -69,7 +69,7 @@ def test_latest_version_is_the_history_s_newest_even_after_another_writer(spark,
 
     target = str(tmp_path / "out")
     assert write_delta(spark.range(2), target) == 0
-    assert write_delta(spark.range(3), target) == 1  # overwrite of an existing table: a new version
+    assert write_delta(spark.range(3), target, mode="overwrite") == 1  # replacing the table: a new version
     write_deltalake(target, RustDeltaTable(target).to_pyarrow_table(), mode="append")
     newest = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").agg(F.max("version")).first()[0]
     assert newest == 2 and latest_version(spark, target) == 2
@@ -89,8 +89,28 @@ def test_delta_write_is_atomic(spark, tmp_path):
     failing = spark.range(100).withColumn(
         "id", F.when(F.col("id") > 50, F.raise_error(F.lit("executor failure"))).otherwise(F.col("id")))
     with pytest.raises(Exception, match="executor failure"):
-        write_delta(failing, target)
+        write_delta(failing, target, mode="overwrite")
     assert spark.read.format("delta").load(target).count() == 5  # the previous version is intact
     assert table_properties(spark, target)["privsyn.run_id"] == "r1"
     v1 = write_delta(spark.range(3), target, mode="append")
     assert v1 > v0 and spark.read.format("delta").load(target).count() == 8
+
+
+def test_the_default_mode_refuses_a_table_or_partition_holding_rows(spark, tmp_path):
+    """As Spark's and Delta's error-if-exists: a table holding rows is replaced only in mode overwrite;
+    with a partition, only that partition's rows count."""
+    target = str(tmp_path / "out")
+    assert write_delta(spark.range(2), target) == 0
+    with pytest.raises(UsageError, match=r"already holds rows: pass --mode overwrite to replace the table"):
+        write_delta(spark.range(3), target)
+    assert latest_version(spark, target) == 0 and spark.read.format("delta").load(target).count() == 2
+    assert write_delta(spark.range(3), target, mode="overwrite") == 1
+
+    days = str(tmp_path / "days")
+    write_delta(spark.range(2), days, partition=[("day", "1")], partition_types={"day": "int"})
+    write_delta(spark.range(3), days, partition=[("day", "2")])  # another partition: nothing of it is there yet
+    with pytest.raises(UsageError, match=r"already holds rows in partition day=1: .*replace that partition"):
+        write_delta(spark.range(5), days, partition=[("day", "1")])
+    write_delta(spark.range(5), days, mode="overwrite", partition=[("day", "1")])
+    counts = {r["day"]: r["count"] for r in spark.read.format("delta").load(days).groupBy("day").count().collect()}
+    assert counts == {1: 5, 2: 3}

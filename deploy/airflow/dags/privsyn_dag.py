@@ -26,7 +26,7 @@ Required by default (a task fails with exit code 2, not retried, while they are 
 - a budget ledger and the dataset's id: ``PRIVSYN_DAG_LEDGER`` (a Delta path on shared storage or a
   catalog table) and ``PRIVSYN_DAG_DATASET_ID``, or the ``ledger`` / ``dataset_id`` params; store the
   dataset's total budget once, before the first run:
-  ``privsyn-spark budget set --ledger L --dataset ID --epsilon E --delta D``;
+  ``privsyn-spark budget set --ledger L --dataset-id ID --epsilon E --delta D``;
 - a runs dir every task's driver can read: ``PRIVSYN_DAG_RUNS_DIR`` or the ``runs_dir`` param, e.g.
   ``hdfs:///privsyn/runs``, ``s3a://bucket/privsyn/runs``, ``abfss://c@account.dfs.core.windows.net/runs``
   or a shared mount (a local temp folder per worker is not: synthesize could not find the measurements).
@@ -46,6 +46,8 @@ privsyn-spark, which needs to be installed only where spark-submit runs the jobs
 - ``PRIVSYN_COUNTER_JAR``    the marginal engine's counter jar (default: the one scripts/setup.sh built
   into this repository's package, ``privsyn_spark/measure/jvm/privsyn-spark-counter.jar``)
 - ``PRIVSYN_PY_FILES``       zip/wheel of privsyn_spark shipped to executors (when they lack it)
+- ``PRIVSYN_SPARK_LOG4J``    the driver's log4j2 configuration (default ``deploy/spark/log4j2.properties``:
+  Spark's own loggers at WARN, so a task log holds the tool's lines; ``none``: Spark's default)
 - ``PRIVSYN_PYSPARK_PYTHON`` Python of the driver and executors (spark-submit's PYSPARK_PYTHON)
 - ``PRIVSYN_DAG_WORKDIR``    where the default output lives (default a temp folder)
 - ``PRIVSYN_DAG_INPUT``, ``PRIVSYN_DAG_SCHEMA``, ``PRIVSYN_DAG_OUTPUT``, ``PRIVSYN_DAG_RUNS_DIR``,
@@ -84,6 +86,9 @@ JARS_DIR = Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" 
 COUNTER_JAR = Path(os.environ.get("PRIVSYN_COUNTER_JAR",
                                   REPO / "privsyn_spark" / "measure" / "jvm" / "privsyn-spark-counter.jar"))
 WORKDIR = Path(os.environ.get("PRIVSYN_DAG_WORKDIR", Path(tempfile.gettempdir()) / "privsyn-spark"))
+LOG4J = os.environ.get("PRIVSYN_SPARK_LOG4J", str(REPO / "deploy" / "spark" / "log4j2.properties"))
+SUBMIT_CONF = {} if LOG4J == "none" else {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}"}
+"""spark-submit settings of every task: the driver's log configuration (Spark's own loggers at WARN)."""
 
 
 def _delta_jars() -> tuple[str | None, str | None]:
@@ -161,6 +166,7 @@ STEP_ARGS = [
     "--delta", "{{ params.delta }}",
     "--run-id", RUN_ID,
     "--runs-dir", "{{ params.runs_dir }}",
+    "--mode", "overwrite",  # a retry, a cleared task or a backfill rewrites its own table (partition)
     "--seed", "{{ params.seed }}",
     "--synthesizer", "{{ params.synthesizer }}",
     *LEDGER_ARGS,
@@ -172,10 +178,10 @@ STEP_ARGS = [
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
-    "--dataset={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
+    "--dataset-id={{ params.dataset_id }}", "--ledger={{ params.ledger }}", *SCOPE_ARGS,
 ]
 SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own per partition value
-    "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}",
+    "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}", "--mode", "overwrite",
     "--runs-dir", "{{ params.runs_dir }}", "--synthesizer", "{{ params.synthesizer }}",
     "--seed", "{{ (params.seed ~ '/' ~ " + PARTITION_VALUE + ") | stable_seed }}",
     *LEDGER_ARGS, *SCOPE_ARGS,
@@ -251,7 +257,7 @@ with DAG(
     def submit(task_id: str, job: str, args: list[str], outlets: list | None = None) -> PrivsynSparkSubmitOperator:
         return PrivsynSparkSubmitOperator(
             task_id=task_id, application=str(JOBS_DIR / f"{job}.py"), application_args=list(args), conn_id=CONN_ID,
-            name=f"privsyn-{task_id}", jars=_jars, packages=_packages,
+            name=f"privsyn-{task_id}", jars=_jars, packages=_packages, conf=dict(SUBMIT_CONF),
             py_files=os.environ.get("PRIVSYN_PY_FILES") or None, env_vars=_env, outlets=outlets or [])
 
     mode = BranchPythonOperator(task_id="mode", python_callable=choose_mode, retries=0)
