@@ -159,6 +159,9 @@ BEFORE_SPARK = [
      "above the cap of 50; declare fewer values or bins, or raise the cap"),
     ("runs-dir-a-file", None, lambda case: ["--runs-dir", str(case.dir / "file.txt")],
      "--runs-dir {dir}/file.txt is a regular file, not a folder"),
+    ("max-rows-per-id-beyond-bigint", [*COLUMNS, {"name": "pid", "type": "drop"}],
+     ["--privacy-id", "pid", "--max-rows-per-id", str(2**63)],
+     "max_rows_per_id must be at most 2^63 - 1 (a Spark bigint), got 9223372036854775808"),
 ]
 
 
