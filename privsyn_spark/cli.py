@@ -49,7 +49,7 @@ from privsyn_spark.operations import (
     check_output_path,
     draft_schema,
     first_pass_tables,
-    install_sigterm_handler,
+    install_stop_handlers,
     load_schema,
     provenance,
     rho_from_eps_delta,
@@ -83,7 +83,7 @@ def _plan(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
     args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
-    install_sigterm_handler()
+    install_stop_handlers()
     try:
         return _main(args)
     except PrivsynError as err:
@@ -165,6 +165,7 @@ def _main(args: argparse.Namespace) -> int:
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf)
+    install_stop_handlers()  # again: a SparkContext that just started took SIGINT over
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
         check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)
     if args.command == "budget":

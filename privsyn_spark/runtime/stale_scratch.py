@@ -9,11 +9,13 @@ atomic writes it cut short (``.<name>.<32 hex>.tmp``, empty or partial:
 :func:`privsyn_spark.runtime.storage.is_temporary`). A folder owned by a live process, or by another
 host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
 
-SIGTERM (what Airflow and Kubernetes send before killing a task) raises :class:`Terminated` in the
-main thread, so the run's ``finally`` blocks delete its scratch as on any failure (inside a Spark
-call py4j turns it into its own error: the CLI recognises it by the signal having arrived); the CLI
-then deletes what is left of this run's local scratch and exits with :data:`EXIT_TERMINATED` (143,
-128 + SIGTERM, the shell's convention for a process ended by that signal).
+SIGTERM (what Airflow and Kubernetes send before killing a task) and SIGINT (Ctrl-C) raise
+:class:`Terminated` in the main thread, so the run's ``finally`` blocks delete its scratch as on any
+failure (inside a Spark call py4j turns it into its own error: the CLI recognises it by the signal
+having arrived); the CLI then deletes what is left of this run's local scratch and exits with 128 +
+the signal's number (143 for SIGTERM, :data:`EXIT_TERMINATED`; 130 for SIGINT), the shell's convention
+for a process ended by that signal. A SparkContext replaces the SIGINT handler when it starts (its
+own raises KeyboardInterrupt): the CLI installs the handlers again once its session is up.
 """
 
 from __future__ import annotations
@@ -36,34 +38,42 @@ SCRATCH_FOLDERS = ("scratch", "checkpoints")
 OWNER_FILE = ".owner"
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class Terminated(PrivsynError):
-    """The process received SIGTERM; the run stopped and its scratch was removed."""
+    """The process received SIGTERM or SIGINT; the run stopped and its scratch was removed."""
 
     exit_code = EXIT_TERMINATED
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by {signal.Signals(signum).name}: the run stopped and its scratch was "
+                         f"removed; rerun the same command to resume (persisted measurements are reused)")
+        self.exit_code = 128 + signum
 
 
 _received: list[int] = []
 
 
 def terminated() -> Terminated | None:
-    """The error to end with if SIGTERM arrived (an exception raised inside a Spark call may have replaced it)."""
-    if not _received:
-        return None
-    return Terminated("terminated by SIGTERM: the run stopped and its scratch was removed; rerun the same "
-                      "command to resume (persisted measurements are reused)")
+    """The error to end with if a stop signal arrived (an exception raised inside a Spark call may have replaced it)."""
+    return Terminated(_received[0]) if _received else None
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
     _received.append(signum)
     logging.disable(logging.CRITICAL)  # py4j logs the interrupted call with a trace; the CLI's one line says why
-    raise terminated()  # type: ignore[misc]
+    raise Terminated(_received[0])
 
 
-def install_sigterm_handler() -> None:
-    """Make SIGTERM raise :class:`Terminated` in the main thread (no-op elsewhere)."""
+def install_stop_handlers() -> None:
+    """Make SIGTERM and SIGINT raise :class:`Terminated` in the main thread (no-op elsewhere; a signal that
+    already arrived keeps its default action, so a second one still ends the process at once)."""
     try:
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        for signum in STOP_SIGNALS:
+            if signum not in _received:
+                signal.signal(signum, _raise_terminated)
     except ValueError:  # not the main thread
         pass
 
