@@ -341,6 +341,24 @@ def test_duplicate_parquet_columns_are_bad_input_before_the_budget(spark, capsys
     assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
 
 
+@pytest.mark.slow
+def test_a_struct_column_declared_numerical_is_bad_input_before_the_reservation(spark, capsys, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privsyn_spark.budget.ledger import dataset_state
+
+    case = Case(tmp_path)
+    frame = people()
+    score = pa.array([{"value": v, "unit": "pt"} for v in frame["score"]])  # a Parquet struct column
+    pq.write_table(pa.table([pa.array(frame["age"].tolist()), pa.array(frame["city"].tolist()), score],
+                            names=["age", "city", "score"]), case.input)
+    code, err = _cli(spark, capsys, case)
+    assert code == EXIT_BAD_INPUT, err
+    assert "column(s) 'score' (struct) hold nested values in the table" in one_error_line(err)
+    assert dataset_state(spark, str(case.ledger), DATASET).reservations == [] and not case.table_written()
+
+
 def _corrupt(path: Path) -> None:
     path.write_bytes(b"not an artifact")
 
