@@ -7,7 +7,9 @@ start of any run step in a local runs dir, the scratch of every run folder whose
 (no marker, or a process of this host that no longer runs) is deleted, with the temporaries of
 atomic writes it cut short (``.<name>.<32 hex>.tmp``, empty or partial:
 :func:`privsyn_spark.runtime.storage.is_temporary`). A folder owned by a live process, or by another
-host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
+host, is left alone (logged), and so is, in any folder, a checkpoint folder whose name
+(``<host>-<pid>-<random>``) says a live process or another host may still use it (a ``sample`` of the
+run). On a remote runs dir (a URI) nothing is swept.
 
 SIGTERM (what Airflow and Kubernetes send before killing a task) and SIGINT (Ctrl-C) raise
 :class:`Terminated` in the main thread, so the run's ``finally`` blocks delete its scratch as on any
@@ -96,14 +98,39 @@ def _owner(run_dir: Path) -> tuple[str, int] | None:
         return None
 
 
+def _in_use(folder: Path) -> bool:
+    """Whether a process's own checkpoint folder (``<host>-<pid>-<random>``:
+    :func:`privsyn_spark.runtime.scratch.own_folder`) may still be in use: another live process of this
+    host, or any process of another host."""
+    try:
+        host, pid, _ = folder.name.rsplit("-", 2)
+        return host != socket.gethostname() or (int(pid) != os.getpid() and _alive(int(pid)))
+    except ValueError:
+        return False
+
+
 def remove_scratch(run_dir: Path) -> bool:
-    """Delete a local run folder's scratch folders; True if there was any."""
+    """Delete a local run folder's scratch folders (but the checkpoint folders of processes that may still
+    use them: two samples of one run at once); True if there was any."""
     found = False
     for name in SCRATCH_FOLDERS:
         folder = run_dir / name
-        if folder.exists():
+        if not folder.exists():
+            continue
+        found = True
+        kept = [p for p in folder.iterdir() if _in_use(p)] if name == "checkpoints" else []
+        if not kept:
             shutil.rmtree(folder, ignore_errors=True)
-            found = True
+            continue
+        for item in folder.iterdir():
+            if item in kept:
+                continue
+            if item.is_dir():
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                item.unlink(missing_ok=True)
+        log.info("run folder %s: checkpoints of a running process left alone (%s)", run_dir,
+                 ", ".join(p.name for p in kept))
     return found
 
 
