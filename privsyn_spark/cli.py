@@ -50,7 +50,7 @@ from privsyn_spark.operations import (
     check_output_path,
     draft_schema,
     first_pass_tables,
-    install_sigterm_handler,
+    install_stop_handlers,
     load_schema,
     provenance,
     rho_from_eps_delta,
@@ -85,7 +85,7 @@ def _plan(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `privsyn-spark` command: exit codes as in :mod:`privsyn_spark.errors`."""
     args = build_parser().parse_args(argv)  # argparse exits 2 on a usage error itself
-    install_sigterm_handler()
+    install_stop_handlers()
     try:
         return _main(args)
     except PrivsynError as err:
@@ -173,6 +173,7 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         return read
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_spark_session(master=args.master, conf=conf, remote=args.remote)
+    install_stop_handlers()  # again: a SparkContext that just started took SIGINT over
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
         check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)
     if args.command == "budget":

@@ -37,7 +37,7 @@ from privsyn_spark.budget import ledger as L
 from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.budget.ledger_state import RunReservation, fingerprint_mismatch, mismatch_message
 from privsyn_spark.config import Settings
-from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.errors import BudgetRefused, PrivsynError, UsageError
 from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
@@ -55,8 +55,9 @@ Draw = Callable[[NoiseSampler, dict], Measurements]
 
 PAUSE_BEFORE_DRAW_ENV = "PRIVSYN_TEST_PAUSE_BEFORE_DRAW"
 """Test hook, inert unless set (docs/reliability.md): a path; the holder of a reservation about to record
-``drawn`` creates that file and sleeps (10 minutes at most), so a fault test can ``kill -9`` the run at
-the last moment it provably drew no noise (tests/cli/test_kill_retry.py). Never set in production."""
+``drawn`` creates that file and sleeps until it is removed (10 minutes at most), so a fault test can
+``kill -9`` the run at the last moment it provably drew no noise, or let a second attempt take its
+reservation over first (tests/cli/test_kill_retry.py). Never set in production."""
 
 
 def _pause_for_fault_tests() -> None:
@@ -64,12 +65,19 @@ def _pause_for_fault_tests() -> None:
     if marker:
         log.warning("%s is set (a fault test): pausing before the first noise draw", PAUSE_BEFORE_DRAW_ENV)
         Path(marker).write_text(f"{os.getpid()}\n")
-        time.sleep(600)
+        end = time.monotonic() + 600
+        while Path(marker).exists() and time.monotonic() < end:
+            time.sleep(0.2)
 
 
 class ArtifactLost(BudgetRefused):
     """The run id holds a reservation whose artifact cannot be found or read (no fresh noise without
     ``--recharge``)."""
+
+
+class AttemptTakenOver(PrivsynError):
+    """Another attempt of the run id took this one's reservation over before this one drew any noise
+    (exit 1: a retry reuses what that attempt commits)."""
 
 
 class TrackingSampler:
@@ -248,8 +256,9 @@ def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, dr
                      release.run_id, where, reservation.seq)
             return measurements
         if reservation.held.provably_undrawn and L.refund(spark, ledger, reservation):  # take it over
-            log.warning("run %s: reservation #%d was never drawn on (its attempt stopped before any noise): "
-                        "refunded and charged again for this attempt", release.run_id, reservation.seq)
+            log.warning("run %s: reservation #%d has no noise drawn on it (its attempt stopped before any, or "
+                        "is still reading and stops at its first draw): refunded and charged again for this attempt",
+                        release.run_id, reservation.seq)
             reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
                                     epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
                                     artifact=artifacts.measurements, attempt=attempt, unit=release.unit,
@@ -288,9 +297,13 @@ def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, rese
         measurements = draw(tracking, provenance)
         data = measurements.to_bytes()
         artifacts.storage.write(artifacts.measurements, data, overwrite=bool(release.recharge))
-    except BaseException:
+    except BaseException as err:
         if not tracking.drawn and not _exists(artifacts, artifacts.measurements, provenance["attempt"]):
             L.refund(spark, ledger, reservation)
+        if isinstance(err, L.ReservationTakenOver):
+            raise AttemptTakenOver(f"run {release.run_id!r}: another attempt of this run id took its reservation "
+                                   f"over while this one was still reading (no noise drawn here); let that "
+                                   f"attempt finish, then rerun to reuse its measurements") from None
         raise
     L.commit(spark, ledger, reservation, artifacts.measurements, content_hash(data))
     return measurements

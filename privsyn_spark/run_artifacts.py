@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from privsyn_spark.runtime.storage import Storage, join, storage_for
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
 
 RELEASE_DIR = "release"
 OPERATOR_DIR = "operator"
@@ -152,8 +154,10 @@ class RunArtifacts:
             return None
         tree = JunctionTree(domain, tuple(tuple(c) for c in doc["cliques"]), tuple(tuple(e) for e in doc["edges"]),
                             tuple(doc["order"]))
-        with np.load(io.BytesIO(self._required("targets", "model.npz")), allow_pickle=False) as arrays:
-            potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
+        arrays = self._saved_arrays("targets", "model.npz")
+        if arrays is None:
+            return None
+        potentials = {tuple(c): arrays[f"p{i}"] for i, c in enumerate(doc["potentials"])}
         return GraphicalModel(domain, tree, potentials, doc["total"])
 
     def load_targets(self, run_id: str) -> Any:
@@ -161,10 +165,24 @@ class RunArtifacts:
         doc = self.read_json("targets", "targets.json")
         if doc is None or doc.get("run_id") != run_id:
             return None
-        with np.load(io.BytesIO(self._required("targets", "targets.npz")), allow_pickle=False) as arrays:
-            tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
+        arrays = self._saved_arrays("targets", "targets.npz")
+        if arrays is None:
+            return None
+        tables = {tuple(k): arrays[f"t{i}"] for i, k in enumerate(doc.pop("keys"))}
         doc.pop("run_id")
         return tables, doc
+
+    def _saved_arrays(self, *parts: str) -> dict[str, np.ndarray] | None:
+        """The arrays of an ``.npz`` the estimate step saved; None, with a warning, when it cannot be read
+        (truncated or damaged: the caller estimates it again from the measurements)."""
+        data = self._required(*parts)
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                return {name: arrays[name] for name in arrays.files}
+        except Exception as err:  # noqa: BLE001 - a zip, zlib or format error of damaged bytes
+            log.warning("%s cannot be read (%s): re-estimating it from the measurements", self.location(*parts),
+                        type(err).__name__)
+            return None
 
     def write_report(self, report: Mapping) -> str:
         """``operator/report.json`` and ``operator/report.html`` (exact statistics: operators only);

@@ -86,10 +86,11 @@ class SynthModel:
             log.warning("%s", warning)
         folder, domain = self.run_folder, self.measurements.domain
         if folder is not None and (cached := folder.load_targets(self.run_id)) is not None:
-            self.targets, self.record.estimation = cached
-            if self.record.estimation.get("method") == "pgm":
-                self.model = folder.load_model(self.run_id, domain)
-            return self
+            pgm = cached[1].get("method") == "pgm"
+            model = folder.load_model(self.run_id, domain) if pgm else None
+            if model is not None or not pgm:  # else the saved model cannot be read: estimated again below
+                (self.targets, self.record.estimation), self.model = cached, model
+                return self
         with self.record.step("estimate"):
             selection, estimation = self.settings.selection, self.settings.estimation
             targets, self.record.estimation, model = estimate_targets(

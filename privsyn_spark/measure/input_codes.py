@@ -74,7 +74,9 @@ class InputCodes:
         return self._raw
 
     def check_columns(self) -> None:
-        """``UsageError`` if the schema's privacy id columns are missing from the source (no data read)."""
+        """``UsageError`` if the schema's privacy id columns are missing from the source, ``BadInputData`` if a
+        declared column holds nested values (its type: no data read)."""
+        self.schema.check_table_types(self.raw().dtypes)
         if not self.schema.privacy_unit.is_row:
             check_id_columns(self.schema.privacy_unit, list(self.raw().columns), self.schema.names)
 

@@ -1,8 +1,9 @@
 """The measurements artifact: the only thing later pipeline steps may read (see docs/architecture.md).
 
-One file, ``measurements.npz``: the noisy arrays plus the description as a JSON entry. It is built
-as bytes (:meth:`Measurements.to_bytes`) so the caller can write it atomically to any storage and
-record its content hash (:func:`content_hash`) in the budget ledger; no Spark here.
+One file, ``measurements.npz``: the noisy arrays plus the description as a JSON entry, and a SHA-256
+of both (:func:`entries_checksum`) checked on every load, with or without a ledger. It is built as
+bytes (:meth:`Measurements.to_bytes`) so the caller can write it atomically to any storage and record
+its content hash (:func:`content_hash`) in the budget ledger; no Spark here.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +46,29 @@ def weighted_total(tables: Iterable[tuple[np.ndarray, float]]) -> float | None:
 
 
 ARTIFACT_FILE = "measurements.npz"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+UNCHECKED_FORMAT = 2
+"""Artifacts written before the checksum: still read, with a warning."""
 _META = "__meta__"
+_CHECKSUM = "__sha256__"
+
+log = logging.getLogger(__name__)
 
 
 class ArtifactUnreadable(ValueError):
-    """Bytes that are not a measurements artifact of this format."""
+    """Bytes that are not a measurements artifact of this format (or whose checksum does not match)."""
+
+
+def entries_checksum(entries: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 (hex) of an artifact's entries (name, dtype, shape and bytes of each, by name), stored in the
+    artifact itself. Threat model: integrity against accidents and naive edits (counts scaled in place),
+    not against an adversary who rewrites both the entries and this checksum (the ledger's hash is that)."""
+    digest = hashlib.sha256()
+    for name in sorted(entries):
+        array = np.ascontiguousarray(entries[name])
+        digest.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def content_hash(data: bytes) -> str:
@@ -127,6 +146,7 @@ class Measurements:
         }
         text = json.dumps(meta, default=_json_default).encode("utf-8")
         arrays[_META] = np.frombuffer(text, dtype=np.uint8)
+        arrays[_CHECKSUM] = np.frombuffer(entries_checksum(arrays).encode("ascii"), dtype=np.uint8)
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **arrays)
         return buffer.getvalue()
@@ -137,8 +157,7 @@ class Measurements:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 meta = json.loads(npz[_META].tobytes().decode("utf-8"))
-                if meta.get("format_version") != FORMAT_VERSION:
-                    raise ArtifactUnreadable(f"unsupported measurements format {meta.get('format_version')}")
+                _check_integrity(npz, meta.get("format_version"))
                 original = Domain.from_dict({a: int(s) for a, s in meta["original_domain"]})
                 merged = Domain.from_dict({a: int(s) for a, s in meta["domain"]})
                 value_maps = {a: npz[f"value_map_{j}"] for j, a in enumerate(original.attrs)}
@@ -190,6 +209,21 @@ class Measurements:
             raise ValueError(f"{folder} holds measurements of run {found.run_id!r} (schema {found.schema_hash!r}), "
                              f"not run {run_id!r} (schema {schema_hash!r})")
         return found
+
+
+def _check_integrity(npz: Any, version: Any) -> None:
+    """:class:`ArtifactUnreadable` unless the entries match the artifact's checksum (an artifact of the
+    format before checksums is read with a warning)."""
+    if version == UNCHECKED_FORMAT:
+        log.warning("a measurements artifact of format %d carries no checksum (written by an earlier version): "
+                    "read unchecked", version)
+        return
+    if version != FORMAT_VERSION:
+        raise ArtifactUnreadable(f"unsupported measurements format {version}")
+    entries = {name: npz[name] for name in npz.files if name != _CHECKSUM}
+    stored = npz[_CHECKSUM].tobytes().decode("ascii") if _CHECKSUM in npz.files else None
+    if stored != entries_checksum(entries):
+        raise ArtifactUnreadable("its content does not match its checksum: damaged or edited after it was written")
 
 
 def _json_default(obj: object) -> object:

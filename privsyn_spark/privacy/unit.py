@@ -37,6 +37,8 @@ ROW = "row"
 """The name of the default unit (one row) in the ledger and the artifact."""
 NULL_IDS = ("keep", "drop")
 """What bounding does with a row whose id is null: keep it as a unit of its own, or drop it."""
+MAX_BOUND = 2**63 - 1
+"""The largest ``max_rows_per_id``: the bound is compared with a row number in Spark SQL (a bigint)."""
 
 
 class PrivacyUnitError(ValueError):
@@ -57,6 +59,8 @@ class PrivacyUnit:
         k = self.max_rows_per_id
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise PrivacyUnitError(f"max_rows_per_id must be a whole number >= 1, got {k!r}")
+        if k > MAX_BOUND:
+            raise PrivacyUnitError(f"max_rows_per_id must be at most 2^63 - 1 (a Spark bigint), got {k}")
         cols = self.id_columns
         if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
             raise PrivacyUnitError(f"privacy id columns must be distinct non-empty names, got {list(cols)}")

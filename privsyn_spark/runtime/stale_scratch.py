@@ -7,13 +7,17 @@ start of any run step in a local runs dir, the scratch of every run folder whose
 (no marker, or a process of this host that no longer runs) is deleted, with the temporaries of
 atomic writes it cut short (``.<name>.<32 hex>.tmp``, empty or partial:
 :func:`privsyn_spark.runtime.storage.is_temporary`). A folder owned by a live process, or by another
-host, is left alone (logged). On a remote runs dir (a URI) nothing is swept.
+host, is left alone (logged), and so is, in any folder, a checkpoint folder whose name
+(``<host>-<pid>-<random>``) says a live process or another host may still use it (a ``sample`` of the
+run). On a remote runs dir (a URI) nothing is swept.
 
-SIGTERM (what Airflow and Kubernetes send before killing a task) raises :class:`Terminated` in the
-main thread, so the run's ``finally`` blocks delete its scratch as on any failure (inside a Spark
-call py4j turns it into its own error: the CLI recognises it by the signal having arrived); the CLI
-then deletes what is left of this run's local scratch and exits with :data:`EXIT_TERMINATED` (143,
-128 + SIGTERM, the shell's convention for a process ended by that signal).
+SIGTERM (what Airflow and Kubernetes send before killing a task) and SIGINT (Ctrl-C) raise
+:class:`Terminated` in the main thread, so the run's ``finally`` blocks delete its scratch as on any
+failure (inside a Spark call py4j turns it into its own error: the CLI recognises it by the signal
+having arrived); the CLI then deletes what is left of this run's local scratch and exits with 128 +
+the signal's number (143 for SIGTERM, :data:`EXIT_TERMINATED`; 130 for SIGINT), the shell's convention
+for a process ended by that signal. A SparkContext replaces the SIGINT handler when it starts (its
+own raises KeyboardInterrupt): the CLI installs the handlers again once its session is up.
 """
 
 from __future__ import annotations
@@ -36,34 +40,42 @@ SCRATCH_FOLDERS = ("scratch", "checkpoints")
 OWNER_FILE = ".owner"
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class Terminated(PrivsynError):
-    """The process received SIGTERM; the run stopped and its scratch was removed."""
+    """The process received SIGTERM or SIGINT; the run stopped and its scratch was removed."""
 
     exit_code = EXIT_TERMINATED
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by {signal.Signals(signum).name}: the run stopped and its scratch was "
+                         f"removed; rerun the same command to resume (persisted measurements are reused)")
+        self.exit_code = 128 + signum
 
 
 _received: list[int] = []
 
 
 def terminated() -> Terminated | None:
-    """The error to end with if SIGTERM arrived (an exception raised inside a Spark call may have replaced it)."""
-    if not _received:
-        return None
-    return Terminated("terminated by SIGTERM: the run stopped and its scratch was removed; rerun the same "
-                      "command to resume (persisted measurements are reused)")
+    """The error to end with if a stop signal arrived (an exception raised inside a Spark call may have replaced it)."""
+    return Terminated(_received[0]) if _received else None
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
     _received.append(signum)
     logging.disable(logging.CRITICAL)  # py4j logs the interrupted call with a trace; the CLI's one line says why
-    raise terminated()  # type: ignore[misc]
+    raise Terminated(_received[0])
 
 
-def install_sigterm_handler() -> None:
-    """Make SIGTERM raise :class:`Terminated` in the main thread (no-op elsewhere)."""
+def install_stop_handlers() -> None:
+    """Make SIGTERM and SIGINT raise :class:`Terminated` in the main thread (no-op elsewhere; a signal that
+    already arrived keeps its default action, so a second one still ends the process at once)."""
     try:
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        for signum in STOP_SIGNALS:
+            if signum not in _received:
+                signal.signal(signum, _raise_terminated)
     except ValueError:  # not the main thread
         pass
 
@@ -86,14 +98,39 @@ def _owner(run_dir: Path) -> tuple[str, int] | None:
         return None
 
 
+def _in_use(folder: Path) -> bool:
+    """Whether a process's own checkpoint folder (``<host>-<pid>-<random>``:
+    :func:`privsyn_spark.runtime.scratch.own_folder`) may still be in use: another live process of this
+    host, or any process of another host."""
+    try:
+        host, pid, _ = folder.name.rsplit("-", 2)
+        return host != socket.gethostname() or (int(pid) != os.getpid() and _alive(int(pid)))
+    except ValueError:
+        return False
+
+
 def remove_scratch(run_dir: Path) -> bool:
-    """Delete a local run folder's scratch folders; True if there was any."""
+    """Delete a local run folder's scratch folders (but the checkpoint folders of processes that may still
+    use them: two samples of one run at once); True if there was any."""
     found = False
     for name in SCRATCH_FOLDERS:
         folder = run_dir / name
-        if folder.exists():
+        if not folder.exists():
+            continue
+        found = True
+        kept = [p for p in folder.iterdir() if _in_use(p)] if name == "checkpoints" else []
+        if not kept:
             shutil.rmtree(folder, ignore_errors=True)
-            found = True
+            continue
+        for item in folder.iterdir():
+            if item in kept:
+                continue
+            if item.is_dir():
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                item.unlink(missing_ok=True)
+        log.info("run folder %s: checkpoints of a running process left alone (%s)", run_dir,
+                 ", ".join(p.name for p in kept))
     return found
 
 

@@ -18,11 +18,15 @@ from typing import Any
 
 from privsyn_spark.document_file import read_document
 from privsyn_spark.domain import Domain
+from privsyn_spark.errors import BadInputData
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES, parse_document
 from privsyn_spark.schema.rules import Rule
 from privsyn_spark.schema.synthesis_view import SynthesisView, synthesis_view
+
+NESTED_TYPES = ("struct<", "array<", "map<")
+"""Spark's type names (``DataFrame.dtypes``) of nested values, which no declared column can hold."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,15 @@ class Schema:
         missing = [c for c in self.names if c not in present]
         if missing:
             raise SchemaError(f"columns declared in the schema are missing from the table: {missing}")
+
+    def check_table_types(self, table_types: Iterable[tuple[str, str]]) -> None:
+        """Raise :class:`BadInputData` naming every kept column that holds a struct, array or map in the table
+        (``table_types``: Spark's ``DataFrame.dtypes``): a declared column holds one value per row."""
+        nested = [f"{name!r} ({kind.split('<', 1)[0]})" for name, kind in table_types
+                  if name in self.names and kind.startswith(NESTED_TYPES)]
+        if nested:
+            raise BadInputData(f"column(s) {', '.join(nested)} hold nested values in the table, not one value per "
+                               f"row: select the field you mean into a column of its own, or declare it type: drop")
 
 
 DRAFTER: Callable[..., Any] | None = None

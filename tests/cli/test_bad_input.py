@@ -159,6 +159,9 @@ BEFORE_SPARK = [
      "above the cap of 50; declare fewer values or bins, or raise the cap"),
     ("runs-dir-a-file", None, lambda case: ["--runs-dir", str(case.dir / "file.txt")],
      "--runs-dir {dir}/file.txt is a regular file, not a folder"),
+    ("max-rows-per-id-beyond-bigint", [*COLUMNS, {"name": "pid", "type": "drop"}],
+     ["--privacy-id", "pid", "--max-rows-per-id", str(2**63)],
+     "max_rows_per_id must be at most 2^63 - 1 (a Spark bigint), got 9223372036854775808"),
 ]
 
 
@@ -336,6 +339,24 @@ def test_duplicate_parquet_columns_are_bad_input_before_the_budget(spark, capsys
     assert code == EXIT_BAD_INPUT
     assert "the table has two columns of the same name" in one_error_line(err)
     assert budget_charged(spark, case.ledger) == 0.0 and not case.table_written()
+
+
+@pytest.mark.slow
+def test_a_struct_column_declared_numerical_is_bad_input_before_the_reservation(spark, capsys, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privsyn_spark.budget.ledger import dataset_state
+
+    case = Case(tmp_path)
+    frame = people()
+    score = pa.array([{"value": v, "unit": "pt"} for v in frame["score"]])  # a Parquet struct column
+    pq.write_table(pa.table([pa.array(frame["age"].tolist()), pa.array(frame["city"].tolist()), score],
+                            names=["age", "city", "score"]), case.input)
+    code, err = _cli(spark, capsys, case)
+    assert code == EXIT_BAD_INPUT, err
+    assert "column(s) 'score' (struct) hold nested values in the table" in one_error_line(err)
+    assert dataset_state(spark, str(case.ledger), DATASET).reservations == [] and not case.table_written()
 
 
 def _corrupt(path: Path) -> None:

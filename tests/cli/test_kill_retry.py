@@ -5,7 +5,8 @@ A real `privsyn-spark measure` subprocess holds the dataset's reservation and ha
 test hook ``PRIVSYN_TEST_PAUSE_BEFORE_DRAW`` (``release_guard``: inert unless set) stops it at the last
 moment it provably drew nothing (before its ledger ``drawn`` record). The test kills its whole process
 group (driver and Spark JVM) with SIGKILL. The retry, a second subprocess without the hook, exits 0: it
-takes the reservation over (refunded), charges its own, and the dataset's spent rho is one run's.
+takes the reservation over (refunded), charges its own, and the dataset's spent rho is one run's. A
+first attempt still alive when a second takes its reservation over stops at its first draw, in one line.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.release_guard import PAUSE_BEFORE_DRAW_ENV
-from tests.cli.test_bad_input import DATASET, ROOT, Case
+from tests.cli.test_bad_input import DATASET, ROOT, Case, one_error_line
 
 pytestmark = pytest.mark.slow
 
@@ -92,3 +93,31 @@ def test_the_hook_is_inert_when_unset(monkeypatch):
     start = time.monotonic()
     assert isinstance(sampler.discrete_gaussian(1.0, 3), np.ndarray) and calls == [1]
     assert time.monotonic() - start < 5
+
+
+def test_a_live_attempt_taken_over_stops_in_one_line_and_the_warning_does_not_call_it_stopped(spark, tmp_path):
+    """A second process takes over the reservation of a first that is still alive, paused before its first
+    draw: its warning does not claim the first stopped; the first, let go, ends with one line, no noise."""
+    from privsyn_spark.budget import ledger as L
+    from privsyn_spark.privacy.accounting import rho_from_eps_delta
+
+    case = Case(tmp_path)
+    L.set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)
+    marker = tmp_path / "paused"
+    first = _measure(case, {PAUSE_BEFORE_DRAW_ENV: str(marker)})
+    try:
+        _wait_for(first, marker)
+        second = _measure(case, {})
+        _, second_err = second.communicate(timeout=600)
+        assert second.returncode == 0, second_err
+        assert "stopped before any noise" not in second_err and "is still reading" in second_err
+        marker.unlink()  # the first attempt goes on to its first draw
+        _, first_err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == 1, first_err
+    assert "took its reservation over while this one was still reading" in one_error_line(first_err)
+    state = L.dataset_state(spark, str(case.ledger), DATASET)
+    assert [r.status for r in state.reservations] == ["refunded", "committed"]
+    assert state.spent_rho == pytest.approx(rho_from_eps_delta(1.0, 1e-9))  # one charge, one draw
