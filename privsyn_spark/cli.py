@@ -41,14 +41,14 @@ from privsyn_spark.operations import (
     Scope,
     build_spark_session,
     check_budget,
-    check_cell_cap,
     check_default_runs_dir,
     check_epsilon_delta,
     check_exclusive,
+    check_first_pass,
     check_locations,
     check_output_path,
+    check_width,
     draft_schema,
-    first_pass_tables,
     install_sigterm_handler,
     load_schema,
     provenance,
@@ -110,8 +110,9 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
         return None
     config = validate_run_args(args)
     schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
-    if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
-        check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
+    if args.command in ("run", "measure"):  # the width and the first counting pass depend on the schema only
+        check_width(len(schema.view.domain()), config.settings.selection)
+        check_first_pass(schema.domain(), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "

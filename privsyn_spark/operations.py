@@ -37,7 +37,7 @@ from privsyn_spark.measure.draft_schema import (
     reserve_draft_budget,
     with_declared_types,
 )
-from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
+from privsyn_spark.measure.engine import check_first_pass
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.resample import SampleConfig, run_sample
@@ -51,6 +51,7 @@ from privsyn_spark.runtime.stale_scratch import install_sigterm_handler, sweep_a
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema import schema as schema_module
 from privsyn_spark.schema.schema import load_schema, save_schema
+from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.write.delta_output import provenance
 
 if TYPE_CHECKING:
@@ -63,9 +64,9 @@ REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse 
 
 __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "DatasetState", "PrivacyUnit", "PrivacyUnitError",
            "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget",
-           "check_cell_cap", "check_default_runs_dir",
+           "check_default_runs_dir", "check_first_pass", "check_width",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
-           "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
+           "check_run", "dataset_state", "describe_budget", "draft_schema",
            "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
            "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
