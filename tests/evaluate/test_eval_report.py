@@ -106,9 +106,9 @@ def test_report_opens_with_a_verdict_and_warnings(tmp_path):
     assert "rho 0.03 of 0.05 is left" in text
     assert "sex: the estimate's 1-way marginal is TVD 0.04 from the noisy one" in text
     assert "0.1167 vs 0.2334: 0.50x" in text
-    # the estimate's 1-way fit of sex is 13.3x the noise (not fit above 10): the box is red
-    assert 'class="verdict verdict-red" data-call="not fit"' in page
-    assert "Call: not fit: the estimate's 1-way marginal of sex is 13.3x the noise away" in html.unescape(text)
+    # the estimate's 1-way fit of sex, 13.3x the noise, is a diagnostic: the call follows the KS distance (care)
+    assert 'class="verdict verdict-amber" data-call="use with care"' in page
+    assert "Call: use with care: the KS distance of age is 0.25" in html.unescape(text)
     assert "1.25 s" in text  # timings carry their unit
     keys = {n["key"] for n in parser.numbers}
     assert {"/metrics/values/age/ks", "/metrics/values/gain/spikes/0/synthetic", "/selection/marginals/0/sigma",
