@@ -8,7 +8,8 @@ import re
 
 import numpy as np
 
-from privsyn_spark.evaluate.report import format_number, write_report
+from privsyn_spark.evaluate.report import write_report
+from privsyn_spark.evaluate.report_html import format_number
 from privsyn_spark.jsonable import to_jsonable
 
 from .report_check import check_report
@@ -124,3 +125,20 @@ def test_report_without_warnings_says_none(tmp_path):
     json_path, html_path = write_report(report, tmp_path / "out")
     _, parser = check_report(json_path, html_path, min_images=6)
     assert "Warnings. None." in re.sub(r"<[^>]+>", "", html_path.read_text())
+
+
+def test_metrics_are_per_column_tables_collapsed(tmp_path):
+    json_path, html_path = write_report(operator_report(), tmp_path / "out")
+    check_report(json_path, html_path, min_images=8)  # every number still shown, each once in its place
+    page = html_path.read_text()
+    metrics = page[page.index('<h2 id="metrics">'):]
+    columns = re.search(r"<details><summary>4 columns: 1-way TVD; KS distance and spike shares of numeric "
+                        r"columns</summary>(.*?)</details>", metrics, re.S)
+    assert columns, "the per-column table is not one collapsed block"
+    age = re.search(r"<tr><th>age</th>(.*?)</tr>", columns.group(1)).group(1)
+    assert 'data-key="/metrics/tvd/tvd_1way/age"' in age and 'data-key="/metrics/values/age/ks"' in age
+    assert 'class="flag">high' in age and 'data-key="/metrics/values/age/spikes/0/real"' in age
+    assert metrics.count('data-key="/metrics/tvd/tvd_1way/age"') == 1  # not again in a nested dump of report.json
+    blocks = re.findall(r"<details><summary>([^<]+)</summary>", metrics)
+    assert {"tvd", "range queries", "privacy smoke", "Value histograms of numeric columns"} <= set(blocks)
+    assert "<img" not in re.sub(r"<details>.*?</details>", "", metrics.split("<h3>2-way TVD</h3>")[0], flags=re.S)
