@@ -7,6 +7,7 @@
     privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
     privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger ledger --dataset-id adult
     privsyn-spark provenance out/synthetic
+    privsyn-spark jars --fetch          (the Delta jars into the cache; prints the spark-submit line)
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
 1 anything else (retryable).
@@ -138,6 +139,11 @@ def _main(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "jars":  # no session: the cache, the spark-submit line, Spark's Ivy for --fetch
+        if args.fetch:
+            operations.fetch_jars(args.repositories)
+        print(operations.describe_jars())
+        return 0
     sample = _sample_config(args) if args.command == "sample" else None  # before Spark starts
     if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts

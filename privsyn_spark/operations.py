@@ -41,6 +41,8 @@ from privsyn_spark.measure.engine import check_first_pass
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.resample import SampleConfig, run_sample
+from privsyn_spark.runtime.delta_jars import describe as describe_jars
+from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -66,7 +68,7 @@ __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "DatasetState",
            "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session", "check_budget",
            "check_default_runs_dir", "check_first_pass", "check_width",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_locations", "check_output_path",
-           "check_run", "dataset_state", "describe_budget", "draft_schema",
+           "check_run", "dataset_state", "describe_budget", "describe_jars", "draft_schema", "fetch_jars",
            "install_sigterm_handler", "load_schema", "provenance", "release_claim", "require_ledger",
            "rho_from_eps_delta", "run_sample", "set_budget", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
