@@ -75,6 +75,7 @@ from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import check_delta, preflight
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.synth_model import SynthModel, _active, _session
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 from privsyn_spark.write.decode import output_ddl
@@ -232,6 +233,7 @@ class PrivSyn:
         :mod:`~privsyn_spark.runtime.input_identity`) is refused unless ``reuse="force"``."""
         if reuse not in REUSE:
             raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
+        check_width(len(self.schema.view.domain()), self.settings.selection)  # before Spark reads anything
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
         spark, source = codes.spark, codes.label or frame_identity(codes.raw())

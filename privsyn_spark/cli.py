@@ -7,6 +7,7 @@
     privsyn-spark plan --schema adult.schema.yaml --epsilon 1 --no-ledger      (dry run: no data, no Spark)
     privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger runs/ledger --dataset-id adult
     privsyn-spark provenance out/synthetic
+    privsyn-spark jars --fetch          (the Delta jars into the cache; prints the spark-submit line)
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
 1 anything else (retryable).
@@ -41,15 +42,15 @@ from privsyn_spark.operations import (
     Scope,
     build_spark_session,
     check_budget,
-    check_cell_cap,
     check_default_runs_dir,
     check_epsilon_delta,
     check_exclusive,
+    check_first_pass,
     check_ledger_path,
     check_locations,
     check_output_path,
+    check_width,
     draft_schema,
-    first_pass_tables,
     install_stop_handlers,
     load_schema,
     provenance,
@@ -115,8 +116,9 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
         return None
     config = validate_run_args(args)
     schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
-    if args.command in ("run", "measure"):  # the first counting pass depends on the schema only
-        check_cell_cap(schema.domain(), first_pass_tables(schema.domain()), config.max_cells)
+    if args.command in ("run", "measure"):  # the width and the first counting pass depend on the schema only
+        check_width(len(schema.view.domain()), config.settings.selection)
+        check_first_pass(schema.domain(), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
@@ -142,6 +144,11 @@ def _main(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "jars":  # no session: the cache, the spark-submit line, Spark's Ivy for --fetch
+        if args.fetch:
+            operations.fetch_jars(args.repositories)
+        print(operations.describe_jars())
+        return 0
     sample = _sample_config(args) if args.command == "sample" else None  # before Spark starts
     if args.command == "infer-schema":
         draft_bounds(args)  # usage errors before Spark starts

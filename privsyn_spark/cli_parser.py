@@ -301,6 +301,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     _config_arg(sample)
     _quiet_arg(sample)
     _spark_args(sample)
+    jars = sub.add_parser("jars", help="the Delta jars: the spark-submit line, the cache (--fetch fills it)",
+                          description="Print the spark-submit options for Delta and whether the jar cache holds "
+                                      "them; --fetch resolves them with Spark's Ivy.")
+    jars.add_argument("--fetch", action="store_true", help="resolve the Delta jars from Maven into the cache")
+    jars.add_argument("--repositories", help="--fetch: extra Maven repositories (comma-separated URLs)")
     prov = sub.add_parser("provenance", help="list the runs that wrote each version of a synthetic Delta table",
                           description="List every version of a Delta table with the privsyn-spark run that wrote "
                                       "it (run id, epsilon, delta, rho from the commit's userMetadata).")

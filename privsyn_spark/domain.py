@@ -8,7 +8,7 @@ Spark or about the original values (that is the schema's job).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 Key = tuple[str, ...]
@@ -21,11 +21,13 @@ class Domain(Mapping[str, int]):
 
     attrs: tuple[str, ...]
     sizes: tuple[int, ...]
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)  # attribute -> position: O(1) lookups
 
     def __post_init__(self) -> None:
         if len(self.attrs) != len(self.sizes):
             raise ValueError("Domain: attrs and sizes differ in length")
-        if len(set(self.attrs)) != len(self.attrs):
+        object.__setattr__(self, "_index", {a: i for i, a in enumerate(self.attrs)})
+        if len(self._index) != len(self.attrs):
             raise ValueError(f"Domain: duplicate attributes in {self.attrs}")
         for a, s in zip(self.attrs, self.sizes):
             if int(s) < 1:
@@ -41,10 +43,7 @@ class Domain(Mapping[str, int]):
         return dict(zip(self.attrs, self.sizes))
 
     def __getitem__(self, attr: str) -> int:
-        try:
-            return self.sizes[self.attrs.index(attr)]
-        except ValueError:
-            raise KeyError(attr) from None
+        return self.sizes[self._index[attr]]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.attrs)
@@ -55,10 +54,10 @@ class Domain(Mapping[str, int]):
     def canonical(self, attrs: Iterable[str]) -> tuple[str, ...]:
         """``attrs`` sorted in this domain's attribute order (the order count arrays use)."""
         wanted = set(attrs)
-        unknown = wanted - set(self.attrs)
+        unknown = [a for a in wanted if a not in self._index]
         if unknown:
             raise KeyError(f"attributes not in domain: {sorted(unknown)}")
-        return tuple(a for a in self.attrs if a in wanted)
+        return tuple(sorted(wanted, key=self._index.__getitem__))
 
     def shape(self, attrs: Iterable[str] | None = None) -> tuple[int, ...]:
         """Array shape of a count table over ``attrs`` (all attributes if None)."""

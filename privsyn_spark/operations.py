@@ -39,13 +39,15 @@ from privsyn_spark.measure.draft_schema import (
     reserve_draft_budget,
     with_declared_types,
 )
-from privsyn_spark.measure.engine import check_cell_cap, first_pass_tables
+from privsyn_spark.measure.engine import check_first_pass
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.progress import summary
 from privsyn_spark.resample import SampleConfig, run_sample
+from privsyn_spark.runtime.delta_jars import describe as describe_jars
+from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -56,6 +58,7 @@ from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema import schema as schema_module
 from privsyn_spark.schema.schema import load_schema, save_schema
+from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.write.delta_output import local_provenance, provenance
 
 if TYPE_CHECKING:
@@ -68,11 +71,10 @@ REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse 
 
 __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "BudgetState", "DatasetState", "PrivacyUnit",
            "PrivacyUnitError", "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session",
-           "check_budget", "check_cell_cap", "check_default_runs_dir",
+           "check_budget", "check_default_runs_dir", "check_first_pass", "check_width",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_ledger_path", "check_locations",
-           "check_output_path",
-           "check_run", "dataset_state", "describe_budget", "draft_schema", "first_pass_tables",
-           "install_stop_handlers", "load_schema", "local_provenance", "local_states", "provenance",
+           "check_output_path", "check_run", "dataset_state", "describe_budget", "describe_jars", "draft_schema",
+           "fetch_jars", "install_stop_handlers", "load_schema", "local_provenance", "local_states", "provenance",
            "release_claim", "require_ledger",
            "rho_from_eps_delta", "run_sample", "set_budget", "summary", "sweep_and_claim", "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""

@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from privsyn_spark.config import Settings
+from privsyn_spark.measure.engine import first_pass_cells
 from privsyn_spark.privacy.accounting import RunBudget, one_way_rhos, split_rho
 from privsyn_spark.privacy.noise import gaussian_sigma
 from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.noisy_indif import indif_noise_scale
+from privsyn_spark.select.selection_config import check_width
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
         raise ValueError("plan_release: the budget needs its epsilon and delta (RunBudget.of(epsilon, delta))")
     rho, epsilon, delta = budget.rho, budget.epsilon, budget.delta
     d, checks = len(domain), list(schema.policy_checks())
+    pairs = check_width(d, settings.selection)  # a too-wide schema: refused from its width, in O(1)
     one_way, indif, selected, rho_checks = split_rho(rho, settings.split, d, len(checks))
     unit = schema.privacy_unit  # a person of K rows: every sigma K times the row-level one (privacy/unit.py)
     k = count_sensitivity(unit)
@@ -80,12 +83,9 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
                 for name in checks]
     rhos = one_way_rhos(one_way, domain.sizes, settings.split.one_way_allocation)  # as the release shares them
     releases += [(f"one_way:{a}", r, gaussian_sigma(k, r), domain[a]) for a, r in zip(domain.attrs, rhos)]
-    pairs = d * (d - 1) // 2
     if indif > 0:
         releases.append(("indif (all pairs; InDif scale)", indif,
                          indif_noise_scale(pairs, indif, settings.selection.indif_scale, unit.bound), pairs))
-    # the engine computes the pairs and sums the 1-way tables from them (measure/engine.py's _plan)
-    first = (sum(domain[a] * domain[b] for i, a in enumerate(domain.attrs) for b in domain.attrs[i + 1:])
-             if d > 1 else domain.cells(domain.attrs))
+    first = first_pass_cells(domain)
     return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
                 first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from privsyn_spark.evaluate.evaluation import NOTICE
+from privsyn_spark.evaluate.report_columns import SHOWN, collapsed, column_table
 from privsyn_spark.evaluate.report_html import at as _at
-from privsyn_spark.evaluate.report_html import attr_label, format_number
+from privsyn_spark.evaluate.report_html import attr_label
 from privsyn_spark.evaluate.report_html import n as _n
 from privsyn_spark.evaluate.report_html import num as _num
 from privsyn_spark.evaluate.report_html import pointer as _pointer
@@ -80,7 +81,7 @@ def _value(obj: Any, path: str) -> str:
         return html.escape(attr_label(obj))
     if isinstance(obj, Mapping):
         rows = "".join(f"<tr><th>{html.escape(attr_label(str(k)))}</th><td>{_value(v, _pointer(path, k))}</td></tr>"
-                       for k, v in obj.items() if not is_plotted(_pointer(path, k)))
+                       for k, v in obj.items() if not is_plotted(_pointer(path, k)) and _pointer(path, k) not in SHOWN)
         return _fold(len(obj), f"<table>{rows}</table>") if rows else "&mdash;"
     if obj and all(isinstance(v, Mapping) for v in obj):
         columns = list(dict.fromkeys(k for v in obj for k in v))
@@ -204,24 +205,29 @@ def _timings_table(report: Mapping) -> str:
     return f"<table><tr><th>step</th><th>wall time</th></tr>{rows}</table>" if rows else ""
 
 
-def _values_table(report: Mapping) -> str:
-    rows = []
-    for column, v in (_at(report, "metrics", "values")[0] or {}).items():
-        spikes = v.get("spikes") or []
-        cells = [f"{html.escape(format_number(s['value']))}: "
-                 f"{_n(report, 'metrics', 'values', column, 'spikes', i, 'real')}"
-                 f" real vs {_n(report, 'metrics', 'values', column, 'spikes', i, 'synthetic')} synthetic"
-                 for i, s in enumerate(spikes)]
-        flag = ' <span class="flag">high</span>' if v.get("high_error") else ""
-        rows.append(f"<tr><th>{html.escape(column)}</th><td>{_n(report, 'metrics', 'values', column, 'ks')}{flag}</td>"
-                    f"<td>{'<br>'.join(cells)}</td></tr>")
-    if not rows:
-        return ""
-    return ("<table><tr><th>column</th><th>KS distance</th><th>share of spike / most frequent values</th></tr>"
-            + "".join(rows) + "</table>")
-
-
 _TITLES = {"metrics": "Metrics (binned and value-level)", "selection": "Measured marginals"}
+
+
+def _metrics(report: Mapping, metrics: Mapping, plots: bool) -> str:
+    """The metrics below the guide: the per-column table, then each other part in its own collapsed block
+    (its plain values in one small table), the 2-way heat map and the per-column plots collapsed too."""
+    parts = ["<h3>Per column</h3>" + column_table(report)]
+    if plots and metrics.get("values"):
+        parts.append(collapsed("Value histograms of numeric columns", "".join(value_plots(metrics["values"]))))
+    if plots and metrics.get("distributions"):
+        parts.append(collapsed("Real vs synthetic distributions, per column",
+                               "".join(histogram_plots(metrics["distributions"]))))
+    plain = {k: v for k, v in metrics.items() if not isinstance(v, (Mapping, list))}
+    parts.append("<h3>Other metrics</h3>" + _value(plain, "/metrics"))
+    for key, body in metrics.items():
+        path = _pointer("/metrics", key)
+        if key in plain or is_plotted(path) or path in SHOWN:
+            continue
+        parts.append(collapsed(html.escape(key.replace("_", " ")), _value(body, path)))
+    matrix = metrics.get("tvd_2way_matrix")
+    if plots and isinstance(matrix, Mapping) and len(matrix.get("attrs", ())) > 1:
+        parts.append("<h3>2-way TVD</h3>" + heatmap_plot(matrix))
+    return "".join(parts)
 
 
 def render_html(report: Mapping) -> str:
@@ -254,17 +260,10 @@ def render_html(report: Mapping) -> str:
             continue
         if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
             parts.append(rounds_plot(body["rounds"]))
-        if section == "metrics":
-            parts.append(_GUIDE + rules_table(body))
-            if isinstance(body, Mapping) and body.get("values"):
-                parts.append("<h3>Value-level fidelity of numeric columns</h3>" + _values_table(report)
-                             + ("".join(value_plots(body["values"])) if plots else ""))
+        if section == "metrics" and isinstance(body, Mapping):
+            parts.append(_GUIDE + rules_table(body) + _metrics(report, body, plots))
+            continue
         parts.append(_value(body, _pointer("", section)))
-        if plots and section == "metrics" and isinstance(body, Mapping):
-            if body.get("tvd_2way_matrix") and len(body["tvd_2way_matrix"].get("attrs", ())) > 1:
-                parts.append("<h3>2-way TVD</h3>" + heatmap_plot(body["tvd_2way_matrix"]))
-            if body.get("distributions"):
-                parts.append("<h3>Real vs synthetic, per column</h3>" + "".join(histogram_plots(body["distributions"])))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
             + "\n".join(parts) + "</body></html>\n")

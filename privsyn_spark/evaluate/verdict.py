@@ -6,15 +6,17 @@ NOT private: the report is the operator's). Four checks, each ``fit``, ``care`` 
 | check | fit for use | use with care | not fit |
 |---|---|---|---|
 | mean 2-way TVD / the independent-columns baseline's | <= 0.5 (or TVD <= 0.01) | <= 0.9 | > 0.9 |
-| the estimate's 1-way fit to the noisy 1-ways (TVD / noise TVD) | <= 2 | <= 10 | > 10 |
 | 1-way TVD, synthetic against real (largest column) | <= 0.05 | <= 0.15 | > 0.15 |
 | KS distance of numeric columns (largest) | <= 0.1 | <= 0.3 | > 0.3 |
 
-The call is the worst check, and at best "use with care" when there is a warning (a fallback, values
-in the output that are not in the input, a numeric column off, a broken rule, a privacy-smoke flag,
-more than ``HANDLED_SHARE`` of the rows outside a column's declared domain). Input values outside
-the declared domain that were handled as the schema declares (clipped, mapped to ``other``, ...)
-are notes, not warnings: a null kept as its own value is part of the domain and is neither.
+The call is the worst check, and at best "use with care" when there is a warning (values in the
+output that are not in the input, a numeric column off, a broken rule, a privacy-smoke flag, more
+than ``HANDLED_SHARE`` of the rows outside a column's declared domain, contribution bounding).
+Diagnostics of the estimator (a fallback to PrivSyn's consistency step, an estimate whose 1-way
+marginal is further from the noisy one than noise explains) judge an internal step, not the output:
+they are listed with what to do, and the call, made on the output against the real table, ignores them.
+Input values outside the declared domain that were handled as the schema declares (clipped, mapped
+to ``other``, ...) are notes, not warnings: a null kept as its own value is part of the domain and is neither.
 The box is green for "fit for use", amber for "use with care", red for "not fit", grey when the
 report holds no fidelity metrics ("no call").
 """
@@ -27,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from privsyn_spark.estimate.one_way_fit import OFF_RATIO
 from privsyn_spark.evaluate.report_html import at, attr_label, n
 from privsyn_spark.evaluate.value_metrics import HIGH_KS
 
@@ -38,8 +39,6 @@ PAIR_RATIO = (0.5, 0.9)
 """Mean 2-way TVD over the independent baseline's: fit up to the first, use with care up to the second."""
 PAIR_NEGLIGIBLE = 0.01
 """A mean 2-way TVD this low is fit whatever the baseline (nearly independent real columns)."""
-ONE_WAY_FIT_RATIO = (OFF_RATIO, 10.0)
-"""The estimate's 1-way TVD to the noisy 1-ways over the noise-explained TVD (largest attribute)."""
 ONE_WAY_TVD = (0.05, 0.15)
 """Largest 1-way TVD of the synthetic table against the real one."""
 KS = (HIGH_KS, 0.3)
@@ -66,12 +65,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The call, the checks behind it, the warnings (HTML) and the notes (HTML)."""
+    """The call, the checks behind it, the warnings, the notes and the estimator's diagnostics (HTML)."""
 
     call: str
     checks: list[Check] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
 
     @property
     def reasons(self) -> list[str]:
@@ -86,7 +86,8 @@ class Verdict:
         return {"call": self.call, "colour": self.colour, "reasons": self.reasons,
                 "checks": [{"check": c.name, "value": _plain(c.value), "thresholds": _plain(c.thresholds),
                             "outcome": c.outcome} for c in self.checks],
-                "warnings": [_plain(w) for w in self.warnings], "notes": [_plain(x) for x in self.notes]}
+                "warnings": [_plain(w) for w in self.warnings], "notes": [_plain(x) for x in self.notes],
+                "diagnostics": [_plain(x) for x in self.diagnostics]}
 
     @property
     def colour(self) -> str:
@@ -120,16 +121,6 @@ def checks(report: Mapping) -> list[Check]:
                          f"{n(report, 'metrics', 'independent_baseline', 'tvd_2way_mean')}: {ratio:.2f}x",
                          _limits(PAIR_RATIO, "x", f" (or TVD &le; {PAIR_NEGLIGIBLE:g})"), outcome,
                          f"the 2-way TVD is {ratio:.2f}x the independent-columns baseline's"))
-    fit = at(report, "estimation", "one_way_fit", "attributes")[0] or {}
-    ratios = {a: v["ratio"] for a, v in fit.items() if isinstance(v.get("ratio"), (int, float))}
-    if ratios:
-        worst = max(ratios, key=ratios.__getitem__)
-        out.append(Check("estimate's 1-way fit to the noisy 1-ways (largest TVD / noise TVD)",
-                         f"{n(report, 'estimation', 'one_way_fit', 'attributes', worst, 'ratio')} "
-                         f"({html.escape(attr_label(worst))})", _limits(ONE_WAY_FIT_RATIO),
-                         _grade(ratios[worst], ONE_WAY_FIT_RATIO),
-                         f"the estimate's 1-way marginal of {attr_label(worst)} is {ratios[worst]:.1f}x the noise "
-                         "away from the noisy one"))
     one_way = at(report, "metrics", "tvd", "tvd_1way")[0] or {}
     if one_way:
         worst = max(one_way, key=one_way.__getitem__)
@@ -176,15 +167,6 @@ def _handled(report: Mapping) -> tuple[list[str], list[str]]:
 def warnings(report: Mapping) -> list[str]:
     """What an operator should look at: fallbacks, values not in the input, columns off, flags (HTML)."""
     out = []
-    if at(report, "estimation", "method")[0] == "consistency":
-        reason = at(report, "estimation", "info", "fallback_reason")[0]
-        out.append("Fallback: targets came from PrivSyn's consistency step, not Private-PGM"
-                   + (f" ({html.escape(str(reason))})" if reason else "") + ".")
-    for column in at(report, "estimation", "one_way_fit", "off")[0] or []:
-        fit = ("estimation", "one_way_fit", "attributes", column)
-        out.append(f"Column <b>{html.escape(attr_label(str(column)))}</b>: the estimate's 1-way marginal is TVD "
-                   f"{n(report, *fit, 'tvd')} from the noisy one, more than noise explains "
-                   f"({n(report, *fit, 'noise_tvd')}).")
     for i, item in enumerate(at(report, "metrics", "values_not_in_input")[0] or []):
         out.append(f"Column <b>{html.escape(str(item['column']))}</b>: value {html.escape(str(item['value']))} is in "
                    f"the output ({n(report, 'metrics', 'values_not_in_input', i, 'synthetic_rows')} rows) but "
@@ -204,13 +186,33 @@ def warnings(report: Mapping) -> list[str]:
     return out
 
 
+def diagnostics(report: Mapping) -> list[str]:
+    """The estimator's diagnostics, each with what to do (HTML): outside the call (module docstring)."""
+    out = []
+    act = ("Nothing to do while the 1-way TVD check above is fit for use; otherwise compare the column's "
+           "histograms below, and give the 1-way marginals more of the budget (<i>budget_split</i>) or the run "
+           "a larger epsilon.")
+    if at(report, "estimation", "method")[0] == "consistency":
+        reason = at(report, "estimation", "info", "fallback_reason")[0]
+        out.append("Fallback: targets came from PrivSyn's consistency step, not Private-PGM"
+                   + (f" ({html.escape(str(reason))})" if reason else "") + ". Nothing to do while the checks "
+                   "above are fit for use; otherwise let Private-PGM run: a larger <i>--model-cells</i>, or fewer "
+                   "or coarser columns.")
+    for column in at(report, "estimation", "one_way_fit", "off")[0] or []:
+        fit = ("estimation", "one_way_fit", "attributes", column)
+        out.append(f"Column <b>{html.escape(attr_label(str(column)))}</b>: the estimate's 1-way marginal is TVD "
+                   f"{n(report, *fit, 'tvd')} from the noisy one, {n(report, *fit, 'ratio')}x what noise "
+                   f"explains ({n(report, *fit, 'noise_tvd')}). " + act)
+    return out
+
+
 def verdict(report: Mapping) -> Verdict:
     """The fit-for-use call of a report (module docstring), with its checks, warnings and notes."""
     found, found_warnings = checks(report), warnings(report)
     call = max((c.outcome for c in found), key=_RANK.__getitem__, default=NO_CALL)
     if found_warnings and call in (FIT, NO_CALL):
         call = CARE
-    return Verdict(call, found, found_warnings, _handled(report)[1])
+    return Verdict(call, found, found_warnings, _handled(report)[1], diagnostics(report))
 
 
 def verdict_html(v: Verdict) -> str:
@@ -228,4 +230,7 @@ def verdict_html(v: Verdict) -> str:
     if v.notes:
         parts.append("<p><b>Notes</b> (input handled as the schema declares, counted):</p><ul>"
                      + "".join(f"<li>{x}</li>" for x in v.notes) + "</ul>")
+    if v.diagnostics:
+        parts.append("<p><b>Diagnostics</b> (the estimator, not the output: not part of the call):</p><ul>"
+                     + "".join(f"<li>{x}</li>" for x in v.diagnostics) + "</ul>")
     return "".join(parts)

@@ -65,6 +65,8 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget:
         return tables
 
     start = time.perf_counter()
+    pairs = len(packed.domain) * (len(packed.domain) - 1) // 2
+    progress.say(f"measure: noise and selection over {pairs} attribute pairs (InDif of each)")
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
                                      budget=budget, sampler=sampler, split=split, selection=selection,
                                      unit=unit, policy_counts=tallies)

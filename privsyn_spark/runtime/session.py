@@ -48,7 +48,8 @@ The encode-and-pack projection of a wide table is one such method from ~15 colum
 
 
 def jars_dir() -> Path:
-    """Folder of the Delta jars `scripts/setup.sh` resolves with Maven (PRIVSYN_SPARK_JARS_DIR overrides)."""
+    """Folder of the cached Delta jars (`privsyn-spark jars --fetch` or a clone's `scripts/setup.sh` fill it;
+    PRIVSYN_SPARK_JARS_DIR overrides)."""
     return Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
 
 
@@ -206,9 +207,9 @@ def _check_active(spark: SparkSession, conf: Mapping[str, str], delta: bool) -> 
 def ivy_help() -> str:
     """What to do when Spark's JVM died resolving the Delta jars with Ivy (one line; its own error is above it)."""
     return (f"Spark's JVM exited at start, resolving the Delta jars {delta_package()} from Maven (Ivy, "
-            f"spark.jars.packages; its error is printed above): run scripts/setup.sh, which caches them in "
-            f"{jars_dir()} (PRIVSYN_SPARK_JARS_DIR: a folder of them), or pass --conf spark.jars=<the Delta jars> "
-            f"or spark.jars.repositories=<a Maven mirror you can reach>")
+            f"spark.jars.packages; its error is printed above): `privsyn-spark jars --fetch [--repositories "
+            f"<a Maven mirror you can reach>]` caches them in {jars_dir()} (PRIVSYN_SPARK_JARS_DIR: a folder of "
+            f"them), or pass --conf spark.jars=<the Delta jars> or spark.jars.repositories=<a Maven mirror>")
 
 
 def delta_help() -> str:

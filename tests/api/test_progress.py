@@ -51,6 +51,7 @@ def test_a_fit_reports_its_passes_iterations_and_rounds_on_stderr(table, tmp_pat
     text = "\n".join(lines)
     assert "privsyn-spark: measure: counting pass 1 of 2 (1- and 2-way)" in lines
     assert "privsyn-spark: measure: counting pass 2 of 2 (selected)" in lines
+    assert "privsyn-spark: measure: noise and selection over 3 attribute pairs (InDif of each)" in lines
     assert re.search(r"^privsyn-spark: measure: counting pass 2 of 2 \(selected\): done in \d+\.\d s$", text, re.M)
     assert re.search(r"^privsyn-spark: estimate: mirror descent iteration 1 of at most 1000 \(", text, re.M)
     assert re.search(r"^privsyn-spark: estimate: mirror descent iterations: (converged|stopped) after \d+ of at most "

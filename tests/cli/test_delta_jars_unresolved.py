@@ -37,5 +37,6 @@ def test_an_ivy_failure_is_one_line_with_the_fix(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.startswith("privsyn-spark: error:")]
     assert len(lines) == 1, result.stderr
     assert "resolving the Delta jars io.delta:delta-spark_" in lines[0]
-    assert f"run scripts/setup.sh, which caches them in {tmp_path / 'jars'}" in lines[0]
+    assert f"`privsyn-spark jars --fetch [--repositories <a Maven mirror you can reach>]` caches them in " \
+           f"{tmp_path / 'jars'}" in lines[0]
     assert "spark.jars.repositories" in lines[0]

@@ -6,7 +6,8 @@ import base64
 import json
 from html.parser import HTMLParser
 
-from privsyn_spark.evaluate.report import format_number, is_plotted
+from privsyn_spark.evaluate.report import is_plotted
+from privsyn_spark.evaluate.report_html import format_number
 
 VOID = {"meta", "img", "br", "hr", "link", "input", "col", "area", "base", "source", "wbr"}
 

@@ -8,7 +8,8 @@ import re
 
 import numpy as np
 
-from privsyn_spark.evaluate.report import format_number, write_report
+from privsyn_spark.evaluate.report import write_report
+from privsyn_spark.evaluate.report_html import format_number
 from privsyn_spark.jsonable import to_jsonable
 
 from .report_check import check_report
@@ -106,9 +107,9 @@ def test_report_opens_with_a_verdict_and_warnings(tmp_path):
     assert "rho 0.03 of 0.05 is left" in text
     assert "sex: the estimate's 1-way marginal is TVD 0.04 from the noisy one" in text
     assert "0.1167 vs 0.2334: 0.50x" in text
-    # the estimate's 1-way fit of sex is 13.3x the noise (not fit above 10): the box is red
-    assert 'class="verdict verdict-red" data-call="not fit"' in page
-    assert "Call: not fit: the estimate's 1-way marginal of sex is 13.3x the noise away" in html.unescape(text)
+    # the estimate's 1-way fit of sex, 13.3x the noise, is a diagnostic: the call follows the KS distance (care)
+    assert 'class="verdict verdict-amber" data-call="use with care"' in page
+    assert "Call: use with care: the KS distance of age is 0.25" in html.unescape(text)
     assert "1.25 s" in text  # timings carry their unit
     keys = {n["key"] for n in parser.numbers}
     assert {"/metrics/values/age/ks", "/metrics/values/gain/spikes/0/synthetic", "/selection/marginals/0/sigma",
@@ -124,3 +125,20 @@ def test_report_without_warnings_says_none(tmp_path):
     json_path, html_path = write_report(report, tmp_path / "out")
     _, parser = check_report(json_path, html_path, min_images=6)
     assert "Warnings. None." in re.sub(r"<[^>]+>", "", html_path.read_text())
+
+
+def test_metrics_are_per_column_tables_collapsed(tmp_path):
+    json_path, html_path = write_report(operator_report(), tmp_path / "out")
+    check_report(json_path, html_path, min_images=8)  # every number still shown, each once in its place
+    page = html_path.read_text()
+    metrics = page[page.index('<h2 id="metrics">'):]
+    columns = re.search(r"<details><summary>4 columns: 1-way TVD; KS distance and spike shares of numeric "
+                        r"columns</summary>(.*?)</details>", metrics, re.S)
+    assert columns, "the per-column table is not one collapsed block"
+    age = re.search(r"<tr><th>age</th>(.*?)</tr>", columns.group(1)).group(1)
+    assert 'data-key="/metrics/tvd/tvd_1way/age"' in age and 'data-key="/metrics/values/age/ks"' in age
+    assert 'class="flag">high' in age and 'data-key="/metrics/values/age/spikes/0/real"' in age
+    assert metrics.count('data-key="/metrics/tvd/tvd_1way/age"') == 1  # not again in a nested dump of report.json
+    blocks = re.findall(r"<details><summary>([^<]+)</summary>", metrics)
+    assert {"tvd", "range queries", "privacy smoke", "Value histograms of numeric columns"} <= set(blocks)
+    assert "<img" not in re.sub(r"<details>.*?</details>", "", metrics.split("<h3>2-way TVD</h3>")[0], flags=re.S)
