@@ -38,14 +38,14 @@ def test_budget_show_check_and_provenance_of_local_paths_start_no_spark(spark, t
     api.write_delta(spark.createDataFrame([(1, "a")], "x int, y string"), out,
                     provenance={"privsyn.run_id": "r1", "privsyn.epsilon": "1.0"})
 
-    refused = cli("budget", "set", "--ledger", ledger, "--dataset", "other", "--epsilon", "1", "--delta", "1e-9",
+    refused = cli("budget", "set", "--ledger", ledger, "--dataset-id", "other", "--epsilon", "1", "--delta", "1e-9",
                   **NO_JVM)
     assert refused.returncode != 0  # the environment does keep Spark from starting
     show = cli("budget", "show", "--ledger", ledger, "--epsilon", "1", **NO_JVM)
     assert show.returncode == 0, show.stderr
     assert f"dataset {DATASET!r}" in show.stdout and "#2 run 'r1'" in show.stdout and "committed" in show.stdout
     assert "more run(s) fit at epsilon=1" in show.stdout
-    check = cli("budget", "check", "--ledger", ledger, "--dataset", DATASET, "--epsilon", "1", "--run-id", "r2",
+    check = cli("budget", "check", "--ledger", ledger, "--dataset-id", DATASET, "--epsilon", "1", "--run-id", "r2",
                 **NO_JVM)
     assert check.returncode == 0, check.stderr
     assert f"dataset {DATASET!r}: run 'r2' fits" in check.stdout
@@ -66,7 +66,7 @@ def test_a_damaged_ledger_is_one_line_and_exit_3_at_once(spark, tmp_path):
     for version in (2, 3):
         (folder / "_delta_log" / f"{version:020d}.json").unlink()
     for argv in (["budget", "show", "--ledger", str(folder)],  # read without Spark
-                 ["budget", "set", "--ledger", str(folder), "--dataset", DATASET, "--epsilon", "5", "--delta",
+                 ["budget", "set", "--ledger", str(folder), "--dataset-id", DATASET, "--epsilon", "5", "--delta",
                   "1e-9"]):  # with Spark: it once waited 2 minutes on "concurrent creation", then a trace
         done = cli(*argv)
         assert done.returncode == EXIT_BUDGET, done.stderr[-3000:]
@@ -84,13 +84,13 @@ def test_a_read_only_ledger_is_refused_before_spark_in_one_line(spark, tmp_path)
     L.set_budget(spark, str(case.ledger), DATASET, 5.0, 1e-9)
     read_only = ["unshare", "-rm", "sh", "-c", 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
                  str(case.ledger)]
-    for argv in (["budget", "set", "--ledger", str(case.ledger), "--dataset", "other", "--epsilon", "1", "--delta",
+    for argv in (["budget", "set", "--ledger", str(case.ledger), "--dataset-id", "other", "--epsilon", "1", "--delta",
                   "1e-9"], case.argv("--master", "local[1]")):
         done = cli(*argv, wrap=read_only, **NO_JVM)
         assert done.returncode == EXIT_USAGE, done.stderr[-3000:]
         line = one_error_line(done.stderr)
         assert f"--ledger {case.ledger}: cannot write in {case.ledger}" in line and "Read-only" in line, line
     new = Path("/proc/privsyn-ledger-check/ledger")  # a ledger to create where nothing can be written
-    done = cli("budget", "set", "--ledger", str(new), "--dataset", "d", "--epsilon", "1", "--delta", "1e-9", **NO_JVM)
+    done = cli("budget", "set", "--ledger", str(new), "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9", **NO_JVM)
     assert done.returncode == EXIT_USAGE and "cannot write in /proc" in one_error_line(done.stderr)
     assert L.dataset_state(spark, str(case.ledger), "other").budget is None and not case.table_written()

@@ -49,7 +49,7 @@ def test_fetch_fills_the_cache_from_maven_central_and_a_session_uses_it(tmp_path
     assert not any(n.startswith(("hadoop-", "slf4j-", "jackson-", "log4j-")) for n in names)  # Spark ships those
     assert f"(PRIVSYN_SPARK_JARS_DIR): {len(names)} jars, used by every session started here" in done.stdout
     ledger = tmp_path / "ledger"  # a session started with the cache: Delta works without spark.jars.packages
-    made = cli("budget", "set", "--ledger", str(ledger), "--dataset", "d", "--epsilon", "1", "--delta", "1e-9",
+    made = cli("budget", "set", "--ledger", str(ledger), "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9",
                "--master", "local[1]", cache=cache, cwd=tmp_path, SPARK_SUBMIT_OPTS=f"-Duser.home={home}")
     assert made.returncode == 0, made.stderr[-3000:]
     assert (ledger / "_delta_log").is_dir() and not (home / ".ivy2.5.2").exists()
