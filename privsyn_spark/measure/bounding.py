@@ -177,9 +177,9 @@ def _groups(unit: PrivacyUnit) -> list[Column]:
 
 def _one_per_id(keyed: DataFrame, columns: list[str], unit: PrivacyUnit) -> tuple[DataFrame, tuple[Any, ...]]:
     """K = 1: per id, the row of the smallest key, as one aggregate (``min_by`` of every column by the
-    unique key: all from one row). Spark aggregates it partially before the shuffle (a hash aggregate when
-    the columns are fixed-width, like the packed words), so the shuffle moves about one row per id and
-    input partition instead of every row."""
+    key: all from one row unless two keys tie, module docstring). Spark aggregates it partially before
+    the shuffle (a hash aggregate when the columns are fixed-width, like the packed words), so the
+    shuffle moves about one row per id and input partition instead of every row."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
