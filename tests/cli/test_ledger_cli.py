@@ -91,6 +91,7 @@ def test_a_read_only_ledger_is_refused_before_spark_in_one_line(spark, tmp_path)
         line = one_error_line(done.stderr)
         assert f"--ledger {case.ledger}: cannot write in {case.ledger}" in line and "Read-only" in line, line
     new = Path("/proc/privsyn-ledger-check/ledger")  # a ledger to create where nothing can be written
-    done = cli("budget", "set", "--ledger", str(new), "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9", **NO_JVM)
+    done = cli("budget", "set", "--ledger", str(new), "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9",
+               **NO_JVM)
     assert done.returncode == EXIT_USAGE and "cannot write in /proc" in one_error_line(done.stderr)
     assert L.dataset_state(spark, str(case.ledger), "other").budget is None and not case.table_written()
