@@ -75,7 +75,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A RunConfig from parsed arguments (also used by jobs/); raises UsageError for unusable values."""
     if getattr(args, "dataset_epsilon", None) is not None:
         raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
-                         "set --ledger L --dataset ID --epsilon E --delta D`; runs read it from the ledger")
+                         "set --ledger L --dataset-id ID --epsilon E --delta D`; runs read it from the ledger")
     return RunConfig(settings=settings_from_args(args),
         input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
         runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,

@@ -160,7 +160,7 @@ def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: M
     partition's) exhausted."""
     if state.budget is None:
         raise NoBudget(f"dataset {state.dataset_id!r} has no budget in the ledger: set it once with "
-                       f"`privsyn-spark budget set --dataset {state.dataset_id} --epsilon E --delta D`")
+                       f"`privsyn-spark budget set --dataset-id {state.dataset_id} --epsilon E --delta D`")
     column = state.budget.per_partition
     if column is not None and column not in (partition or {}):
         raise MixedBudget(f"dataset {state.dataset_id!r} is budgeted per partition of {column!r}: a run must be "
@@ -217,7 +217,7 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
         found.clear()
         if state.budget is None:
             raise NoBudget(f"dataset {dataset_id!r} has no budget in ledger {ledger}: set it once with "
-                           f"`privsyn-spark budget set --ledger {ledger} --dataset {dataset_id} --epsilon E --delta D`")
+                           f"`privsyn-spark budget set --ledger {ledger} --dataset-id {dataset_id} --epsilon E --delta D`")
         why = unit_mismatch(state.budget, unit.name)
         if why:
             raise UnitMismatch(f"dataset {dataset_id!r}: {why}")

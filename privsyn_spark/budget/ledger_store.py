@@ -119,7 +119,7 @@ def require_ledger(spark: SparkSession, ledger: str) -> None:
 def missing(ledger: str) -> LedgerMissing:
     """The refusal of a ledger location where there is none."""
     return LedgerMissing(f"no budget ledger at {ledger}: check --ledger, or create it by setting the dataset's "
-                         f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset ID --epsilon E "
+                         f"budget there (`privsyn-spark budget set --ledger {ledger} --dataset-id ID --epsilon E "
                          f"--delta D`)")
 
 
