@@ -217,7 +217,8 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
         found.clear()
         if state.budget is None:
             raise NoBudget(f"dataset {dataset_id!r} has no budget in ledger {ledger}: set it once with "
-                           f"`privsyn-spark budget set --ledger {ledger} --dataset-id {dataset_id} --epsilon E --delta D`")
+                           f"`privsyn-spark budget set --ledger {ledger} --dataset-id {dataset_id} "
+                           "--epsilon E --delta D`")
         why = unit_mismatch(state.budget, unit.name)
         if why:
             raise UnitMismatch(f"dataset {dataset_id!r}: {why}")
