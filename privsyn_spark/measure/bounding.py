@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd  # at run time: the UDF's type hints name it
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.unit import PrivacyUnit
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
     from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
@@ -148,11 +148,13 @@ def row_keys(index: Column, seed: int | None = None) -> Column:
     that fills each batch from ``os.urandom``, so no key or seed is in the plan. ``seed`` (tests only):
     instead a fixed bijection of ``index`` (splitmix64's finaliser of ``index + seed``), so a row keeps its
     key across runs over the same layout, and distinct indices never tie."""
+    import pandas
     from pyspark.sql.functions import pandas_udf
 
     def row_key(index: pd.Series) -> pd.Series:
         return _keys(index, seed)
 
+    row_key.__annotations__ = {"index": pandas.Series, "return": pandas.Series}  # resolved: pandas loads lazily
     return pandas_udf(row_key, "long").asNondeterministic()(index)  # type: ignore[call-overload]
 
 
@@ -165,7 +167,9 @@ def _keys(index: pd.Series, seed: int | None) -> pd.Series:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[1])
         z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[2])
         keys = (z ^ (z >> np.uint64(31))).view(np.int64)
-    return pd.Series(keys, index=index.index)
+    import pandas
+
+    return pandas.Series(keys, index=index.index)
 
 
 def _groups(unit: PrivacyUnit) -> list[Column]:
