@@ -214,9 +214,10 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
 def _check_budget_args(args: argparse.Namespace) -> None:
     """`budget` options checked before Spark starts."""
     if args.action == "set":
-        check_budget(args.epsilon, args.delta, _budget_unit(args))
         if args.per_partition is not None and not args.per_partition.strip():
             raise UsageError("--per-partition needs a column name")
+        check_budget(args.epsilon, args.delta, _budget_unit(args), args.per_partition,
+                     args.partition_constant_per_person)
     elif args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
     if args.action == "check":
@@ -231,7 +232,8 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
         if args.action != "set" and args.epsilon is not None else None
     if args.action == "set":
         operations.set_budget(spark, args.ledger, args.dataset, args.epsilon, args.delta, replace=args.replace,
-                          privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
+                          privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None,
+                          partition_constant_per_person=args.partition_constant_per_person)
         states = [operations.dataset_state(spark, args.ledger, args.dataset)]
     elif args.action == "check":
         print(operations.check_run(operations.dataset_state(spark, args.ledger, args.dataset), args.run_id or None,

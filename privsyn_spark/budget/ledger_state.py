@@ -5,7 +5,9 @@ The ledger is insert-only; every row has a ``kind``:
 - ``budget``: the dataset's total (epsilon, delta) and its rho, for one privacy unit (``privacy_unit``:
   ``row``, or the id column(s) of a person; NULL in older ledgers: a row); the latest one holds (a
   change needs ``budget set --replace`` and stays in the history); ``per_partition`` names the column
-  whose partitions each get that whole budget (parallel composition), None for one shared budget;
+  whose partitions each get that whole budget (parallel composition), None for one shared budget; for
+  a person unit it needs the operator's declaration that the column is constant per person, recorded
+  in the row's ``fingerprint`` JSON (``{"partition_constant_per_person": true}``);
 - ``reserve``: a run's rho charged before it draws any noise, with the run's (epsilon, delta), its unit
   and bound K (``max_rows_per_id``), its fingerprint (input, schema hash, ...), the attempt that holds
   it, where its artifact goes and the partition values it was scoped to (``partition_values``, JSON;
@@ -61,13 +63,34 @@ class Budget:
     rho: float
     privacy_unit: str = ROW  # what neighbouring tables differ by: a row, or a person of these id column(s)
     per_partition: str | None = None  # each partition of this column has the whole budget (parallel composition)
+    constant_per_person: bool = False  # the operator declared per_partition constant per person (a person unit)
+
+    @property
+    def undeclared(self) -> str | None:
+        """Why this budget's parallel composition is unsound as set (None when it is sound): a person unit
+        budgeted per partition without the declaration that the partition column is constant per person."""
+        if self.privacy_unit == ROW or not self.per_partition or self.constant_per_person:
+            return None
+        return (f"a per-partition budget ({self.per_partition!r}) for a person (id {self.privacy_unit!r}) holds only "
+                f"when {self.per_partition!r} is constant per person (a person's rows spanning partitions are "
+                f"charged once per partition); declare it with --partition-constant-per-person "
+                f"(partition_constant_per_person=True) or use a shared budget")
 
 
-def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None) -> Budget:
-    """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1."""
+def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None,
+                 constant_per_person: bool = False) -> Budget:
+    """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1, and
+    for a person unit budgeted per partition unless ``constant_per_person`` declares the column constant per
+    person (parallel composition needs every person's rows in one partition: McSherry 2009, Thm. 4)."""
     check_epsilon_delta(epsilon, delta, "budget")
-    return Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
-                  per_partition or None)
+    if constant_per_person and not (per_partition and privacy_unit != ROW):
+        raise UsageError("--partition-constant-per-person (partition_constant_per_person=True) declares a "
+                         "per-partition column constant per person: it needs --per-partition and --privacy-id")
+    budget = Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
+                    per_partition or None, bool(constant_per_person))
+    if budget.undeclared:
+        raise UsageError(budget.undeclared)
+    return budget
 
 
 def check_epsilon_delta(epsilon: float, delta: float, what: str = "run") -> None:
@@ -254,8 +277,9 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
         if r["kind"] == NONPRIVATE:
             state.nonprivate.append(dict(r))
         elif r["kind"] == BUDGET:
+            declared = json.loads(r.get("fingerprint") or "{}").get("partition_constant_per_person", False)
             state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]), r.get("privacy_unit") or ROW,
-                                  r.get("per_partition"))
+                                  r.get("per_partition"), bool(declared))
             state.budget_history.append(state.budget)
         elif r["kind"] == RESERVE:
             commit = commits.get(r["attempt"])
@@ -334,6 +358,11 @@ def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -
         lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g}){per}, privacy unit "
                      f"{b.privacy_unit if b.privacy_unit == ROW else 'id ' + b.privacy_unit}"
                      + (f"; changed {len(state.budget_history) - 1} time(s)" if len(state.budget_history) > 1 else ""))
+        if b.constant_per_person:
+            lines.append(f"  declared: {b.per_partition!r} is constant per person (the operator's declaration, "
+                         f"which the per-partition guarantee rests on)")
+        elif b.undeclared:
+            lines.append(f"  UNSOUND: {b.undeclared}")
         extra, releases = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
         lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} "
                      f"(rho={state.spent_rho:.6g}, zCDP composition of {releases} "
