@@ -258,8 +258,10 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
     return Reservation(dataset_id, held, charged=True, spent_before=state.spent_rho)
 
 
-def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact: str, sha256: str) -> None:
-    """Record that the reservation's attempt wrote its artifact (location and content hash)."""
+def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact: str, sha256: str,
+           max_rows_per_id: int | None = None) -> None:
+    """Record that the reservation's attempt wrote its artifact (location and content hash); ``max_rows_per_id``:
+    the bound K the release used when it was chosen after the reservation (a draft's private K)."""
     attempt = reservation.held.attempt
 
     def decide(state: DatasetState) -> Any:
@@ -271,7 +273,7 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
                 raise RuntimeError(f"run {reservation.run_id!r}: attempt {attempt} committed another artifact")
             return None
         return {"kind": COMMIT, "run_id": reservation.run_id, "attempt": attempt, "artifact": artifact,
-                "artifact_sha256": sha256}
+                "artifact_sha256": sha256, "max_rows_per_id": max_rows_per_id}
 
     append_row(spark, ledger, reservation.dataset_id, decide)
 

@@ -12,7 +12,8 @@ The ledger is insert-only; every row has a ``kind``:
   and bound K (``max_rows_per_id``), its fingerprint (input, schema hash, ...), the attempt that holds
   it, where its artifact goes and the partition values it was scoped to (``partition_values``, JSON;
   None for an unscoped run);
-- ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256;
+- ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256 (and the
+  bound K the release used, when it was chosen after the reservation: a draft's);
 - ``refund``: the attempt failed before drawing any noise and its artifact provably does not
   exist; its rho no longer counts;
 - ``drawn``: the attempt is about to draw its first noise (written before the draw): from then on
@@ -288,7 +289,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 epsilon=float(r["epsilon"]), delta=float(r["delta"]), fingerprint=json.loads(r["fingerprint"] or "{}"),
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
                 refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
-                privacy_unit=r.get("privacy_unit") or ROW, max_rows_per_id=int(r.get("max_rows_per_id") or 1),
+                privacy_unit=r.get("privacy_unit") or ROW,
+                max_rows_per_id=int((commit or {}).get("max_rows_per_id") or r.get("max_rows_per_id") or 1),
                 partition=json.loads(r["partition_values"]) if r.get("partition_values") else None,
                 extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn,
                 records_draws=r.get("extra_delta") is not None))  # this version writes it on every reserve

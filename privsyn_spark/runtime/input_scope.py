@@ -100,7 +100,8 @@ class Scope:
         for i, _, value, sql_type in typed:
             cast = f"try_cast({sql_string(value)} AS {sql_type})"
             text = _rendered(cast, sql_type)
-            columns += [f"{cast} IS NULL AS null{i}", f"{text} AS text{i}", f"try_cast({text} AS {sql_type}) <=> {cast} AS same{i}"]
+            columns += [f"{cast} IS NULL AS null{i}", f"{text} AS text{i}",
+                        f"try_cast({text} AS {sql_type}) <=> {cast} AS same{i}"]
         row = df.sparkSession.sql("SELECT " + ", ".join(columns)).head()
         assert row is not None
         values = dict(self.partition)

@@ -52,8 +52,9 @@ def test_every_spelling_of_a_partition_value_has_one_canonical_text(spark, typed
         assert scope.apply(raw).count() == 300  # the canonical text selects the partition's rows
 
 
-@pytest.mark.parametrize("item, message", [("day=2024-13-45", "not a date value"), ("n=five", "not a bigint value"),
-                                           ("flag=maybe", "not a boolean value"), ("ts=2024-01-02 25:00", "not a timestamp")])
+@pytest.mark.parametrize("item, message", [
+    ("day=2024-13-45", "not a date value"), ("n=five", "not a bigint value"), ("flag=maybe", "not a boolean value"),
+    ("ts=2024-01-02 25:00", "not a timestamp")])
 def test_a_value_that_does_not_cast_is_a_one_line_usage_error(spark, typed, item, message):
     raw = spark.read.format("delta").load(str(typed))
     with pytest.raises(UsageError, match=message) as err:
