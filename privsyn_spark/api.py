@@ -191,9 +191,10 @@ class PrivSyn:
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, files,
                                version)
 
-    def check_reuse(self, run_id: str, source: str) -> None:
+    def check_reuse(self, run_id: str, source: str | None) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
-        settings or input ``source`` (a runs dir on another file system is checked when the run reads it)."""
+        settings or input ``source`` (None: any input; a runs dir on another file system is checked when the
+        run reads it)."""
         if "://" in self.runs_dir:
             return
         found = local_artifact(self.runs_dir, run_id, skip_unreadable=bool(self.ledger))  # else: the ledger judges

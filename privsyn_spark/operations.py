@@ -22,8 +22,8 @@ from privsyn_spark.budget.ledger import (
     require_ledger,
     set_budget,
 )
+from privsyn_spark.budget.ledger_show import describe as describe_budget
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
-from privsyn_spark.budget.ledger_state import describe as describe_budget
 from privsyn_spark.budget.ledger_table import check_exclusive
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError

@@ -133,10 +133,8 @@ class Scope:
             leaves = df._jdf.queryExecution().executedPlan().collectLeaves()
             files: list[str] = []
             for i in range(leaves.size()):
-                listing = leaves.apply(i).selectedPartitions().partitionDirectories()
-                for j in range(listing.size()):
-                    found = listing.apply(j).files()
-                    files += [str(found.apply(k).getPath().toString()) for k in range(found.size())]
+                for folder in _items(leaves.apply(i).selectedPartitions().partitionDirectories()):
+                    files += [str(f.getPath().toString()) for f in _items(folder.files())]
         except Exception as err:  # noqa: BLE001 - py4j: an internal API of this Spark version
             log.debug("partition files unknown (%s)", err)
             return None
@@ -197,6 +195,11 @@ class Scope:
     def to_json(self) -> str | None:
         """The partition values as the ledger's JSON column (None when unscoped)."""
         return json.dumps(self.values(), sort_keys=True) if self.partition else None
+
+
+def _items(values: Any) -> list[Any]:
+    """The elements of a py4j Java array or Scala sequence."""
+    return list(values) if hasattr(values, "__iter__") else [values.apply(i) for i in range(values.size())]
 
 
 def _rendered(cast: str, sql_type: str) -> str:

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.ledger_state import describe, runs_left
+from privsyn_spark.budget.ledger_show import describe
+from privsyn_spark.budget.ledger_state import runs_left
 from privsyn_spark.cli import main
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
