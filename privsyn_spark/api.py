@@ -68,7 +68,13 @@ from privsyn_spark.release_guard import (
 )
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
-from privsyn_spark.runtime.input_identity import StaleInputWarning, delta_version, frame_identity, moved_version
+from privsyn_spark.runtime.input_identity import (
+    StaleInputWarning,
+    delta_version,
+    files_version,
+    frame_identity,
+    moved_version,
+)
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
@@ -177,19 +183,23 @@ class PrivSyn:
                             self.dataset_id)
 
     def fingerprint(self, source: str | None, spark: SparkSession | None = None, input_format: str | None = None,
-                    table: str | None = None) -> dict[str, Any]:
+                    table: str | None = None, partition_files: list[str] | None = None) -> dict[str, Any]:
         """What a run id of this synthesizer on the input ``source`` (its identity:
         :mod:`~privsyn_spark.runtime.input_identity`; None: any) is bound to (a reuse must match); with
         ``spark`` and the input's location ``table``, also the version of its files (a changed CSV/Parquet
-        input is a new run) or its Delta version (recorded; a reuse on another version is warned about)."""
-        files = input_version(spark, table, input_format) if spark is not None and table else None
+        input is a new run) or its Delta version (recorded; a reuse on another version is warned about);
+        ``partition_files`` (a scoped run's: :class:`InputCodes`) take their place: a changed partition is
+        a new run, a change elsewhere in the table is not."""
+        files = (files_version(partition_files) if partition_files is not None
+                 else input_version(spark, table, input_format) if spark is not None and table else None)
         version = delta_version(spark, table) if spark is not None and table and files is None else None
         return run_fingerprint(self.epsilon, self.delta, self.schema.schema_hash(), source, self.settings, files,
                                version)
 
-    def check_reuse(self, run_id: str, source: str) -> None:
+    def check_reuse(self, run_id: str, source: str | None) -> None:
         """Refuse (UsageError), before Spark starts, a run id whose local artifact was measured with other
-        settings or input ``source`` (a runs dir on another file system is checked when the run reads it)."""
+        settings or input ``source`` (None: any input; a runs dir on another file system is checked when the
+        run reads it)."""
         if "://" in self.runs_dir:
             return
         found = local_artifact(self.runs_dir, run_id, skip_unreadable=bool(self.ledger))  # else: the ledger judges
@@ -257,7 +267,7 @@ class PrivSyn:
 
         try:
             fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None),
-                                           codes.source if isinstance(codes.source, str) else None)
+                                           codes.source if isinstance(codes.source, str) else None, codes.files)
             if reuse == "force":
                 fingerprint = forced_reuse(spark, release, fingerprint)
             measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())

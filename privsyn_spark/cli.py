@@ -235,9 +235,10 @@ def _check_budget_args(args: argparse.Namespace) -> None:
     if args.action in ("set", "check") and not args.dataset_id:
         raise UsageError(f"budget {args.action} needs --dataset-id")
     if args.action == "set":
-        check_budget(args.epsilon, args.delta, _budget_unit(args))
         if args.per_partition is not None and not args.per_partition.strip():
             raise UsageError("--per-partition needs a column name")
+        check_budget(args.epsilon, args.delta, _budget_unit(args), args.per_partition,
+                     args.partition_constant_per_person)
     elif args.epsilon is not None:
         check_epsilon_delta(args.epsilon, args.delta)
     if args.action == "check":
@@ -265,7 +266,8 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
     if args.action == "set":
         operations.set_budget(spark, args.ledger, args.dataset_id, args.epsilon, args.delta, replace=args.replace,
-                          privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None)
+                          privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None,
+                              partition_constant_per_person=args.partition_constant_per_person)
     elif args.action == "show":
         operations.require_ledger(spark, args.ledger)
     states = ([operations.dataset_state(spark, args.ledger, args.dataset_id)] if args.dataset_id

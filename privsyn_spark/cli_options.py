@@ -60,8 +60,8 @@ def validate_run_args(args: argparse.Namespace) -> RunConfig:
         raise UsageError(f"--runs-dir {config.runs_dir} is a regular file, not a folder")
     synth = synthesizer(config)
     config.scope.check_schema(synth.schema.names)
-    if args.run_id:
-        synth.check_reuse(config.run_id, config.source)
+    if args.run_id:  # a scoped input's identity needs its canonical partition values: checked when it is read
+        synth.check_reuse(config.run_id, None if config.scope.partition else config.source)
     return config
 
 

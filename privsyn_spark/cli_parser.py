@@ -258,6 +258,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                         help="the budget holds for each partition of COL on its own (parallel composition): every "
                              "run must pass --partition COL=VALUE; sound only when each privacy unit's rows lie in "
                              "one partition (always for one-row units; see docs/scheduling.md)")
+    setter.add_argument("--partition-constant-per-person", action="store_true",
+                        help="with --privacy-id and --per-partition COL: declare that COL is constant per person "
+                             "(recorded in the ledger; without it the combination is refused)")
     _spark_args(setter)
     show = actions.add_parser("show", help="spent and left per dataset (epsilon at its delta) and each release")
     show.add_argument("--ledger", required=True, help=LEDGER_HELP)

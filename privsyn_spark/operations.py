@@ -24,8 +24,8 @@ from privsyn_spark.budget.ledger import (
     require_ledger,
     set_budget,
 )
+from privsyn_spark.budget.ledger_show import describe as describe_budget
 from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
-from privsyn_spark.budget.ledger_state import describe as describe_budget
 from privsyn_spark.budget.ledger_store import check_exclusive
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError
@@ -34,6 +34,7 @@ from privsyn_spark.measure.draft_schema import (
     DECLARED_DTYPES,
     WARNING_HEADER,
     PrivateDraft,
+    commit_draft,
     draft_schema_privately,
     infer_schema,
     reserve_draft_budget,
@@ -165,11 +166,14 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
         refusal = max_rows_per_id and implausible_bound(max_rows_per_id, rho)
         if refusal:
             raise UsageError(refusal)
-    if ledger and dataset_id:
-        reserve_draft_budget(df.sparkSession, ledger, dataset_id, draft_id, epsilon, delta,
-                             artifact or f"Schema.draft:{draft_id}", ids, max_rows_per_id)
-    return draft_schema_privately(df, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
-                                  spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+    artifact = artifact or f"Schema.draft:{draft_id}"
+    held = reserve_draft_budget(df.sparkSession, ledger, dataset_id, draft_id, epsilon, delta, artifact, ids,
+                                max_rows_per_id) if ledger and dataset_id else None
+    draft = draft_schema_privately(df, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
+                                   spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+    if held is not None:
+        commit_draft(df.sparkSession, str(ledger), held, draft, artifact)
+    return draft
 
 
 schema_module.DRAFTER = draft_frame  # Schema.draft (the schema's floor cannot import the drafting)

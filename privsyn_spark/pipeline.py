@@ -157,8 +157,21 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     return model.measurements
 
 
+def canonical(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> RunConfig:
+    """``config`` with its partition values canonical for the input's column types (the input's schema
+    only, from ``codes`` when the run holds them: :meth:`~privsyn_spark.runtime.input_scope.Scope.canonical`),
+    so every step keys, binds and writes one partition whatever its spelling."""
+    if not config.scope.partition:
+        return config
+    if codes is not None:
+        return dataclasses.replace(config, scope=codes.scope)
+    raw = read_table(spark, config.input, config.input_format, infer_types=False)
+    return dataclasses.replace(config, scope=config.scope.canonical(raw))
+
+
 def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
+    config = canonical(spark, config)
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.source, spark)
     output = output_for(spark, config)
@@ -170,6 +183,7 @@ def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
 
 def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
+    config = canonical(spark, config)
     synth = synthesizer(config)
     model = synth.measured(config.run_id, config.source, spark)
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
@@ -182,6 +196,7 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
     """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
     synth = synthesizer(config)
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
+        config = canonical(spark, config, codes)
         output = output_for(spark, config, codes)
         synth.check_output(config.output, output, spark)  # before any budget is spent
         model = _estimate(spark, _measure(spark, config, codes, synth))

@@ -110,7 +110,8 @@ class Reservation:
 
 
 def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float, delta: float,
-               replace: bool = False, privacy_unit: str = ROW, per_partition: str | None = None) -> Budget:
+               replace: bool = False, privacy_unit: str = ROW, per_partition: str | None = None,
+               partition_constant_per_person: bool = False) -> Budget:
     """Store the dataset's total budget (epsilon at delta, for the privacy unit ``privacy_unit``: ``row``
     or the id column(s) joined by commas). Setting the same budget again is a no-op; a different one
     is refused (``UsageError``) unless ``replace`` (recorded; earlier rows stay).
@@ -118,11 +119,12 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
     ``per_partition``: the budget holds for each partition of that column on its own (parallel
     composition): every run must then be scoped to one value of it. Sound when each privacy unit's
     rows lie in one partition (always for the one-row unit; for a person only when the column is
-    constant per person). A dataset that has spent under one kind of budget cannot switch to the
-    other (shared and per-partition runs never mix)."""
+    constant per person: refused for a person unless ``partition_constant_per_person`` declares it,
+    a declaration recorded with the budget and stated by ``budget show``). A dataset that has spent
+    under one kind of budget cannot switch to the other (shared and per-partition runs never mix)."""
     if not dataset_id:
         raise UsageError("a dataset id is required")
-    budget = check_budget(epsilon, delta, privacy_unit, per_partition)
+    budget = check_budget(epsilon, delta, privacy_unit, per_partition, partition_constant_per_person)
 
     def decide(state: DatasetState) -> Any:
         if state.budget == budget:
@@ -140,7 +142,9 @@ def set_budget(spark: SparkSession, ledger: str, dataset_id: str, epsilon: float
                               f"{_kind(budget.per_partition)} (shared and per-partition runs never mix): use a "
                               f"new dataset id")
         return {"kind": BUDGET, "rho": budget.rho, "epsilon": budget.epsilon, "delta": budget.delta,
-                "privacy_unit": budget.privacy_unit, "per_partition": budget.per_partition}
+                "privacy_unit": budget.privacy_unit, "per_partition": budget.per_partition,
+                "fingerprint": json.dumps({"partition_constant_per_person": True}) if budget.constant_per_person
+                else None}
 
     row, _ = append_row(spark, ledger, dataset_id, decide, create=True)
     if row is not None:
@@ -161,6 +165,8 @@ def check_fits(state: DatasetState, run_id: str | None, rho: float, partition: M
     if state.budget is None:
         raise NoBudget(f"dataset {state.dataset_id!r} has no budget in the ledger: set it once with "
                        f"`privsyn-spark budget set --dataset-id {state.dataset_id} --epsilon E --delta D`")
+    if state.budget.undeclared:  # a budget set before the declaration was required
+        raise MixedBudget(f"dataset {state.dataset_id!r}: {state.budget.undeclared} (budget set --replace)")
     column = state.budget.per_partition
     if column is not None and column not in (partition or {}):
         raise MixedBudget(f"dataset {state.dataset_id!r} is budgeted per partition of {column!r}: a run must be "
@@ -254,8 +260,10 @@ def reserve(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, *, r
     return Reservation(dataset_id, held, charged=True, spent_before=state.spent_rho)
 
 
-def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact: str, sha256: str) -> None:
-    """Record that the reservation's attempt wrote its artifact (location and content hash)."""
+def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact: str, sha256: str,
+           max_rows_per_id: int | None = None) -> None:
+    """Record that the reservation's attempt wrote its artifact (location and content hash); ``max_rows_per_id``:
+    the bound K the release used when it was chosen after the reservation (a draft's private K)."""
     attempt = reservation.held.attempt
 
     def decide(state: DatasetState) -> Any:
@@ -267,7 +275,7 @@ def commit(spark: SparkSession, ledger: str, reservation: Reservation, artifact:
                 raise RuntimeError(f"run {reservation.run_id!r}: attempt {attempt} committed another artifact")
             return None
         return {"kind": COMMIT, "run_id": reservation.run_id, "attempt": attempt, "artifact": artifact,
-                "artifact_sha256": sha256}
+                "artifact_sha256": sha256, "max_rows_per_id": max_rows_per_id}
 
     append_row(spark, ledger, reservation.dataset_id, decide)
 

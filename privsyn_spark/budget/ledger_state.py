@@ -5,12 +5,15 @@ The ledger is insert-only; every row has a ``kind``:
 - ``budget``: the dataset's total (epsilon, delta) and its rho, for one privacy unit (``privacy_unit``:
   ``row``, or the id column(s) of a person; NULL in older ledgers: a row); the latest one holds (a
   change needs ``budget set --replace`` and stays in the history); ``per_partition`` names the column
-  whose partitions each get that whole budget (parallel composition), None for one shared budget;
+  whose partitions each get that whole budget (parallel composition), None for one shared budget; for
+  a person unit it needs the operator's declaration that the column is constant per person, recorded
+  in the row's ``fingerprint`` JSON (``{"partition_constant_per_person": true}``);
 - ``reserve``: a run's rho charged before it draws any noise, with the run's (epsilon, delta), its unit
   and bound K (``max_rows_per_id``), its fingerprint (input, schema hash, ...), the attempt that holds
   it, where its artifact goes and the partition values it was scoped to (``partition_values``, JSON;
   None for an unscoped run);
-- ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256;
+- ``commit``: the artifact of a reservation's attempt is written: its location and SHA-256 (and the
+  bound K the release used, when it was chosen after the reservation: a draft's);
 - ``refund``: the attempt failed before drawing any noise and its artifact provably does not
   exist; its rho no longer counts;
 - ``drawn``: the attempt is about to draw its first noise (written before the draw): from then on
@@ -61,13 +64,34 @@ class Budget:
     rho: float
     privacy_unit: str = ROW  # what neighbouring tables differ by: a row, or a person of these id column(s)
     per_partition: str | None = None  # each partition of this column has the whole budget (parallel composition)
+    constant_per_person: bool = False  # the operator declared per_partition constant per person (a person unit)
+
+    @property
+    def undeclared(self) -> str | None:
+        """Why this budget's parallel composition is unsound as set (None when it is sound): a person unit
+        budgeted per partition without the declaration that the partition column is constant per person."""
+        if self.privacy_unit == ROW or not self.per_partition or self.constant_per_person:
+            return None
+        return (f"a per-partition budget ({self.per_partition!r}) for a person (id {self.privacy_unit!r}) holds only "
+                f"when {self.per_partition!r} is constant per person (a person's rows spanning partitions are "
+                f"charged once per partition); declare it with --partition-constant-per-person "
+                f"(partition_constant_per_person=True) or use a shared budget")
 
 
-def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None) -> Budget:
-    """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1."""
+def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None,
+                 constant_per_person: bool = False) -> Budget:
+    """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1, and
+    for a person unit budgeted per partition unless ``constant_per_person`` declares the column constant per
+    person (parallel composition needs every person's rows in one partition: McSherry 2009, Thm. 4)."""
     check_epsilon_delta(epsilon, delta, "budget")
-    return Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
-                  per_partition or None)
+    if constant_per_person and not (per_partition and privacy_unit != ROW):
+        raise UsageError("--partition-constant-per-person (partition_constant_per_person=True) declares a "
+                         "per-partition column constant per person: it needs --per-partition and --privacy-id")
+    budget = Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
+                    per_partition or None, bool(constant_per_person))
+    if budget.undeclared:
+        raise UsageError(budget.undeclared)
+    return budget
 
 
 def check_epsilon_delta(epsilon: float, delta: float, what: str = "run") -> None:
@@ -254,8 +278,9 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
         if r["kind"] == NONPRIVATE:
             state.nonprivate.append(dict(r))
         elif r["kind"] == BUDGET:
+            declared = json.loads(r.get("fingerprint") or "{}").get("partition_constant_per_person", False)
             state.budget = Budget(float(r["epsilon"]), float(r["delta"]), float(r["rho"]), r.get("privacy_unit") or ROW,
-                                  r.get("per_partition"))
+                                  r.get("per_partition"), bool(declared))
             state.budget_history.append(state.budget)
         elif r["kind"] == RESERVE:
             commit = commits.get(r["attempt"])
@@ -264,7 +289,8 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 epsilon=float(r["epsilon"]), delta=float(r["delta"]), fingerprint=json.loads(r["fingerprint"] or "{}"),
                 artifact=(commit or r)["artifact"], artifact_sha256=commit["artifact_sha256"] if commit else None,
                 refunded=r["attempt"] in refunds, recorded_at=r.get("recorded_at"),
-                privacy_unit=r.get("privacy_unit") or ROW, max_rows_per_id=int(r.get("max_rows_per_id") or 1),
+                privacy_unit=r.get("privacy_unit") or ROW,
+                max_rows_per_id=int((commit or {}).get("max_rows_per_id") or r.get("max_rows_per_id") or 1),
                 partition=json.loads(r["partition_values"]) if r.get("partition_values") else None,
                 extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn,
                 records_draws=r.get("extra_delta") is not None))  # this version writes it on every reserve
@@ -320,53 +346,3 @@ def runs_left(left_rho: float, rho: float) -> int:
 def partition_label(partition: Mapping[str, str] | None) -> str:
     """``day=2024-01-01,region=EU`` ('' when unscoped)."""
     return ",".join(f"{c}={v}" for c, v in sorted((partition or {}).items()))
-
-
-def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -> list[str]:
-    """Lines of ``budget show`` for one dataset: total, spent, left (in (epsilon, delta)), per partition
-    when budgeted so, its guarantee, each release; ``forecast=(epsilon, rho)``: how many more runs fit."""
-    lines = [f"dataset {state.dataset_id!r}"]
-    if state.budget is None:
-        lines.append("  budget: not set (runs are refused until `privsyn-spark budget set`)")
-    else:
-        b = state.budget
-        per = f" per partition of {b.per_partition!r} (parallel composition)" if b.per_partition else " (shared)"
-        lines.append(f"  budget: epsilon={b.epsilon:.6g} at delta={b.delta:.3g} (rho={b.rho:.6g}){per}, privacy unit "
-                     f"{b.privacy_unit if b.privacy_unit == ROW else 'id ' + b.privacy_unit}"
-                     + (f"; changed {len(state.budget_history) - 1} time(s)" if len(state.budget_history) > 1 else ""))
-        extra, releases = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
-        lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} "
-                     f"(rho={state.spent_rho:.6g}, zCDP composition of {releases} "
-                     f"releases" + (f", converted at delta={b.delta - extra:.3g}: delta={extra:.3g} went to "
-                                   f"partition selection" if extra else "") + ")"
-                     + (" over all partitions" if b.per_partition else ""))
-        if b.per_partition:
-            for value, spent in state.partitions().items():
-                left = state.left_in(value)
-                lines.append(f"  partition {b.per_partition}={value}: spent epsilon="
-                             f"{state.epsilon_of(spent, value):.6g} (rho={spent:.6g}), left epsilon="
-                             f"{state.epsilon_of(left, value):.6g} at delta={b.delta:.3g} (rho={left:.6g})"
-                             + (f"; {runs_left(left, forecast[1])} more run(s) at epsilon={forecast[0]:g}"
-                                if forecast else ""))
-            if forecast:
-                lines.append(f"  forecast: a new partition fits {runs_left(b.rho, forecast[1])} run(s) at "
-                             f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
-        else:
-            lines.append(f"  left:   epsilon={state.epsilon_of(state.left_rho):.6g} at delta={b.delta:.3g} "
-                         f"(rho={state.left_rho:.6g})")
-            if forecast:
-                lines.append(f"  forecast: {runs_left(state.left_rho, forecast[1])} more run(s) fit at "
-                             f"epsilon={forecast[0]:g} (rho={forecast[1]:.6g} each)")
-    if state.budget is not None or state.nonprivate:
-        lines.append(f"  guarantee: {state.guarantee()}")
-    for r in state.reservations:
-        bound = f" max_rows_per_id={r.max_rows_per_id}" if r.privacy_unit != ROW else ""
-        where = f" [{partition_label(r.partition)}]" if r.partition else ""
-        selection = f" (+ delta={r.extra_delta:.3g} partition selection)" if r.extra_delta else ""
-        lines.append(f"  #{r.seq} run {r.run_id!r}{where}: epsilon={r.epsilon:.6g} delta={r.delta:.3g}{selection} "
-                     f"rho={r.rho:.6g}{bound} "
-                     f"{r.status}{' (no noise drawn)' if r.provably_undrawn else ''} "
-                     f"{r.recorded_at or ''}".rstrip())
-    for row in state.nonprivate:
-        lines.append(f"  #{row['seq']} NON-PRIVATE read {row.get('run_id')!r} {row.get('recorded_at') or ''}".rstrip())
-    return lines

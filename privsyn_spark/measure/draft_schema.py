@@ -13,6 +13,8 @@ NOT private; it leaks which values occur and the extremes of numeric columns.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -22,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.ledger import reserve
+from privsyn_spark.budget.ledger import commit, mark_drawn, reserve
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.draft_bounding import bounded_for_draft
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
@@ -315,4 +317,15 @@ def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_
     if not held.charged:  # a draft is never drawn twice under one reservation
         raise UsageError(f"draft id {run_id!r} is already charged in ledger {ledger} (its draft: "
                          f"{held.held.artifact}); use a new --run-id for a new draft")
+    mark_drawn(spark, ledger, held)  # its counts and noise follow at once: never listed as undrawn
     return held
+
+
+def commit_draft(spark: SparkSession, ledger: str, held: Any, draft: PrivateDraft, draft_path: str) -> None:
+    """Record the drafted schema in the ledger (``held``: :func:`reserve_draft_budget`'s reservation): the
+    document's SHA-256 and the bound K it used (a privately chosen one too), so ``budget show`` lists the
+    draft as spent, with its K."""
+    document = json.dumps(draft.document, sort_keys=True, default=str).encode()
+    bound = (draft.document.get("privacy_unit") or {}).get("max_rows_per_id")
+    commit(spark, ledger, held, str(draft_path), hashlib.sha256(document).hexdigest(),
+           max_rows_per_id=int(bound) if bound else None)

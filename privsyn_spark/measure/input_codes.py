@@ -45,7 +45,10 @@ class InputCodes:
     Use as a context manager (or call ``close``): the scratch table is deleted on exit. ``source`` is
     a table location (read with ``fmt``) or a Spark DataFrame of the raw table (the API's ``fit``).
     ``scope`` (:class:`~privsyn_spark.runtime.input_scope.Scope`) filters it to the run's partition;
-    a scoped source is analysed here, so a bad column or predicate stops the run before anything is spent.
+    a scoped source is analysed here, so a bad column or predicate stops the run before anything is spent,
+    its partition values are made canonical (:meth:`~privsyn_spark.runtime.input_scope.Scope.canonical`:
+    ``scope`` is then that) and a partition with no files yet is refused; ``files``: the scoped partition's
+    data files (None when unscoped or unknown), what the run id's fingerprint binds.
     """
 
     def __init__(self, spark: SparkSession, source: Any, fmt: str | None, schema: Schema, scratch_dir: str,
@@ -56,6 +59,7 @@ class InputCodes:
         self._packed: PackedCodes | None = None
         self._raw: DataFrame | None = None
         self._bounded: Bounded | None = None
+        self.files: list[str] | None = None
         if self.scope:
             self.scope.check_schema(schema.names)
             self.raw()
@@ -70,6 +74,9 @@ class InputCodes:
         if self._raw is None:
             raw = (self.source if not isinstance(self.source, str)
                    else read_table(self.spark, self.source, self.fmt, infer_types=False))
+            if self.scope.partition:
+                self.scope = self.scope.canonical(raw)
+                self.files = self.scope.check_landed(raw, self.source if isinstance(self.source, str) else "DataFrame")
             self._raw = self.scope.apply(raw)
         return self._raw
 

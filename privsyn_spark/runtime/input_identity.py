@@ -3,7 +3,9 @@
 - A table location (a path, a URI or a catalog name) is its own identity (a local path made absolute,
   with the run's scope: :mod:`privsyn_spark.runtime.input_scope`). A Delta table's version is recorded
   beside it (:func:`delta_version`): reusing a run id after the table moved on is allowed, since the
-  run measured the version it read, but warned about (:class:`StaleInputWarning`).
+  run measured the version it read, but warned about (:class:`StaleInputWarning`). A partition-scoped
+  run is bound to its partition's data files instead (:func:`files_version`): a retry after other
+  partitions landed reuses its measurements, one after its own partition changed is refused.
 - A DataFrame is ``DataFrame:<hash>`` (:func:`frame_identity`): SHA-256 of its analyzed logical plan as
   ``explain(mode="extended")`` prints it (public on classic and Spark Connect sessions; expression ids,
   which change every time a DataFrame is built, dropped) and of the folders its files lie in
@@ -84,6 +86,12 @@ def delta_version(spark: SparkSession, source: str) -> int | None:
         log.debug("Delta version of %s unknown (%s)", source, type(err).__name__)
         return None
     return None if row is None else int(row[0])
+
+
+def files_version(files: list[str]) -> str:
+    """What identifies a list of data files (a scoped partition's: SHA-256 of their sorted paths; Delta and
+    Spark write every data file under a new name, so another set of files is another input)."""
+    return hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:32]
 
 
 def moved_version(held: dict, asked: dict) -> str | None:

@@ -11,6 +11,16 @@ schema that declares one is refused (:meth:`Scope.check_schema`); the synthetic 
 values as literals and are written with Delta ``replaceWhere`` for exactly that partition
 (:mod:`privsyn_spark.write.delta_output`). ``--where`` only narrows the input (any Spark SQL
 predicate, e.g. a date range); it does not scope the output.
+
+A partition value is keyed by its typed value, not by its text: :meth:`Scope.canonical` has Spark cast
+each value to its column's type once on the driver (a constant query: no data read) and renders it
+back (``2024-1-15`` and `` 2024-01-15`` on a date column are ``2024-01-15``, ``05`` on an int column
+is ``5``, ``yes`` on a boolean ``true``, a timestamp is written in UTC), so every spelling of one
+partition selects its rows, charges its budget and names it in the provenance as one partition. A
+text that does not cast, or whose rendering does not cast back to the same value, is refused.
+:meth:`Scope.partition_files` lists the scoped partition's files (the file index: metadata, never a
+row), so a run on a partition whose data has not landed is refused before anything is reserved, and
+a run id is bound to the files it measured.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.errors import UsageError
+from privsyn_spark.errors import BadInputData, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -75,6 +85,70 @@ class Scope:
         parts = ([self.label()] if self.partition else []) + ([f"where {self.where}"] if self.where else [])
         return f"{source} [{'; '.join(parts)}]"
 
+    def canonical(self, df: DataFrame) -> Scope:
+        """This scope with each partition value rendered canonically for its column's type in ``df`` (the
+        unscoped input; module docstring): Spark casts the texts in one constant query on the driver,
+        reading no data. One-line :class:`UsageError` for a text that does not cast or round-trip."""
+        from pyspark.sql.types import AtomicType, StringType
+
+        types = {f.name: f.dataType for f in df.schema.fields}
+        typed = [(i, c, v, types[c].simpleString()) for i, (c, v) in enumerate(self.partition)
+                 if isinstance(types.get(c), AtomicType) and not isinstance(types[c], StringType)]
+        if not typed:
+            return self
+        columns = []
+        for i, _, value, sql_type in typed:
+            cast = f"try_cast({sql_string(value)} AS {sql_type})"
+            text = _rendered(cast, sql_type)
+            columns += [f"{cast} IS NULL AS null{i}", f"{text} AS text{i}",
+                        f"try_cast({text} AS {sql_type}) <=> {cast} AS same{i}"]
+        row = df.sparkSession.sql("SELECT " + ", ".join(columns)).head()
+        assert row is not None
+        values = dict(self.partition)
+        for i, column, value, sql_type in typed:
+            if row[f"null{i}"]:
+                raise UsageError(f"--partition {column}={value}: not a {sql_type} value (the input's column "
+                                 f"{column!r} is {sql_type})")
+            if not row[f"same{i}"]:
+                raise UsageError(f"--partition {column}={value}: its {sql_type} value has no text that reads back "
+                                 f"as the same value (it renders as {row[f'text{i}']!r}); give another spelling")
+            values[column] = str(row[f"text{i}"])
+        return Scope(tuple(values.items()), self.where)
+
+    def partition_files(self, df: DataFrame) -> list[str] | None:
+        """The data files of the scoped partition of ``df`` (the unscoped input; the scope's values on
+        its partition columns only, ``--where`` ignored), as Spark's file index lists them for the scan:
+        metadata, no row read. None when no scoped column is a partition column or the listing cannot
+        be asked (Spark Connect, a source that is not a file table)."""
+        from pyspark.sql import functions as F
+
+        known = partition_columns(df)
+        scoped = [(c, v) for c, v in self.partition if known and c in known]
+        if not scoped:
+            return None
+        types = {f.name: f.dataType for f in df.schema.fields}
+        for column, value in scoped:
+            df = df.where(F.col(f"`{column}`") == F.lit(value).cast(types[column]))
+        try:
+            leaves = df._jdf.queryExecution().executedPlan().collectLeaves()
+            files: list[str] = []
+            for i in range(leaves.size()):
+                for folder in _items(leaves.apply(i).selectedPartitions().partitionDirectories()):
+                    files += [str(f.getPath().toString()) for f in _items(folder.files())]
+        except Exception as err:  # noqa: BLE001 - py4j: an internal API of this Spark version
+            log.debug("partition files unknown (%s)", err)
+            return None
+        return sorted(files)
+
+    def check_landed(self, df: DataFrame, source: str) -> list[str] | None:
+        """:meth:`partition_files` of ``df`` (the input ``source``); :class:`BadInputData` (exit 4) when the
+        scoped partition has no file yet: refused before anything is reserved (a listing is no release)."""
+        files = self.partition_files(df)
+        if files == []:
+            raise BadInputData(f"--partition {self.label()}: the input {source} has no files in this partition "
+                               f"(yet); nothing was charged: run it once the partition's data has landed")
+        return files
+
     def check_schema(self, names: Iterable[str]) -> None:
         """Refuse a schema that declares a scoped partition column (it is constant within the run)."""
         declared = [c for c in self.columns if c in set(names)]
@@ -121,6 +195,20 @@ class Scope:
     def to_json(self) -> str | None:
         """The partition values as the ledger's JSON column (None when unscoped)."""
         return json.dumps(self.values(), sort_keys=True) if self.partition else None
+
+
+def _items(values: Any) -> list[Any]:
+    """The elements of a py4j Java array or Scala sequence."""
+    return list(values) if hasattr(values, "__iter__") else [values.apply(i) for i in range(values.size())]
+
+
+def _rendered(cast: str, sql_type: str) -> str:
+    """The SQL rendering of the typed value ``cast``: a timestamp in UTC (``Z``: the same text whatever the
+    session's time zone), any other type as ``CAST(... AS STRING)``."""
+    if sql_type == "timestamp":
+        pattern = sql_string("yyyy-MM-dd HH:mm:ss.SSSSSS'Z'")
+        return f"date_format(to_utc_timestamp({cast}, current_timezone()), {pattern})"
+    return f"CAST({cast} AS STRING)"
 
 
 def sql_string(value: str) -> str:

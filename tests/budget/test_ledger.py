@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.ledger_state import check_budget, describe
+from privsyn_spark.budget.ledger_show import describe
+from privsyn_spark.budget.ledger_state import check_budget
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 

@@ -8,10 +8,12 @@ import math
 import pytest
 
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.budget.ledger_state import describe, runs_left
+from privsyn_spark.budget.ledger_show import describe
+from privsyn_spark.budget.ledger_state import runs_left
 from privsyn_spark.cli import main
-from privsyn_spark.errors import BudgetRefused
+from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
+from privsyn_spark.privacy.unit import PrivacyUnit
 
 RHO = rho_from_eps_delta(1.0, 1e-9)  # one run at epsilon 1
 
@@ -104,3 +106,40 @@ def test_a_ledger_of_the_earlier_version_is_read_and_upgraded_on_write(spark, tm
     columns = spark.read.format("delta").load(ledger).columns
     assert columns[:12] == [c.split()[0] for c in OLD_COLUMNS.split(", ")] and columns[-3:] == [
         "partition_values", "per_partition", "extra_delta"]
+
+
+def test_a_person_unit_budgeted_per_partition_needs_the_declaration(spark, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger")
+    person = ["budget", "set", "--ledger", ledger, "--dataset", "people", "--epsilon", "1", "--delta", "1e-9",
+              "--privacy-id", "pid", "--per-partition", "day"]
+    assert main(person) == 2  # refused before Spark starts: people may span days
+    err = capsys.readouterr().err.strip()
+    assert "holds only when 'day' is constant per person" in err and len(err.splitlines()) == 1, err
+    with pytest.raises(UsageError, match="--partition-constant-per-person"):
+        L.set_budget(spark, ledger, "people", 1.0, 1e-9, privacy_unit="pid", per_partition="day")
+    assert main(["budget", "set", "--ledger", ledger, "--dataset", "rows", "--epsilon", "1", "--delta", "1e-9",
+                 "--per-partition", "day", "--partition-constant-per-person"]) == 2  # a row unit: nothing to declare
+    assert "needs --per-partition and --privacy-id" in capsys.readouterr().err
+    assert main([*person, "--partition-constant-per-person"]) == 0
+    assert "declared: 'day' is constant per person" in capsys.readouterr().out
+    assert L.dataset_state(spark, ledger, "people").budget.constant_per_person
+    assert main(["budget", "show", "--ledger", ledger, "--dataset", "people"]) == 0
+    assert "declared: 'day' is constant per person" in capsys.readouterr().out
+    held = L.reserve(spark, ledger, "people", "p1", rho=RHO, epsilon=1.0, delta=1e-9,
+                                fingerprint={"input": "t"}, artifact="runs/p1", unit=PrivacyUnit(("pid",), 2),
+                                partition={"day": "2024-01-01"})
+    assert held.charged
+
+
+def test_an_undeclared_person_budget_of_an_earlier_version_refuses_runs(spark, tmp_path):
+    ledger = str(tmp_path / "old")
+    rows = [("people", 1, "budget", None, 10 * RHO, eps_from_rho(10 * RHO, 1e-9), 1e-9, None, None, None, None, None,
+             "pid", None, None, "day", None)]
+    spark.createDataFrame(rows, OLD_COLUMNS + ", privacy_unit STRING, max_rows_per_id BIGINT, "
+                          "partition_values STRING, per_partition STRING, extra_delta DOUBLE"
+                          ).write.format("delta").save(ledger)
+    state = L.dataset_state(spark, ledger, "people")
+    assert any(line.startswith("  UNSOUND: ") for line in describe(state))
+    with pytest.raises(L.MixedBudget, match="constant per person"):
+        L.reserve(spark, ledger, "people", "p1", rho=RHO, epsilon=1.0, delta=1e-9, fingerprint={"input": "t"},
+                  artifact="runs/p1", unit=PrivacyUnit(("pid",), 2), partition={"day": "2024-01-01"})

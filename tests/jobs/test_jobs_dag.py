@@ -63,9 +63,10 @@ def test_dag_imports_without_errors(dag_info):
 
 
 def test_dag_has_the_steps_params_and_retries(dag_info):
-    assert dag_info["task_ids"] == ["mode", *SUBMITTED]
-    assert dag_info["upstream"] == {"mode": [], "budget_check": ["mode"], "measure": ["budget_check"],
-                                    "synthesize": ["measure"], "evaluate": ["synthesize"], "sample": ["mode"]}
+    assert dag_info["task_ids"] == ["mode", "budget_check", "wait_for_partition", *SUBMITTED[1:]]
+    assert dag_info["upstream"] == {"mode": [], "budget_check": ["mode"], "wait_for_partition": ["budget_check"],
+                                    "measure": ["wait_for_partition"], "synthesize": ["measure"],
+                                    "evaluate": ["synthesize"], "sample": ["mode"]}
     assert all(dag_info["retries"][t] > 0 for t in SUBMITTED)
     output_uri = f"file://{dag_info['params']['output']}"
     assert dag_info["outlets"]["synthesize"] == [output_uri] and dag_info["outlets"]["sample"] == [output_uri]

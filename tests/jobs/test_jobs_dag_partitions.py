@@ -38,6 +38,9 @@ _RENDER = textwrap.dedent(f"""
         out[ds] = {{t.task_id: [env.from_string(a).render(params=params, run_id=run_id, ds=ds)
                                 for a in t.application_args] for t in dag.tasks if hasattr(t, "application")}}
         out[ds]["mode"] = dag.get_task("mode").python_callable(params)
+        sensor = dag.get_task("wait_for_partition")
+        kwargs = {{k: env.from_string(v).render(params=params, ds=ds) for k, v in sensor.op_kwargs.items()}}
+        out[ds]["landed"] = sensor.python_callable(**kwargs)
     print("RESULT" + json.dumps(out))
 """)
 
@@ -63,8 +66,10 @@ def test_a_seven_day_backfill_writes_each_partition_once_and_charges_each_day_on
     set_budget(spark, ledger, "events", eps_from_rho(7.5 * rho_from_eps_delta(1.0, 1e-9), 1e-9), 1e-9)  # 7 days
     conf = {"input": str(table), "output": str(output), "runs_dir": str(tmp_path / "runs"), "ledger": ledger,
             "dataset_id": "events", "partition_column": "day", "seed": 3}
-    rendered = _render(tmp_path, conf, DAYS)
+    rendered = _render(tmp_path, conf, (*DAYS, "2024-01-09"))
     assert {r["mode"] for r in rendered.values()} == {"budget_check"}  # mode=fit
+    assert [rendered[d]["landed"] for d in DAYS] == [True] * 8  # the sensor before measure: each day has landed
+    assert rendered.pop("2024-01-09")["landed"] is False  # a day not landed yet: the DAG run waits
     run_ids = [args[args.index("--run-id") + 1] for args in (rendered[d]["measure"] for d in DAYS)]
     assert run_ids == [f"events.day_{d}" for d in DAYS]  # dataset + partition, not the Airflow run id
     assert all(f"--partition=day={d}" in rendered[d]["synthesize"] for d in DAYS)

@@ -78,3 +78,27 @@ def test_a_private_draft_bounds_once_and_every_count_reads_the_same_kept_rows(sp
     assert all(cached for _, cached, _, _ in seen), seen
     assert len({(digest, rows) for _, _, digest, rows in seen}) == 1, seen
     assert seen[0][3] == int(np.minimum(sizes, 3).sum())
+
+
+def test_budget_show_lists_a_spent_draft_as_committed_with_the_k_it_chose(spark, tmp_path, capsys):
+    from privsyn_spark.budget.ledger import dataset_state, set_budget
+    from privsyn_spark.cli import main
+
+    rng = np.random.default_rng(4)
+    sizes = np.minimum(40, rng.zipf(1.7, 800))
+    frame = pd.DataFrame({"cust": np.repeat(np.arange(800), sizes), "shop": rng.choice(["a", "b"], int(sizes.sum()))})
+    table, ledger = str(tmp_path / "people"), str(tmp_path / "ledger")
+    spark.createDataFrame(frame).write.parquet(table)
+    set_budget(spark, ledger, "people", 6.0, 1e-6, privacy_unit="cust")
+    out = tmp_path / "draft.yaml"
+    assert main(["infer-schema", "--input", table, "--out", str(out), "--epsilon", "4", "--ledger", ledger,
+                 "--dataset-id", "people", "--run-id", "d1", "--privacy-id", "cust", "--master", "local[2]"]) == 0
+    import yaml
+
+    k = yaml.safe_load(out.read_text())["privacy_unit"]["max_rows_per_id"]
+    (held,) = dataset_state(spark, ledger, "people").reservations
+    assert held.status == "committed" and held.drawn and held.max_rows_per_id == k
+    capsys.readouterr()
+    assert main(["budget", "show", "--ledger", ledger, "--dataset-id", "people"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "run 'd1'" in x]
+    assert f"max_rows_per_id={k} committed" in line and "no noise drawn" not in line and "uncommitted" not in line

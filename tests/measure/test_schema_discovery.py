@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from privsyn_spark.budget.ledger import dataset_state, reserve, set_budget
-from privsyn_spark.budget.ledger_state import describe
+from privsyn_spark.budget.ledger_show import describe
 from privsyn_spark.cli import main
 from privsyn_spark.measure.draft_schema import INFER_STEP, draft_schema_privately
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta

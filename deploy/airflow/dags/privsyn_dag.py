@@ -16,6 +16,12 @@ column the run id is the Airflow run id (as before: each DAG run measures the wh
 .. --to-date ..`` runs one DAG run per missed day, one at a time (``max_active_runs=1``): one
 partition, one reservation, one replaceWhere commit each.
 
+A scoped DAG run waits for its partition: the sensor ``wait_for_partition`` (between budget_check and
+measure) pokes every 5 minutes, for a day at most, until the input holds a data file in the partition
+(a Delta table's log read with delta-rs, ``deltalake``, when the worker has it; a Hive-style
+``column=value`` folder otherwise; a location the worker cannot read passes, and the measure task
+then refuses a partition with no files itself: exit 4, before anything is charged).
+
 The first task, budget_check, reads only the ledger and prints the forecast (how many more runs at
 this epsilon fit, of the dataset or of the partition); on the day the budget runs out it fails there
 (exit 3, not retried) before the measure task's Spark job reads anything. The synthesize and sample
@@ -68,6 +74,7 @@ import jinja2
 
 try:  # Airflow 3.x
     from airflow.providers.standard.operators.python import BranchPythonOperator
+    from airflow.providers.standard.sensors.python import PythonSensor
     from airflow.sdk import DAG, Asset, Param
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2.x
@@ -75,6 +82,7 @@ except ImportError:  # Airflow 2.x
     from airflow.exceptions import AirflowException, AirflowFailException
     from airflow.models import DAG, Param
     from airflow.operators.python import BranchPythonOperator
+    from airflow.sensors.python import PythonSensor
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 DAG_ID = "privsyn_spark"
@@ -188,6 +196,25 @@ SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own 
 ]
 
 
+def partition_landed(table: str, column: str, value: str) -> bool:
+    """Whether the input ``table`` holds a data file in its partition ``column=value`` (the sensor before
+    the measure task; module docstring). True for an unscoped run and where the worker cannot tell."""
+    if not column:
+        return True
+    local = Path(table[len("file://"):] if table.startswith("file://") else table)
+    if "://" not in table and not local.is_dir():
+        return True  # a catalog table or a missing path: the measure task says what is wrong
+    if "://" in table or (local / "_delta_log").is_dir():
+        try:
+            import deltalake
+
+            return bool(deltalake.DeltaTable(table).file_uris(file_pruning_predicate=[(column, "=", value)]))
+        except Exception:  # noqa: BLE001 - no delta-rs here, not a Delta table, or a store it cannot read
+            return True
+    folder = local / f"{column}={value}"
+    return folder.is_dir() and any(f.is_file() and not f.name.startswith(("_", ".")) for f in folder.rglob("*"))
+
+
 def choose_mode(params: dict) -> str:
     """The branch of the DAG run: fit (budget_check first) or resample (sample only)."""
     return "sample" if params.get("mode") == "resample" else "budget_check"
@@ -262,7 +289,11 @@ with DAG(
 
     mode = BranchPythonOperator(task_id="mode", python_callable=choose_mode, retries=0)
     check = submit("budget_check", "budget", BUDGET_CHECK_ARGS)
+    landed = PythonSensor(task_id="wait_for_partition", python_callable=partition_landed, mode="reschedule",
+                          poke_interval=timedelta(minutes=5).total_seconds(), timeout=timedelta(days=1).total_seconds(),
+                          op_kwargs={"table": "{{ params.input }}", "column": "{{ params.partition_column }}",
+                                     "value": "{{ " + PARTITION_VALUE + " }}"})
     steps = [submit(step, step, STEP_ARGS, [asset] if step == "synthesize" else None)
              for step in ("measure", "synthesize", "evaluate")]
     mode >> [check, submit("sample", "sample", SAMPLE_ARGS, [asset])]
-    check >> steps[0] >> steps[1] >> steps[2]
+    check >> landed >> steps[0] >> steps[1] >> steps[2]
