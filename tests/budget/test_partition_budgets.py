@@ -110,20 +110,20 @@ def test_a_ledger_of_the_earlier_version_is_read_and_upgraded_on_write(spark, tm
 
 def test_a_person_unit_budgeted_per_partition_needs_the_declaration(spark, tmp_path, capsys):
     ledger = str(tmp_path / "ledger")
-    person = ["budget", "set", "--ledger", ledger, "--dataset", "people", "--epsilon", "1", "--delta", "1e-9",
+    person = ["budget", "set", "--ledger", ledger, "--dataset-id", "people", "--epsilon", "1", "--delta", "1e-9",
               "--privacy-id", "pid", "--per-partition", "day"]
     assert main(person) == 2  # refused before Spark starts: people may span days
     err = capsys.readouterr().err.strip()
     assert "holds only when 'day' is constant per person" in err and len(err.splitlines()) == 1, err
     with pytest.raises(UsageError, match="--partition-constant-per-person"):
         L.set_budget(spark, ledger, "people", 1.0, 1e-9, privacy_unit="pid", per_partition="day")
-    assert main(["budget", "set", "--ledger", ledger, "--dataset", "rows", "--epsilon", "1", "--delta", "1e-9",
+    assert main(["budget", "set", "--ledger", ledger, "--dataset-id", "rows", "--epsilon", "1", "--delta", "1e-9",
                  "--per-partition", "day", "--partition-constant-per-person"]) == 2  # a row unit: nothing to declare
     assert "needs --per-partition and --privacy-id" in capsys.readouterr().err
     assert main([*person, "--partition-constant-per-person"]) == 0
     assert "declared: 'day' is constant per person" in capsys.readouterr().out
     assert L.dataset_state(spark, ledger, "people").budget.constant_per_person
-    assert main(["budget", "show", "--ledger", ledger, "--dataset", "people"]) == 0
+    assert main(["budget", "show", "--ledger", ledger, "--dataset-id", "people"]) == 0
     assert "declared: 'day' is constant per person" in capsys.readouterr().out
     held = L.reserve(spark, ledger, "people", "p1", rho=RHO, epsilon=1.0, delta=1e-9,
                                 fingerprint={"input": "t"}, artifact="runs/p1", unit=PrivacyUnit(("pid",), 2),

@@ -94,5 +94,5 @@ def test_the_ledger_and_the_provenance_record_the_canonical_value(spark, typed, 
     history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'synthetic'}`").orderBy("version").collect()
     metadata = [json.loads(h["userMetadata"]) for h in history if h["userMetadata"]]
     assert [m["privsyn.partition"] for m in metadata] == ["day=2024-01-02", "day=2024-01-02"]
-    assert main(["budget", "show", "--ledger", ledger, "--dataset", "events"]) == 0
+    assert main(["budget", "show", "--ledger", ledger, "--dataset-id", "events"]) == 0
     assert "partition day=2024-01-02:" in capsys.readouterr().out
