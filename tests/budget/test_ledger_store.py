@@ -48,7 +48,7 @@ def test_a_creation_failing_for_another_reason_than_a_concurrent_creator_fails_a
     afile = tmp_path / "not-a-folder"
     afile.write_text("x")
     with pytest.raises(UsageError, match=r"could not create the budget ledger at .*not-a-folder: "):
-        ensure_ledger(spark, str(afile), wait_seconds=3600)  # once: retried for the whole wait, then Delta's trace
+        ensure_ledger(spark, str(afile), wait_seconds=60)  # once: retried for the whole wait, then Delta's trace
 
 
 def test_a_local_ledger_is_read_without_spark_as_spark_reads_it(spark, tmp_path):
