@@ -113,7 +113,8 @@ def gaussian_release_audit(mechanism: str, ledger_entry: dict, exact_d: np.ndarr
     """Audit a discrete Gaussian release (its ledger entry: rho, the sigma asked of the sampler) on the
     exact cells of D and D' (``scale``: the release's integer scale, InDif's k)."""
     sigma = float(ledger_entry["sigma_requested"])
-    exact_d, exact_d2 = (np.rint(np.asarray(x, dtype=np.float64).reshape(-1) * scale).astype(np.int64) for x in (exact_d, exact_d2))
+    exact_d, exact_d2 = (np.rint(np.asarray(x, dtype=np.float64).reshape(-1) * scale).astype(np.int64)
+                         for x in (exact_d, exact_d2))
     touched = np.flatnonzero(exact_d != exact_d2)
     d, d2 = exact_d[touched], exact_d2[touched]
     empirical = gaussian_audit(draw(sampler, sigma, d), draw(sampler, sigma, d2), (d2 - d).astype(np.float64),
