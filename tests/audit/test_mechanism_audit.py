@@ -35,7 +35,7 @@ UNIT = PrivacyUnit(("person",), K)
 DOMAIN = Domain.from_dict({"a": 4, "b": 3, "c": 5})
 CANARY = (0, 0, 0)  # the person's K rows: one combination, so each of their tables moves by K in one cell
 CHECK = "a: out_of_range"
-SPLIT = BudgetSplit(0.5, 0.2, 0.3, policy_checks=0.15)
+SPLIT = BudgetSplit(0.5, 0.2, 0.3, policy_checks=0.15)  # one selected pair (max_pairs=1) takes all 0.3
 RHO = 1.6  # each audited release gets rho ~ 0.25: the audit's draws resolve its claim at AUDIT_DELTA
 
 
@@ -75,7 +75,7 @@ def _measure(rows: np.ndarray, sampler: NoiseSampler):
 
     return measure_privately(exact["one_way"], exact["indif"], counter, DOMAIN, run_id="audit", schema_hash="h",
                              rho=RHO, split=SPLIT, sampler=sampler, unit=UNIT, policy_counts=exact["checks"],
-                             selection=SelectionConfig(measure_isolated=False))
+                             selection=SelectionConfig(measure_isolated=False, max_pairs=1))
 
 
 def _privsyn_audits(variant: Variant, monkeypatch: pytest.MonkeyPatch) -> list[Audit]:
