@@ -29,7 +29,7 @@ NOISY = [re.compile(p) for p in (
     r"^release/model\.json/record/(estimation|synthesis)/",
     r"^release/model\.json/schema/columns/\d+/(values|edges|expand)\b",
     # the synthetic table's files and its rows (from the noisy values)
-    r"^delta/\d+/add/(size|stats)$",
+    r"^delta/\d+/add/(size|stats)\b",
     r"^delta/\d+/commitInfo/operationMetrics/",
     # the ledger's hash of the (noisy) artifact
     r"^ledger/\d+/artifact_sha256$",
@@ -44,6 +44,8 @@ NOISY_LOG = [re.compile(p) for p in (
     r"synthetic rows", r"records in \d+ shards", r"wrote \d+ rows", r"released \d+ noisy",
 )]
 """Log lines whose numbers are noisy or computed from noisy values (their numbers are masked)."""
+PROCESS_LOG = re.compile(r"preflight: the session's Python workers import")
+"""Log lines of the process, not of the run: the session's preflight is logged by its first run only."""
 
 _STEP = re.compile(r"^[a-z-]+:(?=[a-z])")  # a step's prefix ("run:", "measure:"), as the tests add it
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:,.]+ ")
@@ -104,8 +106,8 @@ def _ledger(ledger: Path, out: dict[str, Any]) -> None:
 
 
 def normalise_text(text: str, dirs: Iterable[str]) -> list[str]:
-    """Lines of stdout or the log, with the runs' folders, timestamps, durations and random ids masked,
-    and the numbers of the lines in :data:`NOISY_LOG` too; JVM and Spark start-up noise dropped."""
+    """The distinct lines of stdout or the log, with the runs' folders, timestamps, durations and random ids
+    masked, and the numbers of the lines in :data:`NOISY_LOG` too; :data:`PROCESS_LOG` lines dropped."""
     lines = []
     for line in text.splitlines():
         for d in dirs:
@@ -113,9 +115,9 @@ def normalise_text(text: str, dirs: Iterable[str]) -> list[str]:
         line = _HEX_ID.sub("<id>", _DURATION.sub("<time>", _TIMESTAMP.sub("", line)))
         if any(p.search(line) for p in NOISY_LOG):
             line = _NUMBER.sub("<noisy>", line)
-        if line.strip():
+        if line.strip() and not PROCESS_LOG.search(line):
             lines.append(line)
-    return lines
+    return sorted(set(lines))  # how often a noisy line repeats (GUM's rounds) is noisy too
 
 
 def handed_on(base: Path, *, run_id: str | None = None, output: Path | None = None, ledger: Path | None = None,

@@ -101,3 +101,20 @@ def test_a_private_draft_hands_on_nothing_but_noisy_values(spark, tmp_path, caps
         drafts.append(handed_on(folder, ledger=folder / "ledger", draft=folder / "draft.yaml", **result))
     found = leaks(*drafts)
     assert found == [], f"{neighbour}: the draft's handed-on fields that differ:\n" + "\n".join(found)
+
+
+def test_the_diff_names_a_leaking_field_and_lets_noisy_ones_differ(tmp_path):
+    """A table property holding an exact row count, a log line naming a tally: named; noisy values: not."""
+    fields = []
+    for rows in (400, 401):
+        folder = tmp_path / str(rows)
+        (folder / "out" / "_delta_log").mkdir(parents=True)
+        (folder / "out" / "_delta_log" / "00000000000000000000.json").write_text(
+            '{"metaData": {"configuration": {"privsyn.rows": "%d"}}}\n'
+            '{"add": {"path": "part-%d.parquet", "size": %d}}\n' % (rows, rows, 10 * rows))
+        fields.append(handed_on(folder, output=folder / "out", exit_code=0,
+                                log=f"2026-01-01 00:00:00,000 INFO x: {rows} rows read in 1.5 s\n"
+                                    f"wrote {rows - 41} synthetic rows to {folder}/out"))
+    assert leaks(*fields) == [
+        "delta/0/metaData/configuration/privsyn.rows: '400' != '401'",
+        "log: lines in one run only: ['INFO x: 400 rows read in <time>', 'INFO x: 401 rows read in <time>']"]
