@@ -28,13 +28,13 @@ MTIME = 1_700_000_000  # both inputs' files carry one modification time (the run
 
 NEIGHBOURS = {
     "minus one row": lambda d: d.drop(index=0).reset_index(drop=True),
-    "plus a canary": lambda d: pd.concat([d, pd.DataFrame([CANARY])], ignore_index=True),
+    "plus a canary": lambda d: pd.concat([d.astype({"score": object}), pd.DataFrame([CANARY], dtype=object)],
+                                         ignore_index=True),  # object: the score stays a null (not NaN)
 }
 
 
 def _prepare(folder: Path, frame: pd.DataFrame, spark) -> Path:
     folder.mkdir(parents=True)
-    frame = frame.astype({"score": "float64"})
     write_parquet(frame, folder / "input.parquet")
     os.utime(folder / "input.parquet", (MTIME, MTIME))
     (folder / "schema.yaml").write_text(yaml.safe_dump({"columns": SCHEMA_COLUMNS}))
