@@ -16,6 +16,7 @@ CROSS_CUTTING = {
     "pipeline": "whole runs through pipeline.py, measure to write",
     "jobs": "the repository's jobs/ and deploy/: spark-submit, the Airflow DAG, a standalone cluster",
     "partition": "runs over partitioned input tables, through every stage",
+    "audit": "the privacy audit: every release path on neighbouring inputs, each mechanism's empirical epsilon",
 }
 """Test folders named after no package folder, each with what it holds."""
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma, rho_from_eps_delta
-from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
+from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism, sampler_name
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity, partition_threshold
 
 #: Cells per octave of the geometric grid.
@@ -106,7 +106,7 @@ def select_partitions(counts: Mapping[object, int], null_count: int, rho: float,
     tau = selection_threshold(sigma, delta, unit)
     accountant.register(name, rho, sensitivity=sensitivity, sigma=sigma, mechanism="partition_selection",
                         delta=float(delta), threshold=tau, cells=int(exact.size),
-                        noise_source=type(sampler).__name__, sigma_requested=sigma, **unit.record())
+                        noise_source=sampler_name(sampler), sigma_requested=sigma, **unit.record())
     noisy = (exact + np.asarray(sampler.discrete_gaussian(sigma, exact.size), dtype=np.int64)).astype(np.float64)
     kept = sorted(((k, float(c)) for k, c in zip(keys, noisy[:-1]) if c >= tau), key=lambda kc: -kc[1])
     return SelectedValues([k for k, _ in kept], dict(kept), float(noisy[-1]), sigma, tau)

@@ -9,6 +9,11 @@ the releases are charged the rho of the requested sigma and record the sigma sam
 int64 path cannot hold (sigma above ~8e7 or below ~0.03) go to OpenDP's exact sampler
 (``OpenDPDiscreteGaussian``, also the reference in the tests). ``SeededSamplerForTestsOnly`` exists
 for reproducible tests and benchmarks; production code never constructs it (a test checks this).
+``seeded_noise_for_tests_only(seed)`` is the privacy audit's hook (``tests/audit``, docs/privacy-audit.md):
+inside that block every ``SecureDiscreteGaussian`` draws from a seeded stream instead, so that two
+runs on neighbouring tables get the same noise. It is an in-process switch only (no environment
+variable, setting or flag reaches it; production code never calls it, a test checks this), and the
+ledger then names the noise source ``SeededSamplerForTestsOnly``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -82,6 +89,11 @@ class SecureDiscreteGaussian:
         self._ints = UniformIntegers(os.urandom)
         self._fallback: OpenDPDiscreteGaussian | None = None
 
+    @property
+    def source(self) -> str:
+        """The noise source the ledger records: this class, or the test-only seeded stream while it is on."""
+        return "SecureDiscreteGaussian" if _TEST_ONLY_STREAM is None else "SeededSamplerForTestsOnly"
+
     def sigma_used(self, sigma: float) -> float:
         """The scale actually sampled for a request of ``sigma`` (>= sigma, within 1e-5 relative)."""
         sigma, _ = _check_args(sigma, 0)
@@ -91,6 +103,8 @@ class SecureDiscreteGaussian:
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
         """``size`` draws of N_Z(0, sigma_used(sigma)^2), as int64."""
         sigma, size = _check_args(sigma, size)
+        if _TEST_ONLY_STREAM is not None:
+            return _TEST_ONLY_STREAM.discrete_gaussian(sigma, size)
         scale = RationalScale.for_sigma(sigma)
         if scale is not None:
             return discrete_gaussian(self._ints, scale, size)
@@ -171,6 +185,25 @@ class SeededSamplerForTestsOnly:
             out[filled:filled + y.size] = y
             filled += y.size
         return out
+
+
+_TEST_ONLY_STREAM: SeededSamplerForTestsOnly | None = None
+"""The seeded stream every SecureDiscreteGaussian draws from inside :func:`seeded_noise_for_tests_only`."""
+
+
+@contextmanager
+def seeded_noise_for_tests_only(seed: int) -> Iterator[None]:
+    """TEST-ONLY (NOT private): inside the block every :class:`SecureDiscreteGaussian` draws from one
+    ``SeededSamplerForTestsOnly(seed)`` stream, so two runs on neighbouring tables draw the same noise
+    (the privacy audit's release diff). In-process only; not reentrant."""
+    global _TEST_ONLY_STREAM
+    if _TEST_ONLY_STREAM is not None:
+        raise RuntimeError("seeded_noise_for_tests_only is already on")
+    _TEST_ONLY_STREAM = SeededSamplerForTestsOnly(seed)
+    try:
+        yield
+    finally:
+        _TEST_ONLY_STREAM = None
 
 
 def gaussian_mechanism(counts: np.ndarray, rho: float, *, accountant: Accountant, sampler: NoiseSampler,
