@@ -1,5 +1,6 @@
 """Without setup.sh's cache of the Delta jars, Spark resolves them with Ivy (spark.jars.packages); when that
-fails (here: a Maven repository on a closed loopback port, an empty Ivy home) the CLI ends with one line
+fails (here: a Maven repository on a closed loopback port, an empty Ivy home) the CLI (`budget set`: a
+command that starts Spark; `budget show` of a local path reads it without) ends with one line
 saying what to do, not PySpark's JAVA_GATEWAY_EXITED trace (issue 25, item 8)."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def test_an_ivy_failure_is_one_line_with_the_fix(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIVSYN_SPARK_JARS_DIR": str(tmp_path / "jars")}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     result = subprocess.run(
-        [sys.executable, "-m", "privsyn_spark.cli", "budget", "show", "--ledger", str(tmp_path / "ledger"),
+        [sys.executable, "-m", "privsyn_spark.cli", "budget", "set", "--ledger", str(tmp_path / "ledger"),
+         "--dataset-id", "d", "--epsilon", "1", "--delta", "1e-9",
          "--master", "local[1]", "--conf", f"spark.jars.ivy={tmp_path / 'ivy'}",
          "--conf", f"spark.jars.ivySettings={tmp_path / 'ivysettings.xml'}"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
