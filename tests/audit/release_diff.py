@@ -23,6 +23,7 @@ NOISY = [re.compile(p) for p in (
     r"^release/measurements/measurements\.npz/(one_way_original|marginal|value_map)_\d+$",
     r"^release/measurements/measurements\.npz/__meta__/(noisy_total|domain|marginals|selected_pairs)\b",
     r"^release/measurements/measurements\.npz/__meta__/policy_checks/[^/]+/noisy$",
+    r"^release/measurements/measurements\.npz/__sha256__$",  # the artifact's checksum of its (noisy) entries
     # the consistent targets and the fitted model: post-processing of the measurements
     r"^release/targets/",
     # the saved model's record of estimation and synthesis (fit, errors, rows: from the noisy values)
