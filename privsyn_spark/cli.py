@@ -50,6 +50,7 @@ from privsyn_spark.operations import (
     check_locations,
     check_output_path,
     check_width,
+    connect_url,
     draft_schema,
     install_stop_handlers,
     load_schema,
@@ -175,6 +176,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
+    connect_url(args.master, args.remote)  # both given: a usage error, before any reading
     read = _read_without_spark(args) if config is None and sample is None else None
     if read is not None:
         return read

@@ -98,6 +98,16 @@ def delta_settings(given: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
+def connect_url(master: str | None, remote: str | None = None) -> str | None:
+    """The Spark Connect URL to use (``remote``, else $SPARK_REMOTE; None: a classic session); a
+    UsageError when ``master`` is given too (a Connect session's master is on the server)."""
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    if remote and master:
+        raise UsageError(f"a Spark Connect session ({remote}, --remote or $SPARK_REMOTE) has its master on "
+                         f"the server: --master {master} cannot be set; give one of them")
+    return remote
+
+
 def build_spark_session(
     master: str | None = None,
     app_name: str = "privsyn-spark",
@@ -117,11 +127,8 @@ def build_spark_session(
     for settings an active session does not have.
     """
     check_pyspark()  # a one-line fix when there is none, or one outside the supported range
-    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    remote = connect_url(master, remote)
     if remote:
-        if master:
-            raise UsageError(f"a Spark Connect session ({remote}, --remote or $SPARK_REMOTE) has its master on "
-                             f"the server: --master {master} cannot be set; give one of them")
         return remote_session(remote, conf or {}, delta)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this interpreter's packages
