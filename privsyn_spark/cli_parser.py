@@ -64,6 +64,8 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
                             "needs Delta Lake (docs/operations.md#spark-connect)")
     group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration, repeatable (e.g. spark.jars.packages=...)")
+    group.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                       help="as before the command: the log's INFO lines on stderr (-vv: debug)")
 
 
 def _run_args(parser: argparse.ArgumentParser, step: str) -> None:

@@ -74,7 +74,7 @@ def test_cluster_synthesis_matches_local_and_survives_a_lost_worker(spark, stand
     )
     args = ["--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--output", str(cluster_out),
             "--run-id", config.run_id, "--runs-dir", str(runs), "--seed", str(SEED),
-            "--shard-rows", str(SHARD_ROWS), "--no-ledger"]
+            "--shard-rows", str(SHARD_ROWS), "--no-ledger", "-v"]  # -v: the INFO lines this test waits for
     with open(log_path, "wb") as log:
         submit = subprocess.Popen([str(REPO / "deploy" / "spark" / "submit.sh"), "synthesize", *args], env=env,
                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path)
