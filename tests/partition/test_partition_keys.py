@@ -85,7 +85,8 @@ def test_the_ledger_and_the_provenance_record_the_canonical_value(spark, typed, 
     L.set_budget(spark, ledger, "events", 2.0, 1e-9, per_partition="day")
     argv = ["run", "--input", str(typed), "--schema", SAMPLE_SCHEMA, "--output", str(tmp_path / "synthetic"),
             "--runs-dir", str(tmp_path / "runs"), "--epsilon", "1", "--no-evaluate", "--rows", "200",
-            "--master", "local[2]", "--ledger", ledger, "--dataset-id", "events", "--partition", "day=2024-1-2"]
+            "--master", "local[2]", "--ledger", ledger, "--dataset-id", "events", "--partition", "day=2024-1-2",
+            "--mode", "overwrite"]  # the retry rewrites its partition
     assert main([*argv, "--run-id", "d2"]) == 0
     assert main([*argv, "--run-id", "d2"]) == 0  # a retry spelled the same: reused, nothing charged
     state = L.dataset_state(spark, ledger, "events")
