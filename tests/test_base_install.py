@@ -37,7 +37,7 @@ def test_the_base_package_alone_runs_the_pipeline(tmp_path):
                           "--schema", str(REPO / "privsyn_spark" / "sample" / "adult.schema.yaml"),
                           "--output", str(tmp_path / "out"), "--run-id", "base", "--runs-dir", str(tmp_path / "runs"),
                           "--epsilon", "1", "--no-evaluate", "--no-ledger", "--master", "local[1]",
-                          "--gum-rounds", "2"],
+                          "--gum-rounds", "2", "-v"],  # -v: the INFO line naming the counting backend
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "(jvm backend)" in run.stderr  # the counter jar came with the wheel
