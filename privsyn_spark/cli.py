@@ -57,6 +57,7 @@ from privsyn_spark.operations import (
     provenance,
     rho_from_eps_delta,
     run_sample,
+    stop_started_sessions,
     summary,
     sweep_and_claim,
     terminated,
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         message = out_of_space(err)  # a full disk: one line naming the location, not Spark's trace
         if message is None or args.debug:
             raise
+        stop_started_sessions()  # the executors' last words before the error line, not after
         print(f"privsyn-spark: error: {message}", file=sys.stderr)
         return EXIT_FAILURE
 

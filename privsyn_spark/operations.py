@@ -54,7 +54,7 @@ from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
 from privsyn_spark.runtime.output_check import check_ledger_path, check_output_path
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
-from privsyn_spark.runtime.session import build_spark_session, connect_url
+from privsyn_spark.runtime.session import build_spark_session, connect_url, stop_started_sessions
 from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and_claim, terminated
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema import schema as schema_module
@@ -78,7 +78,8 @@ __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "BudgetState", 
            "draft_schema",
            "fetch_jars", "install_stop_handlers", "load_schema", "local_provenance", "local_states", "provenance",
            "release_claim", "require_ledger",
-           "rho_from_eps_delta", "run_sample", "set_budget", "summary", "sweep_and_claim", "terminated"]
+           "rho_from_eps_delta", "run_sample", "set_budget", "stop_started_sessions", "summary", "sweep_and_claim",
+           "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 
 

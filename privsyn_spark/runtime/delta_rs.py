@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from privsyn_spark.runtime.locations import local_path
 
@@ -71,8 +72,27 @@ def read_rows(target: str) -> list[dict[str, Any]] | None:
     """Every row of the local Delta table ``target`` as dicts (timestamps as naive local times, as Spark
     returns them); None when Spark must read it (module docstring). Raises FileNotFoundError when no
     Delta log is there."""
-    rows = _read(target, lambda table: table.to_pyarrow_table().to_pylist())
+    rows = _read(target, _table_rows)
     return None if rows is None else [{k: _naive(v) for k, v in row.items()} for row in rows]
+
+
+def _table_rows(table: Any) -> list[dict[str, Any]] | None:
+    """The rows of the current snapshot's data files, read by pyarrow (delta-rs's own scan, its query
+    engine, can abort the interpreter at exit); None for what that misses (partition values kept in
+    the log, deletion vectors): Spark reads those."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    features = table.protocol().reader_features or []
+    if table.metadata().partition_columns or "deletionVectors" in features:
+        return None
+    files = [local_path(unquote(uri)) for uri in table.file_uris()]
+    if None in files:
+        return None
+    if not files:
+        return []
+    parts = [pq.read_table(str(f)) for f in files]  # one by one: files from before a schema merge lack columns
+    return pa.concat_tables(parts, promote_options="default").to_pylist()
 
 
 def history(target: str) -> list[dict[str, Any]] | None:

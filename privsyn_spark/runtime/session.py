@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+_STARTED: list[Any] = []  # the sessions local_session started (not found active): an entry point may stop them
 
 DELTA_JAR_VERSION = "4.4.0"
 """Delta's jar version: 4.4.0 has jars for Spark 4.0, 4.1 and 4.2 (4.4.1's is not on Maven Central)."""
@@ -175,8 +176,19 @@ def build_spark_session(
         raise
     if local:
         spark.sparkContext.setLogLevel(log_level)
+    _STARTED.append(spark)
     log.info("Spark %s session on %s", spark.version, spark.sparkContext.master)
     return spark
+
+
+def stop_started_sessions() -> None:
+    """Stop the sessions this process started here (never a caller's): an entry point ending on an error
+    stops Spark first, so what its executors print as they stop comes before the error line."""
+    while _STARTED:
+        try:
+            _STARTED.pop().stop()
+        except Exception:  # noqa: BLE001 - stopping after a failure: the error that ends the process is the one to show
+            log.debug("stopping Spark after an error failed", exc_info=True)
 
 
 def remote_session(url: str, conf: Mapping[str, str], delta: bool = True) -> Any:
