@@ -30,12 +30,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privsyn_spark.domain import Domain  # noqa: E402
-from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
-from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
-from privsyn_spark.release.measure_privately import measure_privately  # noqa: E402
-from privsyn_spark.synthesize.gum.kernel import synthesize  # noqa: E402
-from tests.audit.audit_stats import threshold_audit  # noqa: E402
+from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.measure.indif_scores import indif_scores
+from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.synthesize.gum.kernel import synthesize
+from tests.audit.audit_stats import threshold_audit
 
 DOMAIN = Domain.from_dict({"a": 6, "b": 5, "c": 4, "d": 4, "e": 3})
 DELTA = 1e-9

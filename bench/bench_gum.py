@@ -39,11 +39,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gum_pandas_reference import gum_pandas  # noqa: E402
-from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize  # noqa: E402
-from privsyn_spark.synthesize.sharded.context import ShardingConfig  # noqa: E402
-from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded  # noqa: E402
-from tests.synthesize.adult_data import DENSE, adult_targets  # noqa: E402
+from bench.gum_pandas_reference import gum_pandas
+from privsyn_spark.synthesize.gum.kernel import GumConfig, synthesize
+from privsyn_spark.synthesize.sharded.context import ShardingConfig
+from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
+from tests.synthesize.adult_data import DENSE, adult_targets
 
 
 def targets_for(sigma: float):

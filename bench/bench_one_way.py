@@ -31,17 +31,17 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_pgm import DEFAULT_DATA, encode_adult, make_count_marginals  # noqa: E402
+from bench_pgm import DEFAULT_DATA, encode_adult, make_count_marginals
 
-from privsyn_spark.domain import Domain  # noqa: E402
-from privsyn_spark.estimate.estimation import MirrorDescent  # noqa: E402
-from privsyn_spark.estimate.merged_shares import shrink_groups  # noqa: E402
-from privsyn_spark.estimate.targets import consistent_targets  # noqa: E402
-from privsyn_spark.measure.indif_scores import indif_scores  # noqa: E402
-from privsyn_spark.privacy.accounting import BudgetSplit  # noqa: E402
-from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly  # noqa: E402
-from privsyn_spark.release.measure_privately import measure_privately  # noqa: E402
-from privsyn_spark.select.selection_config import SelectionConfig  # noqa: E402
+from privsyn_spark.domain import Domain
+from privsyn_spark.estimate.estimation import MirrorDescent
+from privsyn_spark.estimate.merged_shares import shrink_groups
+from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.measure.indif_scores import indif_scores
+from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.select.selection_config import SelectionConfig
 
 
 def _tvd(p: np.ndarray, q: np.ndarray) -> float:

@@ -64,13 +64,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privsyn_spark.evaluate.evaluation import evaluate  # noqa: E402
-from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer  # noqa: E402
-from privsyn_spark.privacy.measurements import Measurements  # noqa: E402
-from privsyn_spark.runtime.input_table import read_table  # noqa: E402
-from privsyn_spark.runtime.session import build_spark_session  # noqa: E402
-from privsyn_spark.schema.schema import Schema, load_schema  # noqa: E402
-from privsyn_spark.write.decode import decode_dataframe  # noqa: E402
+from privsyn_spark.evaluate.evaluation import evaluate
+from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
+from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.runtime.input_table import read_table
+from privsyn_spark.runtime.session import build_spark_session
+from privsyn_spark.schema.schema import Schema, load_schema
+from privsyn_spark.write.decode import decode_dataframe
 
 SAMPLE = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample"
 ADULT = SAMPLE / "adult.csv.gz"

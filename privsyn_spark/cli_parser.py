@@ -301,7 +301,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                              "replace it")
     sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
     sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")
-    sample.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum", help="gum (default) or pgm")
+    sample.add_argument("--synthesizer", choices=["gum", "pgm"],
+                        help="gum or pgm (default: a --model's saved choice; gum for --from-run)")
     _scope_args(sample, where=False)
     _config_arg(sample)
     _quiet_arg(sample)

@@ -37,7 +37,7 @@ def read_document(path: str | Path, what: str, error: type[UsageError] = UsageEr
             raise error(f"{what} {path}: JSON syntax error at line {err.lineno}, column {err.colno}: "
                         f"{err.msg}") from None
     try:
-        return yaml.load(text, Loader=_loader(yaml))  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=_loader(yaml))  # a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -52,7 +52,7 @@ class SampleConfig:
     dataset_id: str | None = None
     rows: int | None = None              # default: the run's noisy row count
     seed: int = 0
-    synthesizer: str = "gum"
+    synthesizer: str | None = None       # default: a saved model's own choice, else "gum"
     scope: Scope = field(default_factory=Scope)
     settings: Settings = field(default_factory=Settings)
     mode: str = "error"                  # "error" refuses an output (partition) holding rows; or "overwrite"
@@ -91,7 +91,7 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
     """The fitted model to sample (module docstring); reads artifacts only, never the input."""
     if config.model is not None:
         model = SynthModel.load(config.model, spark)
-        if config.synthesizer != model.synthesizer:
+        if config.synthesizer is not None:  # given: it overrides the saved choice; not given: the saved one
             model.synthesizer = config.synthesizer
         model.settings = replace(model.settings, progress=config.settings.progress)  # this call's --quiet
         return model
@@ -119,7 +119,7 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
     if measurements.schema_hash != schema.schema_hash():
         raise UsageError(f"--schema is not the schema run {run_id!r} was measured with")
     folder = RunArtifacts(config.runs_dir, run_id, spark)
-    return SynthModel(measurements, schema, synthesizer=config.synthesizer, settings=config.settings,
+    return SynthModel(measurements, schema, synthesizer=config.synthesizer or "gum", settings=config.settings,
                       record=RunRecord.from_state(folder.read_state()), run_folder=folder)
 
 

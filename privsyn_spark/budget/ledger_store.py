@@ -87,7 +87,7 @@ def ledger_ready(spark: SparkSession, ledger: str) -> bool:
             return False
         delta_frame(spark, ledger_location(ledger)).schema  # noqa: B018 - the log listed anew (not a cached snapshot)
         return True
-    except Exception as exc:  # noqa: BLE001 - classified: damaged, or raised as it is
+    except Exception as exc:  # classified: damaged, or raised as it is
         reason = _damage(ledger, exc)
         if reason is None:
             raise

@@ -148,7 +148,7 @@ def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
     try:
         empty.save(ledger_location(ledger)) if is_path(ledger) else empty.saveAsTable(ledger)
         log.info("ledger %s: added the columns %s of this version", ledger, names)
-    except Exception as exc:  # noqa: BLE001 - a concurrent upgrade: fine if the columns are there now
+    except Exception as exc:  # a concurrent upgrade: fine if the columns are there now
         if not _is_conflict(exc) or set(names) - set(delta_frame(spark, ledger_location(ledger)).columns):
             raise
 

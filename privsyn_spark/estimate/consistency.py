@@ -131,7 +131,7 @@ def consistent_marginals(
     closure = intersection_closure([v.attrs for v in views], domain)
     iterations = 0
     loop = progress.loop("estimate: consistency iteration", max_iters, at_most=True)
-    for iterations in range(1, max_iters + 1):  # noqa: B007  (read after the loop)
+    for iterations in range(1, max_iters + 1):  # read after the loop
         _consistency_step(views, closure, total)
         loop.update(iterations)
         worst = min(float(v.values.min()) for v in views)

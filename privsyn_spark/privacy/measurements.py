@@ -166,7 +166,7 @@ class Measurements:
                                            float(m["rho"])) for m in meta["marginals"]]
         except ArtifactUnreadable:
             raise
-        except Exception as err:  # noqa: BLE001 - truncated, corrupt or foreign bytes
+        except Exception as err:  # truncated, corrupt or foreign bytes
             raise ArtifactUnreadable(f"not a measurements artifact ({type(err).__name__})") from err
         return cls(run_id=meta["run_id"], schema_hash=meta["schema_hash"], original_domain=original,
                    domain=merged, value_maps=value_maps, one_way_original=one_way,

@@ -118,13 +118,6 @@ class PrivacyUnit:
         unit = cls.of(section["id"], section.get("max_rows_per_id", 1))
         return cls(unit.id_columns, unit.bound, section.get("null_ids", "keep"))
 
-    @classmethod
-    def from_name(cls, name: str | None, bound: int | None) -> PrivacyUnit:
-        """The unit recorded as :attr:`name` and :attr:`bound` (a missing name: one row)."""
-        if not name or name == ROW:
-            return cls()
-        return cls(tuple(name.split(",")), int(bound or 1))
-
 
 def count_sensitivity(unit: PrivacyUnit) -> float:
     """L2 sensitivity of any count table under ``unit``: sqrt(sum_j c_j^2) <= sum_j c_j <= K (module docstring)."""

@@ -25,7 +25,6 @@ a run id is bound to the files it measured.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -191,10 +190,6 @@ class Scope:
         each column's SQL type (``date``, ``int``, ``string``...)."""
         return " AND ".join(f"`{c.replace('`', '``')}` = CAST({sql_string(v)} AS {types.get(c, 'string')})"
                             for c, v in self.partition)
-
-    def to_json(self) -> str | None:
-        """The partition values as the ledger's JSON column (None when unscoped)."""
-        return json.dumps(self.values(), sort_keys=True) if self.partition else None
 
 
 def _items(values: Any) -> list[Any]:

@@ -187,7 +187,7 @@ def stop_started_sessions() -> None:
     while _STARTED:
         try:
             _STARTED.pop().stop()
-        except Exception:  # noqa: BLE001 - stopping after a failure: the error that ends the process is the one to show
+        except Exception:  # stopping after a failure: the error that ends the process is the one to show
             log.debug("stopping Spark after an error failed", exc_info=True)
 
 

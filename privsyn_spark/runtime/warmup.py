@@ -41,7 +41,7 @@ def _warm(spark: SparkSession, folder: str, jobs: Sequence[WarmUpJob]) -> None:
     try:
         for job in jobs:
             job(spark, folder)
-    except Exception as error:  # an optimisation only: the run does not depend on it
+    except Exception as error:  # noqa: BLE001 - an optimisation only: the run does not depend on it
         log.debug("Spark warm-up skipped: %s", error)
 
 

@@ -190,7 +190,7 @@ def latest_version(spark: SparkSession, target: str) -> int:
             none = jvm.scala.Option.empty()
             delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location(target))
             return int(delta_log.update(False, none, none).version())
-        except Exception as error:  # py4j: the method is Delta-internal and may change between releases
+        except Exception as error:  # noqa: BLE001 - py4j: the method is Delta-internal and may change between releases
             log.debug("Delta log snapshot unavailable (%s); reading the table's history", error)
     return int(spark.sql(f"DESCRIBE HISTORY {delta_identifier(target)} LIMIT 1").select("version").head(1)[0][0])
 

@@ -103,7 +103,7 @@ def _remove_unreferenced(spark: SparkSession, target: str, fs: Any, root: Any, b
         left = sorted(new - referenced)
         for path in left:
             fs.delete(now[path], False)
-    except Exception as err:  # the write's own error matters more; say what could not be cleaned
+    except Exception as err:  # noqa: BLE001 - the write's own error matters more; say what could not be cleaned
         log.warning("the failed write may have left data files in %s (%s)", target, type(err).__name__)
         return
     if left:

@@ -177,7 +177,13 @@ def test_sample_from_a_saved_model(spark, backfill, tmp_path, no_input):
     work, _, _, _ = backfill
     model = load_model(spark, SampleConfig(output="-", from_run=f"events.day_{DAYS[0]}", schema=SAMPLE_SCHEMA,
                                            runs_dir=str(work / "runs")))
+    model.synthesizer = "pgm"
     model.save(str(tmp_path / "model"))
-    out = tmp_path / "from_model"
-    assert main(["sample", "--model", str(tmp_path / "model"), "--output", str(out), "--rows", "150"]) == 0
-    assert deltalake.DeltaTable(str(out)).to_pandas().shape[0] == 150
+    chosen = {}
+    for given in ([], ["--synthesizer", "gum"]):  # not given: the saved choice; given: it overrides
+        out = tmp_path / f"from_model{len(given)}"
+        assert main(["sample", "--model", str(tmp_path / "model"), "--output", str(out), "--rows", "150", *given]) == 0
+        table = deltalake.DeltaTable(str(out))
+        assert table.to_pandas().shape[0] == 150
+        chosen[len(given)] = json.loads(table.history(1)[0]["userMetadata"])["privsyn.synthesizer"]
+    assert chosen == {0: "pgm", 2: "gum"}

@@ -50,11 +50,11 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.synthesize.gum.append import (  # noqa: F401  (re-exported: the GUM API in one place)
+from privsyn_spark.synthesize.gum.append import (  # re-exported: the GUM API in one place
     append_attributes,
     append_conditional,
 )
-from privsyn_spark.synthesize.gum.plan import (  # noqa: F401
+from privsyn_spark.synthesize.gum.plan import (
     AppendGroup,
     Component,
     GumConfig,
@@ -65,7 +65,7 @@ from privsyn_spark.synthesize.gum.plan import (  # noqa: F401
     prepare_targets,
     scale_targets,
 )
-from privsyn_spark.synthesize.gum.update import (  # noqa: F401
+from privsyn_spark.synthesize.gum.update import (
     MarginalSet,
     UpdateStats,
     _shuffle_columns,

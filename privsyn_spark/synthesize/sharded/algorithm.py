@@ -54,7 +54,7 @@ from privsyn_spark.synthesize.gum.kernel import (
     run_gum,
 )
 from privsyn_spark.synthesize.sharded.context import ShardContext, ShardingConfig, make_context
-from privsyn_spark.synthesize.sharded.reconcile import (  # noqa: F401  (deficit_share: re-exported)
+from privsyn_spark.synthesize.sharded.reconcile import (  # deficit_share: re-exported
     GroupSplit,
     Step,
     append_split,
