@@ -311,15 +311,3 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
             else:
                 messages[(i, j)] = exact(i, j)
     return Calibration(tree, tuple(tuple(g) for g in factors), messages, log_z, probabilities)
-
-
-def marginal_oracle(
-    tree: JunctionTree,
-    potentials: Mapping[tuple[str, ...], np.ndarray],
-    total: float = 1.0,
-    cliques: Iterable[tuple[str, ...]] | None = None,
-) -> dict[tuple[str, ...], np.ndarray]:
-    """Marginals (scaled to ``total``) on ``cliques`` (default: the potentials' cliques)."""
-    cal = calibrate(tree, potentials)
-    wanted = [tree.domain.canonical(c) for c in (potentials if cliques is None else cliques)]
-    return {c: total * cal.probabilities(c) for c in wanted}

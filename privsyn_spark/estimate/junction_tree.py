@@ -227,23 +227,6 @@ def eliminate(adjacency: np.ndarray, sizes: np.ndarray, method: Literal["min_fil
     return Elimination(order, formed, maximal, cells)
 
 
-def greedy_elimination_order(
-    domain: Domain,
-    cliques: Iterable[Iterable[str]],
-    method: Literal["min_fill", "min_size"] = "min_fill",
-    rng: np.random.Generator | None = None,
-) -> tuple[list[str], list[tuple[str, ...]]]:
-    """Greedy elimination (min-fill or min-size, cells as tie-break); returns order and its cliques.
-
-    ``rng`` breaks ties at random; without it ties go to the earlier attribute in the domain.
-    """
-    tie = rng.random(len(domain)) if rng is not None else None
-    result = eliminate(adjacency_matrix(domain, cliques), np.array(domain.sizes), method, tie)
-    assert result is not None
-    attrs = domain.attrs
-    return [attrs[v] for v in result.order], [tuple(attrs[i] for i in c) for c in result.formed]
-
-
 def max_spanning_tree(cliques: Sequence[tuple[str, ...]]) -> list[tuple[int, int]]:
     """Kruskal maximum spanning tree on separator size; zero-weight edges keep it one tree."""
     candidates = sorted(

@@ -11,7 +11,7 @@ marginals instead of carrying multinomial noise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 
 import numpy as np
@@ -98,25 +98,6 @@ class GraphicalModel:
             factors = [f for f in factors if v not in f.attrs] + [sum_out(touching, v)]
             hidden.discard(v)
         return product(factors, attrs)
-
-    def range_query(self, ranges: Mapping[str, tuple[int, int]]) -> float:
-        """Model count of records with ``lo <= code <= hi`` for every ``attr: (lo, hi)`` in ``ranges``."""
-        attrs = self.domain.canonical(ranges)
-        table = self.marginal(attrs)
-        index = tuple(slice(int(ranges[a][0]), int(ranges[a][1]) + 1) for a in attrs)
-        return float(table[index].sum())
-
-    def range_queries(self, queries: Sequence[Mapping[str, tuple[int, int]]]) -> np.ndarray:
-        """Answers to many range queries (one marginal per distinct attribute set)."""
-        cache: dict[tuple[str, ...], np.ndarray] = {}
-        out = np.empty(len(queries))
-        for q, ranges in enumerate(queries):
-            attrs = self.domain.canonical(ranges)
-            if attrs not in cache:
-                cache[attrs] = self.marginal(attrs)
-            index = tuple(slice(int(ranges[a][0]), int(ranges[a][1]) + 1) for a in attrs)
-            out[q] = cache[attrs][index].sum()
-        return out
 
     def sample(self, n: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
         """``n`` records (default: round(total)) as int64 codes, shape (n, len(domain)), domain order (Fortran).

@@ -195,21 +195,6 @@ class Measurements:
         """Read an artifact written by ``save`` (numpy + json only, no Spark)."""
         return cls.from_bytes((Path(folder) / ARTIFACT_FILE).read_bytes())
 
-    @classmethod
-    def load_for_run(cls, folder: str | Path, run_id: str, schema_hash: str) -> "Measurements | None":
-        """The artifact of ``run_id`` in ``folder`` if there is one (re-runs reuse it and spend nothing).
-
-        Returns None if ``folder`` has no artifact; raises ``ValueError`` if it holds another run's
-        artifact or one made under a different schema, rather than silently mixing runs.
-        """
-        if not cls.exists(folder):
-            return None
-        found = cls.load(folder)
-        if found.run_id != run_id or found.schema_hash != schema_hash:
-            raise ValueError(f"{folder} holds measurements of run {found.run_id!r} (schema {found.schema_hash!r}), "
-                             f"not run {run_id!r} (schema {schema_hash!r})")
-        return found
-
 
 def _check_integrity(npz: Any, version: Any) -> None:
     """:class:`ArtifactUnreadable` unless the entries match the artifact's checksum (an artifact of the

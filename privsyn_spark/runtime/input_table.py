@@ -66,13 +66,6 @@ def _delta_root(spark: SparkSession, source: str) -> tuple[str | None, bool]:
     return None, False
 
 
-def detect_format(spark: SparkSession, source: str) -> str:
-    """The format of ``source``: a location with a ``_delta_log`` folder is Delta (any URI scheme,
-    asked through Spark's Hadoop FS); ``.csv[.gz|.bz2]`` CSV; any other location Parquet; a bare
-    ``db.table`` name a catalog table."""
-    return _format(source, delta_root(spark, source) if is_path(source) else None)
-
-
 def _format(source: str, root: str | None) -> str:
     if not is_path(source):
         return "table"

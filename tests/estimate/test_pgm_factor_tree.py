@@ -12,8 +12,9 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.factor import Factor, logsumexp, product
 from privsyn_spark.estimate.junction_tree import (
     JunctionTreeTooLarge,
+    adjacency_matrix,
     build_junction_tree,
-    greedy_elimination_order,
+    eliminate,
     model_cells,
 )
 
@@ -83,7 +84,8 @@ def test_cycle_triangulates_to_two_three_cliques() -> None:
 @pytest.mark.parametrize("method", ["min_fill", "min_size"])
 def test_elimination_order_covers_domain(method: str) -> None:
     dom, cliques = structure("six_attrs")
-    order, formed = greedy_elimination_order(dom, cliques, method)
+    result = eliminate(adjacency_matrix(dom, cliques), np.array(dom.sizes), method, None)
+    order, formed = [dom.attrs[v] for v in result.order], [[dom.attrs[i] for i in c] for c in result.formed]
     assert sorted(order) == sorted(dom.attrs)
     assert all(order[k] in formed[k] for k in range(len(order)))
 

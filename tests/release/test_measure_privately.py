@@ -137,12 +137,6 @@ def test_save_load_round_trip(dependent_table, tmp_path):
         assert np.array_equal(loaded.value_maps[attr], m.value_maps[attr])
         assert np.array_equal(loaded.one_way_original[attr], m.one_way_original[attr])
 
-    with pytest.raises(ValueError, match="run"):
-        Measurements.load_for_run(tmp_path / "meas", "run-2", "schema-abc")
-    with pytest.raises(ValueError, match="schema"):
-        Measurements.load_for_run(tmp_path / "meas", "run-1", "other-schema")
-    assert Measurements.load_for_run(tmp_path / "nothing", "run-1", "schema-abc") is None
-
 
 def test_input_validation_spends_nothing(dependent_table):
     class NoNoise:
