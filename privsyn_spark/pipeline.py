@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
@@ -106,15 +105,6 @@ class RunConfig:
     def run_location(self) -> str:
         """``<runs_dir>/<run_id>`` as an absolute path or a URI."""
         return join(self.runs_dir, self.run_id)
-
-    @property
-    def run_dir(self) -> Path:
-        """The run folder as a local path (a local ``runs_dir`` only; see :attr:`run_location`)."""
-        return Path(self.runs_dir).expanduser() / self.run_id
-
-    @property
-    def measurements_dir(self) -> Path:
-        return self.run_dir / "measurements"
 
     @property
     def output_config(self) -> OutputConfig:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,8 +86,8 @@ def independent_baseline(spark) -> float:
 
 def test_report_and_budget(spark, adult_run):
     config, report = adult_run
-    assert (config.run_dir / "operator" / "report.html").exists()
-    saved = json.loads((config.run_dir / "operator" / "report.json").read_text())
+    assert (Path(config.run_location) / "operator" / "report.html").exists()
+    saved = json.loads((Path(config.run_location) / "operator" / "report.json").read_text())
     assert saved["budget"]["spent_rho"] == pytest.approx(saved["budget"]["rho"], rel=1e-9)
     assert saved["estimation"]["method"] == "pgm"  # the bounded selection always fits the model budget
     assert saved["estimation"]["info"]["reason"].startswith("auto")
@@ -99,10 +100,10 @@ def test_report_and_budget(spark, adult_run):
 
 def test_rerun_reuses_measurements_and_rewrites_the_same_table(spark, adult_run):
     config, _ = adult_run
-    before = Measurements.load(config.measurements_dir)
+    before = Measurements.load(Path(config.run_location) / "measurements")
     first = spark.read.format("delta").load(config.output).toPandas()
     pipeline.run_synthesize(spark, dataclasses.replace(config, write_mode="overwrite"))  # same run id, same seed
-    after = Measurements.load(config.measurements_dir)
+    after = Measurements.load(Path(config.run_location) / "measurements")
     assert after.ledger == before.ledger  # nothing new was spent
     second = spark.read.format("delta").load(config.output).toPandas()
     assert_same_rows(first, second)

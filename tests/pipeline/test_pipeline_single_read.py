@@ -1,6 +1,7 @@
 """One read of the input per run: every scan of the input view adds its rows to an accumulator."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -37,11 +38,11 @@ def test_a_run_scans_its_input_once(spark, tmp_path):
                        settings=Settings(sharding=ShardingConfig(gum_rounds=1)))
     pipeline.run(spark, config)  # measure (two engine passes), estimate, synthesize, write
     assert scanned.value == ROWS  # the input was scanned exactly once
-    assert not (config.run_dir / "scratch").exists()  # the scratch is gone
+    assert not (Path(config.run_location) / "scratch").exists()  # the scratch is gone
 
     # the evaluation's counts read the run's codes; only its value-level metrics of the numeric
     # columns read the source's raw values, once for all of them (operators only, not private)
     report = pipeline.run_evaluate(spark, dataclasses.replace(config, evaluate=True))
     assert report["metrics"]["rows"]["real"] == ROWS and report["metrics"]["values"]
     assert scanned.value == 3 * ROWS  # a step of its own: its codes (one scan) + the raw values (one scan)
-    assert not (config.run_dir / "scratch").exists()
+    assert not (Path(config.run_location) / "scratch").exists()
