@@ -43,6 +43,11 @@ DAYS = {**MINUS_ROW, "plus a canary in a partition of its own": lambda d: E.with
 ENTRY_POINTS = {
     "run, measure, synthesize, sample": EntryPoint(E.run_steps, E.row_table, ROWS),
     "infer-schema --epsilon": EntryPoint(E.draft, E.row_table, ROWS),
+    "run --privacy-id": EntryPoint(E.person_run, E.person_table, PEOPLE, unit=E.PERSON),
+    "run --partition": EntryPoint(E.scoped_run, E.day_table, DAYS),
+    "api fit, sample, write_delta": EntryPoint(E.api, E.row_table, ROWS),
+    "run in a subprocess": EntryPoint(E.subprocess_run, E.row_table, PLUS_CANARY),
+    "plan": EntryPoint(E.plan, E.row_table, PLUS_CANARY),
 }
 CASES = [(entry, neighbour) for entry, point in ENTRY_POINTS.items() for neighbour in point.neighbours]
 
@@ -70,6 +75,7 @@ def on_d(spark, tmp_path_factory) -> Callable[[str], dict[str, Any]]:
 def test_every_entry_point_hands_on_nothing_but_noisy_values(spark, on_d, tmp_path, entry, neighbour):
     point = ENTRY_POINTS[entry]
     d = on_d(entry)
+    assert {k: v for k, v in d.items() if k.endswith(("exit_code", "error")) and v} == {}, "D itself must run"
     found = leaks(d, _hand_on(point, tmp_path / "case", point.neighbours[neighbour](point.table()), spark))
     assert found == [], f"{entry}, {neighbour}: handed-on fields that differ:\n" + "\n".join(found)
 
