@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,14 @@ NOISY_LOG = [re.compile(p) for p in (
     r"rare-value merging: ", r"DenseMarg selected ", r"measured \d+ marginals", r"sharded GUM",
     r"mirror descent", r"junction tree: ", r"consistent targets", r"targets from ", r"GUM round",
     r"synthetic rows", r"records in \d+ shards", r"wrote \d+ rows", r"released \d+ noisy",
+    r"the noise of the 1-way marginals .* exceeds",
 )]
 """Log lines whose numbers are noisy or computed from noisy values (their numbers are masked)."""
 PROCESS_LOG = re.compile(r"preflight: the session's Python workers import")
 """Log lines of the process, not of the run: the session's preflight is logged by its first run only."""
 
 _STEP = re.compile(r"^[a-z-]+:(?=[a-z])")  # a step's prefix ("run:", "measure:"), as the tests add it
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:,.]+ ")
+_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d )[\d:,.]+ ")  # Python's, Spark's (log4j)
 _DURATION = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|min)\b|\(\d+(\.\d+)?s\)|\d+(\.\d+)?s\b")
 _HEX_ID = re.compile(r"\b[0-9a-f]{32}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
@@ -106,13 +107,14 @@ def _ledger(ledger: Path, out: dict[str, Any]) -> None:
                  f"ledger/{i}", out)
 
 
-def normalise_text(text: str, dirs: Iterable[str]) -> list[str]:
-    """The distinct lines of stdout or the log, with the runs' folders, timestamps, durations and random ids
-    masked, and the numbers of the lines in :data:`NOISY_LOG` too; :data:`PROCESS_LOG` lines dropped."""
+def normalise_text(text: str, masks: Mapping[str, str]) -> list[str]:
+    """The distinct lines of stdout or the log, with ``masks`` (the runs' folders, ...) replaced, timestamps,
+    durations and random ids masked, and the numbers of the lines in :data:`NOISY_LOG` too; :data:`PROCESS_LOG`
+    lines dropped."""
     lines = []
     for line in text.splitlines():
-        for d in dirs:
-            line = line.replace(d, "<dir>")
+        for old, new in masks.items():
+            line = line.replace(old, new)
         line = _HEX_ID.sub("<id>", _DURATION.sub("<time>", _TIMESTAMP.sub("", line)))
         if any(p.search(line) for p in NOISY_LOG):
             line = _NUMBER.sub("<noisy>", line)
@@ -122,11 +124,13 @@ def normalise_text(text: str, dirs: Iterable[str]) -> list[str]:
 
 
 def handed_on(base: Path, *, run_id: str | None = None, output: Path | None = None, ledger: Path | None = None,
-              draft: Path | None = None, exit_code: int, stdout: str = "", log: str = "") -> dict[str, Any]:
+              draft: Path | None = None, exit_code: int, stdout: str = "", log: str = "",
+              masks: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every field a step hands on, flattened to ``path -> value`` (module docstring); ``base`` is the
-    run's folder (its path is masked in every value)."""
+    run's folder (its path is masked in every value), ``masks`` other values of the case that are not data
+    (a hash the audit recomputes from the case's file paths) and what they are replaced by."""
     out: dict[str, Any] = {"exit_code": exit_code}
-    dirs = [str(base.resolve()), str(base)]
+    masks = {str(base.resolve()): "<dir>", str(base): "<dir>", **(masks or {})}
     if run_id is not None:
         folder = base / "runs" / run_id
         for path in sorted((folder / "release").rglob("*")):
@@ -143,13 +147,13 @@ def handed_on(base: Path, *, run_id: str | None = None, output: Path | None = No
 
         text = draft.read_text()
         _flatten(yaml.safe_load(text), "draft", out)
-        out["draft/header"] = normalise_text("\n".join(ln for ln in text.splitlines() if ln.startswith("#")), dirs)
-    out["stdout"] = normalise_text(stdout, dirs)
-    out["log"] = normalise_text(log, dirs)
+        out["draft/header"] = normalise_text("\n".join(ln for ln in text.splitlines() if ln.startswith("#")), masks)
+    out["stdout"] = normalise_text(stdout, masks)
+    out["log"] = normalise_text(log, masks)
     for key, value in out.items():
         if isinstance(value, str):
-            for d in dirs:
-                value = value.replace(d, "<dir>")
+            for old, new in masks.items():
+                value = value.replace(old, new)
             out[key] = value
     return out
 

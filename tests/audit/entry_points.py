@@ -1,0 +1,204 @@
+"""The release diff's entry points: each prepares a case folder (its input, schema and budget ledger) and
+goes into the system one way with the audit's seeded noise, returning what that way hands on
+(:func:`tests.audit.release_diff.handed_on`, each field prefixed by its step). The CLI runs in this
+process (``cli.main``; its exit code, stdout and log captured here, so a module-scoped fixture can run
+it) or, once, in a process of its own (``tests/audit/seeded_cli.py``: Spark's own stderr too); the API
+path is ``PrivSyn.plan``/``fit``, ``SynthModel.sample`` and ``write_delta``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from privsyn_spark import cli
+from privsyn_spark.budget.ledger import set_budget
+from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
+from privsyn_spark.runtime.input_identity import files_version
+from tests.audit.release_diff import handed_on
+from tests.cli.test_bad_input import COLUMNS, DATASET, people, write_parquet
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = 11
+ROWS = 120
+"""Rows of the row-level table: enough for a rare value to merge and a pair to be selected."""
+SCHEMA_COLUMNS = [({**c, "nulls": "fail"} if c["name"] == "score" else c) for c in COLUMNS]
+CANARY = {"age": 500, "city": "Z", "score": None}  # outside every declared domain; a null where nulls fail
+MTIME = 1_700_000_000  # every input file carries one modification time (the run id binds path and time)
+PERSON, K, CANARY_ROWS = "pid", 3, 12
+"""The person-level runs: the id column, K rows kept per person, the canary person's rows (many more than K)."""
+DAY, OTHER_DAY = "2024-01-01", "2024-01-09"
+"""The scoped runs' partition, and the canary's partition of its own."""
+COMMON = ["--epsilon", "1", "--ledger", "{dir}/ledger", "--dataset-id", DATASET, "--master", "local[2]"]
+RUN = ["--input", "{dir}/input.parquet", "--schema", "{dir}/schema.yaml", "--runs-dir", "{dir}/runs", "--seed", "1",
+       "--gum-rounds", "1", "--no-evaluate", *COMMON]
+SETTINGS = {"sharding": {"gum_rounds": 1}}
+"""The API's settings: the CLI's ``--gum-rounds 1``."""
+
+
+def row_table() -> pd.DataFrame:
+    """The row-level table D."""
+    return people(ROWS)
+
+
+def person_table(persons: int = 40) -> pd.DataFrame:
+    """D of the person-level runs: ``persons`` people with 1 to 6 rows each (more than K for some)."""
+    sizes = np.random.default_rng(1).integers(1, 7, persons)
+    frame = people(int(sizes.sum()))
+    frame.insert(0, PERSON, np.repeat([f"p{i:03d}" for i in range(persons)], sizes))
+    return frame
+
+
+def day_table() -> pd.DataFrame:
+    """D of the scoped runs: the row-level table over two days (a ``day`` partition column)."""
+    frame = row_table()
+    frame["day"] = np.where(np.arange(len(frame)) % 2 == 0, DAY, "2024-01-02")
+    return frame
+
+
+def with_rows(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+    """``frame`` with ``rows`` appended: the score as objects (a null stays a null, not NaN), every other
+    column of its type in ``frame``."""
+    out = pd.concat([frame.astype({"score": object}), pd.DataFrame(rows, dtype=object)], ignore_index=True)
+    return out.astype({c: t for c, t in frame.dtypes.items() if c != "score"})
+
+
+def prepare(folder: Path, frame: pd.DataFrame, spark: Any, unit: str = "row") -> Path:
+    """``folder`` with the input (Parquet; partitioned by ``day`` when ``frame`` has it, one file per day,
+    named alike on both sides), the schema and the dataset's budget for ``unit``."""
+    folder.mkdir(parents=True)
+    if "day" in frame.columns:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        types = {"age": pa.int32(), "city": pa.string(), "score": pa.float64()}  # a day of nulls stays float
+        for day, part in frame.groupby("day"):
+            (folder / "input.parquet" / f"day={day}").mkdir(parents=True)
+            pq.write_table(pa.table({c: pa.array(part[c].tolist(), type=t) for c, t in types.items()}),
+                           folder / "input.parquet" / f"day={day}" / "part-0.parquet")
+        files = list((folder / "input.parquet").rglob("*.parquet"))
+    else:
+        write_parquet(frame, folder / "input.parquet")
+        files = [folder / "input.parquet"]
+    for f in files:
+        os.utime(f, (MTIME, MTIME))
+    (folder / "schema.yaml").write_text(yaml.safe_dump({"columns": SCHEMA_COLUMNS}))
+    set_budget(spark, str(folder / "ledger"), DATASET, 10.0, 1e-9, privacy_unit=unit)
+    return folder
+
+
+@contextlib.contextmanager
+def captured() -> Iterator[dict[str, io.StringIO]]:
+    """stdout, and stderr with the INFO log, of the calls in the block (without pytest's capsys/caplog)."""
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield {"stdout": out, "log": err}
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def cli_step(folder: Path, argv: list[str]) -> dict[str, Any]:
+    """One CLI call in this process in ``folder`` with the seeded noise: its exit code, stdout and log."""
+    with captured() as streams, seeded_noise_for_tests_only(SEED):
+        code = cli.main([a.replace("{dir}", str(folder)) for a in argv])
+    return {"exit_code": code, "stdout": streams["stdout"].getvalue(), "log": streams["log"].getvalue()}
+
+
+def _step(fields: dict, name: str, step: dict) -> None:
+    fields.update({f"{name}:{k}": v for k, v in step.items()})
+
+
+def run_steps(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run``, then ``measure`` + ``synthesize`` of a second run id, then a resample of the first."""
+    fields: dict[str, Any] = {}
+    steps = [("run", ["run", *RUN, "--run-id", "r1", "--output", "{dir}/out"], "r1", "out"),
+             ("measure", ["measure", *RUN, "--run-id", "r2"], "r2", None),
+             ("synthesize", ["synthesize", *RUN, "--run-id", "r2", "--output", "{dir}/out2"], "r2", "out2"),
+             ("sample", ["sample", "--from-run", "r1", "--schema", "{dir}/schema.yaml", "--runs-dir", "{dir}/runs",
+                         "--ledger", "{dir}/ledger", "--dataset-id", DATASET, "--output", "{dir}/resampled",
+                         "--master", "local[2]"], None, "resampled")]
+    for name, argv, run_id, output in steps:
+        result = cli_step(folder, argv)
+        _step(fields, name, handed_on(folder, run_id=run_id, output=folder / output if output else None,
+                                      ledger=folder / "ledger", **result))
+    return fields
+
+
+def person_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run`` with a person as the privacy unit (``--privacy-id``, K rows kept per person)."""
+    result = cli_step(folder, ["run", *RUN, "--run-id", "p1", "--output", "{dir}/out", "--privacy-id", PERSON,
+                               "--max-rows-per-id", str(K)])
+    return handed_on(folder, run_id="p1", output=folder / "out", ledger=folder / "ledger", **result)
+
+
+def scoped_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run --partition day=...`` on a partitioned input: the partition's rows only, its output partition."""
+    result = cli_step(folder, ["run", *RUN, "--run-id", "d1", "--output", "{dir}/out", "--partition", f"day={DAY}"])
+    files = sorted((folder / "input.parquet" / f"day={DAY}").glob("*.parquet"))
+    masks = {files_version([f"file:{f}" for f in files]): "<partition files>"}  # the hash of their paths only
+    return handed_on(folder, run_id="d1", output=folder / "out", ledger=folder / "ledger", masks=masks, **result)
+
+
+def draft(folder: Path, spark: Any) -> dict[str, Any]:
+    """``infer-schema --epsilon``: a private draft of the schema."""
+    result = cli_step(folder, ["infer-schema", "--input", "{dir}/input.parquet", "--out", "{dir}/draft.yaml",
+                               "--run-id", "draft", "--bounds", "age=0:120", "--bounds", "score=0:100", *COMMON])
+    return handed_on(folder, ledger=folder / "ledger", draft=folder / "draft.yaml", **result)
+
+
+def plan(folder: Path, spark: Any) -> dict[str, Any]:
+    """``plan``: the dry run, which reads no data."""
+    result = cli_step(folder, ["plan", "--schema", "{dir}/schema.yaml", "--epsilon", "1", "--ledger", "{dir}/ledger",
+                               "--dataset-id", DATASET])
+    return handed_on(folder, **result)
+
+
+def api(folder: Path, spark: Any) -> dict[str, Any]:
+    """The Python API: ``PrivSyn(...).plan(df)`` and ``fit(df)``, ``model.sample()``, ``write_delta``; an
+    error is handed on as its type and message."""
+    from privsyn_spark import PrivSyn, write_delta
+
+    rows = pd.read_parquet(folder / "input.parquet")
+    df = spark.createDataFrame(rows.astype(object).where(rows.notna(), None))  # a caller's DataFrame: no location
+    outcome = {"exit_code": 0, "error": None}
+    with captured() as streams, seeded_noise_for_tests_only(SEED):
+        synth = PrivSyn(str(folder / "schema.yaml"), epsilon=1.0, ledger=str(folder / "ledger"), dataset_id=DATASET,
+                        run_id="a1", runs_dir=str(folder / "runs"), settings=SETTINGS)
+        print(synth.plan(df))
+        try:
+            model = synth.fit(df)
+            write_delta(model.sample(seed=1), str(folder / "out"), provenance=model)
+        except Exception as err:  # noqa: BLE001 - what the caller sees is compared
+            outcome = {"exit_code": 1, "error": f"{type(err).__name__}: {err}"}
+    fields = handed_on(folder, run_id="a1", output=folder / "out", ledger=folder / "ledger",
+                       exit_code=outcome["exit_code"], stdout=streams["stdout"].getvalue(),
+                       log=streams["log"].getvalue())
+    fields["error"] = None if outcome["error"] is None else outcome["error"].replace(str(folder), "<dir>")
+    return fields
+
+
+def subprocess_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run`` in a process of its own (``-v``): its exit code, stdout and whole stderr, Spark's included."""
+    argv = [a.replace("{dir}", str(folder)) for a in ["run", *RUN, "--run-id", "s1", "--output", "{dir}/out", "-v"]]
+    done = subprocess.run([sys.executable, "-m", "tests.audit.seeded_cli", str(SEED), *argv], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
+    return handed_on(folder, run_id="s1", output=folder / "out", ledger=folder / "ledger",
+                     exit_code=done.returncode, stdout=done.stdout, log=done.stderr)
