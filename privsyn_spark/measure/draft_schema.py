@@ -31,6 +31,7 @@ from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.draft_range import drafted_edges
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.schema import discovery as counts
@@ -131,7 +132,8 @@ class PrivateDraft:
                  f"zCDP (spent {spent:.6g} in {len(self.ledger)} releases) plus delta={self.delta_selection:g} "
                  "for partition selection. Add it to the table's budget: runs on this table spend more.",
                  "Categories are the values whose noisy count passed a threshold; rarer ones map to 'other'.",
-                 "Bins are at noisy quantiles; 'spikes' are single values with a large noisy share.",
+                 "Bins are at noisy quantiles, the tails in bins of their own (octaves of the grid); 'spikes' are "
+                 "single values with a large noisy share.",
                  "Review every column (a person, with public knowledge), then set reviewed: true."]
         lines += self.notes
         return "".join(f"# {line}\n" for line in lines)
@@ -268,7 +270,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
                 partial(counts.whole_number_counts, df, name, tokens, temporal),
                 accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share, unit=unit)
             declared = bounds.get(name)
-            edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
+            edges = drafted_edges(release, bins, *(declared or (None, None)))
             if not edges:
                 notes.append(f"column {name!r} dropped: no value above the noise")
                 specs[name] = {"name": name, "type": "drop"}
