@@ -18,6 +18,8 @@ and threshold scales with it.
   level's estimate shares its parent's among the children whose noisy counts pass a threshold that
   an empty cell passes with probability 1% per release (by their noisy counts less one sigma
   when none passes). Bin edges and the drafted range are post-processing (``privacy/draft_range.py``).
+- **Outside the drafted range**: one count, the rows a run would clip (values beyond the drafted
+  edges), released once the edges are chosen (L2 sensitivity 1: a row is outside or not).
 - **Spikes** (one value with a large share): integer cells of width 1 are single values already;
   a wider cell whose noisy count is above ``spike_share`` of the column is split into its whole
   numbers by a fourth release (noisy count of each), adaptively chosen (zCDP composes adaptively).
@@ -52,8 +54,8 @@ DEFAULT_SPIKE_SHARE = 0.05
 MAX_SPIKE_CELL_WIDTH = 4096
 #: Octaves per group, the grid's top level.
 OCTAVES_PER_GROUP = 4
-#: Share of a numeric column's rho for the group / octave / cell / spike-value releases.
-NUMERIC_SPLIT = (0.3, 0.2, 0.2, 0.3)
+#: Share of a numeric column's rho for the group / octave / cell / spike-value / outside-the-range releases.
+NUMERIC_SPLIT = (0.3, 0.2, 0.15, 0.2, 0.15)
 
 
 @dataclass(frozen=True)
@@ -288,3 +290,26 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
         estimate[i] = max(0.0, estimate[i] - c)
     return NumericRelease(grid, estimate, null_noisy, spikes, total, tuple(sigmas), tuple(released))
 
+
+
+@dataclass(frozen=True)
+class OutsideShare:
+    """The noisy share of a column's non-null rows outside its drafted range (a run clips them)."""
+
+    share: float
+    sd: float
+
+
+def release_outside(cell_counts: np.ndarray, beyond: int, edges: Sequence[float], release: NumericRelease, rho: float,
+                    *, accountant: Accountant, sampler: NoiseSampler, name: str,
+                    unit: PrivacyUnit = PrivacyUnit()) -> OutsideShare:
+    """The rows outside ``[edges[0], edges[-1]]`` (the grid's cells wholly outside, and ``beyond``: the values
+    clamped into the grid), as one noisy count over the release's noisy total (post-processing)."""
+    grid = release.grid
+    last = grid.starts + np.maximum(grid.width, 1) - 1 if grid.integer else grid.cell_upper()
+    outside = (last < edges[0]) | (grid.starts > edges[-1])
+    exact = np.asarray([int(np.asarray(cell_counts, dtype=np.int64)[outside].sum()) + int(beyond)], dtype=np.int64)
+    noisy, sigma = gaussian_mechanism(exact, rho, accountant=accountant, sampler=sampler, name=f"{name}:outside",
+                                      sensitivity=count_sensitivity(unit), **unit.record())
+    total = max(release.total, 1.0)
+    return OutsideShare(float(min(max(noisy[0], 0.0) / total, 1.0)), float(sigma / total))

@@ -8,8 +8,9 @@ still real. So the drafted range holds the values, and the tail gets bins of its
   ``EMPTY_SIGMAS`` sigma (or that holds estimated mass or a spike), its count the inverse-variance
   mean of its noisy count and the sum of its octaves' (two independent releases of one number: Hay et
   al. 2010, hierarchical consistency); inside it, the outermost
-  octave whose noisy count passes ``TAIL_SIGMAS`` sigma, widened by ``TAIL_MARGIN`` octave of the same
-  sign (a factor of 2) for the tail below any threshold; the whole group when no octave passes.
+  octave whose noisy count passes ``TAIL_SIGMAS`` sigma, then on over the next octaves whose noisy
+  count passes ``WALK_SIGMAS`` sigma, widened by ``TAIL_MARGIN`` octave of the same sign (a factor of 2)
+  for the tail below any threshold; the whole group when no octave passes.
 - **Bins** (:func:`drafted_edges`): edges at the quantiles j/bins and ``TAIL_QUANTILES`` of the
   estimate; then the ends of
   the estimate's support (its first and last cell with mass) and, between them and the range's ends,
@@ -30,6 +31,8 @@ from privsyn_spark.privacy.discovery import EMPTY_SIGMAS, NumericRelease
 
 #: An octave inside the outermost occupied group counts as occupied above this many sigmas.
 TAIL_SIGMAS = 2.0
+#: From there the range walks outward over octaves whose noisy count passes this many sigmas (a thin tail).
+WALK_SIGMAS = 1.0
 #: Octaves added beyond the outermost occupied one, on each side (same sign only).
 TAIL_MARGIN = 1
 #: Octave starts made edges beyond the occupied octaves next to the estimate's support, per side.
@@ -68,10 +71,17 @@ def _outer_octave(release: NumericRelease, group: int, direction: int, occupied:
     if not passing:
         return int(octaves[0] if direction < 0 else octaves[-1])
     k = passing[0] if direction < 0 else passing[-1]
-    sign = np.sign(grid.starts[grid.octave == k][0] + grid.starts[grid.octave == k][-1])
-    widened = min(max(k + direction * TAIL_MARGIN, 0), grid.octaves - 1)
-    same_sign = sign != 0 and np.sign(grid.starts[grid.octave == widened][0]) == sign
-    return widened if same_sign else k
+    sign = np.sign(grid.starts[grid.octave == k][0])
+    if sign == 0:
+        return k  # the zero cell: the other sign is another tail
+
+    def same_sign(octave: int) -> bool:
+        return 0 <= octave < grid.octaves and np.sign(grid.starts[grid.octave == octave][0]) == sign
+
+    while same_sign(k + direction) and release.levels[1][k + direction] >= WALK_SIGMAS * release.sigmas[1]:
+        k += direction
+    widened = k + direction * TAIL_MARGIN
+    return widened if same_sign(widened) else k
 
 
 def group_counts(release: NumericRelease) -> tuple[np.ndarray, np.ndarray]:

@@ -3,17 +3,21 @@ at epsilon 0.1 with no declared bounds, over many draft seeds (the draft's noise
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from privsyn_spark.measure.draft_schema import draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from tests.pipeline.test_pipeline_logs import leaks
 
 SAMPLE = "privsyn_spark/sample/adult.csv.gz"
 #: Columns a draft of the Adult sample shares its rho with (14 kept ones, plus the amount here).
 PADDING = 12
-DRAFT_SEEDS = 24
+DRAFT_SEEDS = 20
+AMOUNT_ROWS = 200_000
 
 
 def heavy_tailed_amount(rows: int, seed: int = 1) -> np.ndarray:
@@ -24,12 +28,16 @@ def heavy_tailed_amount(rows: int, seed: int = 1) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def amounts(spark):
-    """The real values (pandas: the test's reference) and one cached Spark table: Adult's age and capital-gain,
-    the amount, and constant columns so that each column gets the share of rho it gets in a 15-column draft."""
+    """The real values (pandas: the test's reference) and one cached Spark table: the amount (200,000 rows),
+    Adult's age and capital-gain (its 48,842 rows, nulls after them), and constant columns so that each column
+    gets the share of rho it gets in a 15-column draft."""
     adult = pd.read_csv(SAMPLE, usecols=["age", "capital-gain"])
-    real = pd.DataFrame({"age": adult["age"], "capital-gain": adult["capital-gain"],
-                         "amount": heavy_tailed_amount(len(adult))})
-    table = real.assign(**{f"pad{i}": np.zeros(len(real), dtype=np.int64) for i in range(PADDING)})
+    amount = heavy_tailed_amount(AMOUNT_ROWS)
+    table = pd.DataFrame({"age": pd.array(adult["age"], dtype="Int64"),
+                          "capital-gain": pd.array(adult["capital-gain"], dtype="Int64")}).reindex(range(len(amount)))
+    table["amount"] = amount
+    table = table.assign(**{f"pad{i}": np.zeros(len(table), dtype=np.int64) for i in range(PADDING)})
+    real = {"age": adult["age"].to_numpy(), "capital-gain": adult["capital-gain"].to_numpy(), "amount": amount}
     df = spark.createDataFrame(table).cache()
     yield real, df
     df.unpersist()
@@ -45,12 +53,37 @@ def test_drafts_at_epsilon_0_1_hold_the_values_over_many_seeds(amounts):
     real, df = amounts
     worst: dict[str, float] = {}
     for seed in range(DRAFT_SEEDS):
-        schema = draft_schema_privately(df, 0.1, 1e-9, sampler=SeededSamplerForTestsOnly(seed)).schema
-        for name in real.columns:
+        draft = draft_schema_privately(df, 0.1, 1e-9, sampler=SeededSamplerForTestsOnly(seed))
+        schema, header = draft.schema, draft.header()
+        for name in real:
             column = schema.column(name)
             assert column.kind == "numerical", (seed, name)
-            share = clipped_share(real[name].to_numpy(), column.edges)
+            share = clipped_share(real[name], column.edges)
             worst[name] = max(worst.get(name, 0.0), share)
             assert share < 0.01, (seed, name, share, column.edges)
+            # the header's noisy outside share against the truth: within 4 noise sd (and 1 point for the noisy total)
+            outside = draft.outside[name]
+            assert outside["range"] == [column.edges[0], column.edges[-1]]
+            assert abs(outside["noisy_share"] - share) <= 4 * outside["noise_sd"] + 0.01, (seed, name, outside, share)
+            assert f"column {name!r}: range [{outside['range'][0]:g}, {outside['range'][1]:g}]; noisy share" in header
         assert schema.column("capital-gain").spikes == (0.0,) and schema.column("amount").spikes == (0.0,)
     assert set(worst) == {"age", "capital-gain", "amount"}
+
+
+@pytest.mark.slow
+def test_a_range_that_clips_is_stated_and_warned_about(amounts, caplog):
+    """Declared bounds narrower than the values: the header's noisy share outside them matches the truth and a
+    warning says so, with the noisy figure only (never the exact count)."""
+    real, df = amounts
+    caplog.set_level(logging.WARNING)
+    draft = draft_schema_privately(df, 0.1, 1e-9, bounds={"age": (17, 40)}, sampler=SeededSamplerForTestsOnly(5))
+    truth = clipped_share(real["age"], (17, 40))
+    assert truth > 0.3
+    outside = draft.outside["age"]
+    assert outside["range"] == [17, 40] and abs(outside["noisy_share"] - truth) <= 4 * outside["noise_sd"] + 0.01
+    assert f"{outside['noisy_share']:.1%}" in draft.header() and draft.record()["outside_range"]["age"] == outside
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "outside the drafted" in
+                r.getMessage()]
+    assert len(warnings) == 1 and "'age'" in warnings[0] and f"{100 * outside['noisy_share']:.1f}%" in warnings[0]
+    exact = int(((real["age"] < 17) | (real["age"] > 40)).sum())
+    assert leaks("\n".join(r.getMessage() for r in caplog.records), exact) == []
