@@ -7,18 +7,16 @@ still real. So the drafted range holds the values, and the tail gets bins of its
 - **Range** (:func:`held_range`): on each side, the outermost group of the grid whose count passes
   ``EMPTY_SIGMAS`` sigma (or that holds estimated mass or a spike), its count the inverse-variance
   mean of its noisy count and the sum of its octaves' (two independent releases of one number: Hay et
-  al. 2010, hierarchical consistency); inside it, the outermost
-  octave whose noisy count passes ``TAIL_SIGMAS`` sigma, then on over the next octaves whose noisy
-  count passes ``WALK_SIGMAS`` sigma, widened by ``TAIL_MARGIN`` octave of the same sign (a factor of 2)
-  for the tail below any threshold; the whole group when no octave passes.
+  al. 2010, hierarchical consistency); inside it, the outermost octave whose noisy count passes
+  ``TAIL_SIGMAS`` sigma, then on over the next octaves whose noisy count passes ``WALK_SIGMAS`` sigma,
+  widened by ``TAIL_MARGIN`` octave of the same sign (a factor of 2) for the tail below any
+  threshold; the whole group when no octave passes.
 - **Bins** (:func:`drafted_edges`): edges at the quantiles j/bins and ``TAIL_QUANTILES`` of the
-  estimate; then the ends of
-  the estimate's support (its first and last cell with mass) and, between them and the range's ends,
-  the grid's cells in the occupied octaves (:func:`occupied_octaves`) next to the support and the
-  starts of ``TAIL_OCTAVES`` octaves beyond: the tail is geometric bins of its own (an eighth of an
-  octave where it holds rows), so a run places the
-  tail's rows (at their noisy counts) near where they are, never over the whole range, and never
-  clips them.
+  estimate; then the ends of the estimate's support (its first and last cell with mass) and, between
+  them and the range's ends, the grid's cells in the occupied octaves (:func:`occupied_octaves`) next
+  to the support and the starts of ``TAIL_OCTAVES`` octaves beyond: the tail is geometric bins of its
+  own (an eighth of an octave where it holds rows), so a run places the tail's rows (at their noisy
+  counts) near where they are, never over the whole range, and never clips them.
 """
 
 from __future__ import annotations

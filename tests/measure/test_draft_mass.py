@@ -87,3 +87,40 @@ def test_a_range_that_clips_is_stated_and_warned_about(amounts, caplog):
     assert len(warnings) == 1 and "'age'" in warnings[0] and f"{100 * outside['noisy_share']:.1f}%" in warnings[0]
     exact = int(((real["age"] < 17) | (real["age"] > 40)).sum())
     assert leaks("\n".join(r.getMessage() for r in caplog.records), exact) == []
+
+
+RUN_SEEDS = 3
+RUN_ROWS = 48_842
+
+
+def real_and_synthetic_tail(real: np.ndarray, synthetic: np.ndarray) -> dict[str, tuple[float, float]]:
+    """The share of zeros and the 95th/99th percentiles, real and synthetic."""
+    return {"zeros": (float(np.mean(real == 0)), float(np.mean(synthetic == 0))),
+            **{f"p{q}": (float(np.percentile(real, q)), float(np.percentile(synthetic, q))) for q in (95, 99)}}
+
+
+@pytest.mark.slow
+def test_runs_on_drafted_schemas_keep_the_zeros_and_the_tail(spark, amounts, tmp_path):
+    """Three drafts at epsilon 0.1 (no bounds), each reviewed as drafted and run at epsilon 1 on a small table
+    (Adult's rows: age, capital-gain and as many amounts): the amounts' share of zeros within 2 points of the
+    real one, their 95th and 99th percentiles within 25%."""
+    from privsyn_spark.api import PrivSyn
+    from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
+    from privsyn_spark.schema.schema import parse_schema
+
+    real, df = amounts
+    small = {name: values[:RUN_ROWS] for name, values in real.items()}
+    table = spark.createDataFrame(pd.DataFrame(small)).cache()
+    for seed in range(RUN_SEEDS):
+        draft = draft_schema_privately(df, 0.1, 1e-9, sampler=SeededSamplerForTestsOnly(seed))
+        doc = {**draft.document, "columns": [c for c in draft.document["columns"] if c["name"] in small]}
+        with seeded_noise_for_tests_only(100 + seed):
+            model = PrivSyn(parse_schema(doc), epsilon=1.0, delta=1e-9, no_ledger=True, run_id=f"mass-{seed}",
+                            runs_dir=str(tmp_path / "runs")).fit(table)
+        out = model.sample(RUN_ROWS, seed=seed).toPandas()
+        for name in ("capital-gain", "amount"):
+            tail = real_and_synthetic_tail(small[name], out[name].to_numpy())
+            assert abs(tail["zeros"][0] - tail["zeros"][1]) <= 0.02, (seed, name, tail)
+            for q in ("p95", "p99"):
+                assert abs(tail[q][1] - tail[q][0]) <= 0.25 * tail[q][0], (seed, name, q, tail)
+    table.unpersist()
