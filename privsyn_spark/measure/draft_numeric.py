@@ -49,7 +49,8 @@ def draft_numeric_columns(df: DataFrame, numeric: Mapping[str, str], bounds: Map
         declared = bounds.get(name)
         lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
         if not declared:
-            notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
+            notes.append(f"column {name!r}: no declared bounds; its range was drafted inside [{lo:g}, {hi:g}] "
+                         f"({dtype})")
         integer = dtype in ("int", "long", "date", "timestamp")
         grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
     exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
