@@ -5,15 +5,16 @@ that in the file; a tail too thin for any threshold (the top 1% of an amount, th
 still real. So the drafted range holds the values, and the tail gets bins of its own:
 
 - **Range** (:func:`held_range`): on each side, the outermost group of the grid whose count passes
-  ``EMPTY_SIGMAS`` sigma (or that holds estimated mass or a spike), its count the inverse-variance
+  the empty-cell threshold (``discovery.empty_threshold``: an empty group passes with probability 1%
+  per release) or that holds estimated mass or a spike, its count the inverse-variance
   mean of its noisy count and the sum of its octaves' (two independent releases of one number: Hay et
   al. 2010, hierarchical consistency); inside it, the outermost octave whose noisy count passes
   ``TAIL_SIGMAS`` sigma, then on over the next octaves whose noisy count passes ``WALK_SIGMAS`` sigma,
   widened by ``TAIL_MARGIN`` octave of the same sign (a factor of 2) for the tail below any
   threshold; the whole group when no octave passes.
 - **Bins** (:func:`drafted_edges`): edges at the quantiles j/bins and ``TAIL_QUANTILES`` of the
-  estimate; then the ends of the estimate's support (its first and last cell with mass) and, between
-  them and the range's ends, the grid's cells in the occupied octaves (:func:`occupied_octaves`) next
+  estimate; then the ends of the estimate's support (its first and last cell with mass) and, beyond
+  the quantiles 1/bins and 1 - 1/bins, the grid's cells in the occupied octaves (:func:`occupied_octaves`) next
   to the support and the starts of ``TAIL_OCTAVES`` octaves beyond: the tail is geometric bins of its
   own (an eighth of an octave where it holds rows), so a run places the tail's rows (at their noisy
   counts) near where they are, never over the whole range, and never clips them.
@@ -25,7 +26,7 @@ import math
 
 import numpy as np
 
-from privsyn_spark.privacy.discovery import EMPTY_SIGMAS, NumericRelease
+from privsyn_spark.privacy.discovery import NumericRelease, empty_threshold
 
 #: An octave inside the outermost occupied group counts as occupied above this many sigmas.
 TAIL_SIGMAS = 2.0
@@ -100,7 +101,7 @@ def held_range(release: NumericRelease) -> tuple[float, float] | None:
     anything above the noise. Integer columns: whole numbers; doubles: the top octave's end."""
     grid = release.grid
     groups, sd = group_counts(release)
-    occupied_groups = set(np.flatnonzero(groups >= EMPTY_SIGMAS * sd).tolist())
+    occupied_groups = set(np.flatnonzero(groups >= sd * empty_threshold(1.0, groups.size)).tolist())
     occupied_groups |= {int(grid.group[c]) for c in _mass_cells(release)}
     if not occupied_groups:
         return None
@@ -131,22 +132,23 @@ def drafted_edges(release: NumericRelease, bins: int, lower: float | None = None
     mass = np.flatnonzero(est > 0)
     if mass.size:
         core = (float(grid.starts[mass[0]]), float(cell_hi[mass[-1]]))
+        cdf = np.cumsum(est) / est.sum()
+        quantiles = {}
+        for q in sorted({*(np.arange(1, bins) / bins), *TAIL_QUANTILES}) if bins > 1 else ():
+            i = int(np.searchsorted(cdf, q))
+            before = cdf[i - 1] if i > 0 else 0.0
+            frac = (q - before) / max(cdf[i] - before, 1e-300)
+            quantiles[q] = float(grid.starts[i] + frac * (cell_hi[i] - grid.starts[i]))
+        inner += quantiles.values()
+        bulk = (quantiles.get(1 / bins, core[0]), quantiles.get((bins - 1) / bins, core[1]))  # the tails: beyond
         near = _contiguous_octaves(release, int(grid.octave[mass[0]]), int(grid.octave[mass[-1]]))
         first = np.diff(grid.octave, prepend=-1) != 0
-        cells = [c for c in range(grid.cells) if not core[0] <= grid.starts[c] <= core[1]
+        cells = [c for c in range(grid.cells) if not bulk[0] <= grid.starts[c] <= bulk[1]
                  and lo_v < grid.starts[c] < hi_v and (first[c] or near[0] <= grid.octave[c] <= near[1])]
         below = [c for c in cells if grid.octave[c] < near[0]][-TAIL_OCTAVES:]
         above = [c for c in cells if grid.octave[c] > near[1]][:TAIL_OCTAVES]
-        tail = [float(grid.starts[c]) for c in cells if near[0] <= grid.octave[c] <= near[1]] \
-            + [float(grid.starts[c]) for c in below + above]
-        inner += [*core, *tail]
-        if bins > 1:
-            cdf = np.cumsum(est) / est.sum()
-            for q in sorted({*(np.arange(1, bins) / bins), *TAIL_QUANTILES}):
-                i = int(np.searchsorted(cdf, q))
-                before = cdf[i - 1] if i > 0 else 0.0
-                frac = (q - before) / max(cdf[i] - before, 1e-300)
-                inner.append(float(grid.starts[i] + frac * (cell_hi[i] - grid.starts[i])))
+        inner += [*core, *[float(grid.starts[c]) for c in cells if near[0] <= grid.octave[c] <= near[1]],
+                  *[float(grid.starts[c]) for c in below + above]]
     if grid.integer:
         lo_e, hi_e = float(math.ceil(lo_v)), float(math.floor(hi_v))
         if hi_e <= lo_e:
