@@ -16,17 +16,16 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger import commit, mark_drawn, reserve
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.draft_bounding import bounded_for_draft
+from privsyn_spark.measure.draft_numeric import draft_numeric_columns
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
@@ -56,10 +55,6 @@ INFER_STEP = "infer-schema"
 
 COMMON_NULL_TOKENS = ("?", "", "NA", "N/A", "n/a", "NULL", "null", "None", "nan", "NaN")
 """Public list of strings that usually mean "missing": a selected category among them becomes a null token."""
-
-#: Bounds assumed for a numeric column without declared ones, by dtype (stated in the draft's header).
-ASSUMED_BOUNDS = {"int": (-2.0 ** 31, 2.0 ** 31 - 1), "long": (-2.0 ** 53, 2.0 ** 53), "double": (-1e15, 1e15),
-                  "date": (-2208988800.0, 4102444800.0), "timestamp": (-2208988800.0, 4102444800.0)}
 
 _NUMERIC = {"tinyint": "int", "smallint": "int", "int": "int", "bigint": "long", "float": "double",
             "double": "double", "date": "date", "timestamp": "timestamp", "timestamp_ntz": "timestamp"}
@@ -118,6 +113,8 @@ class PrivateDraft:
     delta_selection: float
     ledger: list[dict]
     notes: list[str] = field(default_factory=list)
+    outside: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per numeric column: its drafted ``range`` and the ``noisy_share`` of rows outside it (``noise_sd``)."""
 
     @property
     def schema(self) -> Schema:
@@ -131,8 +128,12 @@ class PrivateDraft:
                  f"zCDP (spent {spent:.6g} in {len(self.ledger)} releases) plus delta={self.delta_selection:g} "
                  "for partition selection. Add it to the table's budget: runs on this table spend more.",
                  "Categories are the values whose noisy count passed a threshold; rarer ones map to 'other'.",
-                 "Bins are at noisy quantiles; 'spikes' are single values with a large noisy share.",
+                 "Bins are at noisy quantiles, the tails in bins of their own (octaves of the grid); 'spikes' are "
+                 "single values with a large noisy share.",
                  "Review every column (a person, with public knowledge), then set reviewed: true."]
+        lines += [f"column {name!r}: range [{o['range'][0]:g}, {o['range'][1]:g}]; noisy share of rows outside it "
+                  f"(a run clips them): {o['noisy_share']:.1%} (noise sd {o['noise_sd']:.1%})"
+                  for name, o in self.outside.items()]
         lines += self.notes
         return "".join(f"# {line}\n" for line in lines)
 
@@ -140,7 +141,7 @@ class PrivateDraft:
         """The draft's privacy cost as a document key (``draft``): what the header says, machine-readable."""
         return {"private": True, "epsilon": self.epsilon, "delta": self.delta, "rho": self.rho,
                 "delta_selection": self.delta_selection, "spent_rho": sum(e["rho"] for e in self.ledger),
-                "releases": len(self.ledger), "notes": list(self.notes)}
+                "releases": len(self.ledger), "outside_range": dict(self.outside), "notes": list(self.notes)}
 
     def write(self, path: str | Path) -> None:
         """Write the draft (``reviewed: false`` first, then its cost under ``draft``): YAML with the
@@ -191,7 +192,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
 
     The budget's rho is split evenly over the columns; ``bounds`` declares public outer bounds of
-    numeric columns (values are clamped to them; without, ``ASSUMED_BOUNDS`` of the dtype, said in
+    numeric columns (values are clamped to them; without, ``draft_numeric.ASSUMED_BOUNDS`` of the dtype, said in
     the header). ``sampler`` defaults to the secure discrete Gaussian. With ``privacy_id`` (a person
     is the unit) the draft first proposes K (``max_rows_per_id`` when not given) from a DP quantile
     of rows per id (``measure/draft_bounding``), then drafts the columns on the table bounded
@@ -249,37 +250,10 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
             specs[name] = {"name": name, "type": "categorical", "dtype": "boolean" if boolean else "string",
                            "values": sorted(values) if boolean else values, "unseen": "other", "nulls": null_handling}
 
-        grids = {}
-        for name, dtype in numeric.items():
-            declared = bounds.get(name)
-            lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
-            if not declared:
-                notes.append(f"column {name!r}: no declared bounds; assumed [{lo:g}, {hi:g}] ({dtype})")
-            integer = dtype in ("int", "long", "date", "timestamp")
-            grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
-        exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
-                                              for n, g in grids.items()}, tokens)
-        for name, grid in grids.items():
-            dtype = numeric[name]
-            temporal = dtype in ("date", "timestamp")
-            cells, nulls = exact_cells.pop(name)
-            release = dp.release_numeric(
-                cells, nulls, grid, rho_column,
-                partial(counts.whole_number_counts, df, name, tokens, temporal),
-                accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=share, unit=unit)
-            declared = bounds.get(name)
-            edges = dp.quantile_edges(release, bins, *(declared or (None, None)))
-            if not edges:
-                notes.append(f"column {name!r} dropped: no value above the noise")
-                specs[name] = {"name": name, "type": "drop"}
-                continue
-            spikes = sorted(v for v in release.spikes if edges[0] <= v <= edges[-1])
-            spec = {"name": name, "type": "numerical", "dtype": dtype, "edges": [_edge(e, grid.integer) for e in edges],
-                    "out_of_range": "clip",
-                    "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
-            if spikes:
-                spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
-            specs[name] = spec
+        numeric_specs, outside = draft_numeric_columns(
+            df, numeric, bounds, tokens, rho_column, notes, bins=bins, spike_share=share, accountant=accountant,
+            sampler=sampler, unit=unit)
+        specs.update(numeric_specs)
         doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}
         if tokens:
             doc["null_tokens"] = tokens
@@ -293,12 +267,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
         log.info("drafted a schema privately: epsilon=%g, delta=%g, %d releases", epsilon, delta,
                  len(accountant.ledger))
         return PrivateDraft(doc, float(epsilon), float(delta), budget.rho, budget.delta_selection,
-                            accountant.ledger, notes)
-
-
-def _edge(value: float, integer: bool) -> float | int:
-    """An edge as written in the file: whole numbers as ints, half-integers as they are."""
-    return int(value) if integer and float(value).is_integer() and math.isfinite(value) else float(value)
+                            accountant.ledger, notes, outside)
 
 
 def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_id: str, epsilon: float, delta: float,

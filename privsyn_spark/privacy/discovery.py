@@ -16,7 +16,10 @@ and threshold scales with it.
   ``[2^k, 2^(k+1))`` of either sign, each cut into at most 8 equal cells, one cell for 0, octaves
   grouped by 4. Three releases (groups, octaves, cells: a hierarchical histogram); top-down, a
   level's estimate shares its parent's among the children whose noisy counts pass a threshold that
-  an empty cell passes with probability 1% per release. Quantile bin edges are post-processing.
+  an empty cell passes with probability 1% per release (by their noisy counts less one sigma
+  when none passes). Bin edges and the drafted range are post-processing (``privacy/draft_range.py``).
+- **Outside the drafted range**: one count, the rows a run would clip (values beyond the drafted
+  edges), released once the edges are chosen (L2 sensitivity 1: a row is outside or not).
 - **Spikes** (one value with a large share): integer cells of width 1 are single values already;
   a wider cell whose noisy count is above ``spike_share`` of the column is split into its whole
   numbers by a fourth release (noisy count of each), adaptively chosen (zCDP composes adaptively).
@@ -51,8 +54,8 @@ DEFAULT_SPIKE_SHARE = 0.05
 MAX_SPIKE_CELL_WIDTH = 4096
 #: Octaves per group, the grid's top level.
 OCTAVES_PER_GROUP = 4
-#: Share of a numeric column's rho for the group / octave / cell / spike-value releases.
-NUMERIC_SPLIT = (0.2, 0.2, 0.25, 0.35)
+#: Share of a numeric column's rho for the group / octave / cell / spike-value / outside-the-range releases.
+NUMERIC_SPLIT = (0.3, 0.2, 0.15, 0.2, 0.15)
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ class NumericRelease:
     spikes: dict[float, float]     # value -> noisy count (share above spike_share)
     total: float                   # estimated non-null rows
     sigmas: tuple[float, ...]
+    levels: tuple[np.ndarray, ...] = ()  # the noisy counts of groups, octaves, cells (nulls apart)
 
 
 def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGrid, rho: float,
@@ -223,12 +227,14 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
     rho_levels, rho_value = [share * rho for share in NUMERIC_SPLIT[:3]], NUMERIC_SPLIT[3] * rho
     levels = (("groups", grid.group), ("octaves", grid.octave), ("cells", np.arange(grid.cells)))
     # Top-down: a level's estimate shares its parent's among the children by their noisy counts
-    # above the threshold (by size in whole numbers / cells when none passes). Post-processing.
+    # above the threshold (by their noisy counts less one sigma when none passes, by size in whole
+    # numbers when none is above: never into the widest child by default). Post-processing.
     size = np.maximum(grid.width, 1).astype(np.float64)
     sigmas: list[float] = []
     estimate = np.zeros(0)
     parent: np.ndarray | None = None
     null_noisy = 0.0
+    released: list[np.ndarray] = []
     for (level, index), rho_level in zip(levels, rho_levels):
         exact = np.bincount(index, weights=cell_counts, minlength=int(index.max()) + 1).astype(np.int64)
         if parent is None:
@@ -239,17 +245,21 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
         sigmas.append(sigma)
         if parent is None:
             null_noisy, noisy = float(noisy[-1]), noisy[:-1]
+        released.append(noisy)
         kept = np.where(noisy >= empty_threshold(sigma, noisy.size), noisy, 0.0)
         if parent is None:
             estimate = kept
         else:
             up = np.zeros(noisy.size, dtype=np.int64)
             up[index] = parent
+            positive = np.maximum(noisy - sigma, 0.0)
             weight_sum = np.bincount(up, weights=kept, minlength=estimate.size)
+            positive_sum = np.bincount(up, weights=positive, minlength=estimate.size)
             child_size = np.bincount(index, weights=size, minlength=noisy.size)
             size_sum = np.bincount(up, weights=child_size, minlength=estimate.size)
             share = np.where(weight_sum[up] > 0, kept / np.maximum(weight_sum[up], 1e-300),
-                             child_size / size_sum[up])
+                             np.where(positive_sum[up] > 0, positive / np.maximum(positive_sum[up], 1e-300),
+                                      child_size / size_sum[up]))
             estimate = estimate[up] * share
         parent = index
     noisy_cell, s_cell = noisy, sigma  # the last level: cells
@@ -278,42 +288,28 @@ def release_numeric(cell_counts: np.ndarray, null_count: int, grid: GeometricGri
     for v, c in spikes.items():  # the spike's mass leaves its cell (the cell keeps the rest)
         i = int(np.searchsorted(grid.starts, v, side="right") - 1)
         estimate[i] = max(0.0, estimate[i] - c)
-    return NumericRelease(grid, estimate, null_noisy, spikes, total, tuple(sigmas))
+    return NumericRelease(grid, estimate, null_noisy, spikes, total, tuple(sigmas), tuple(released))
 
 
-def quantile_edges(release: NumericRelease, bins: int, lower: float | None = None,
-                   upper: float | None = None) -> tuple[float, ...]:
-    """Bin edges at the quantiles j/bins of the non-spike estimate (post-processing).
 
-    Outer edges: the declared bounds ``lower``/``upper`` when given, else the first and last cell
-    with mass (and every spike).
-    Integer columns get whole-number edges. At least one bin; spike bins are added by the schema.
-    """
-    grid, est = release.grid, release.estimate
-    cell_hi = grid.cell_upper()
-    if grid.integer:
-        cell_hi = grid.starts + np.maximum(grid.width, 1)  # exclusive whole-number end
-    mass = np.flatnonzero(est > 0)
-    points = list(release.spikes)
-    if mass.size:
-        points += [float(grid.starts[mass[0]]), float(cell_hi[mass[-1]] - (1 if grid.integer else 0))]
-    if not points:
-        return ()
-    lo_v = min(points) if lower is None else lower  # declared (public) bounds are the outer edges
-    hi_v = max(points) if upper is None else upper
-    inner: list[float] = []
-    if mass.size and bins > 1:
-        cdf = np.cumsum(est) / est.sum()
-        for q in np.arange(1, bins) / bins:
-            i = int(np.searchsorted(cdf, q))
-            before = cdf[i - 1] if i > 0 else 0.0
-            frac = (q - before) / max(cdf[i] - before, 1e-300)
-            inner.append(float(grid.starts[i] + frac * (cell_hi[i] - grid.starts[i])))
-    if grid.integer:  # whole-number edges: bin [a, b) holds a .. b-1, the last one also its top edge
-        lo_e, hi_e = float(math.ceil(lo_v)), float(math.floor(hi_v))
-        if hi_e <= lo_e:
-            return (lo_e - 0.5, lo_e + 0.5)
-        inner = [float(round(x)) for x in inner]
-    else:
-        lo_e, hi_e = lo_v, hi_v if hi_v > lo_v else lo_v + 1.0
-    return tuple(sorted({lo_e, hi_e, *[x for x in inner if lo_e < x < hi_e]}))
+@dataclass(frozen=True)
+class OutsideShare:
+    """The noisy share of a column's non-null rows outside its drafted range (a run clips them)."""
+
+    share: float
+    sd: float
+
+
+def release_outside(cell_counts: np.ndarray, beyond: int, edges: Sequence[float], release: NumericRelease, rho: float,
+                    *, accountant: Accountant, sampler: NoiseSampler, name: str,
+                    unit: PrivacyUnit = PrivacyUnit()) -> OutsideShare:
+    """The rows outside ``[edges[0], edges[-1]]`` (the grid's cells wholly outside, and ``beyond``: the values
+    clamped into the grid), as one noisy count over the release's noisy total (post-processing)."""
+    grid = release.grid
+    last = grid.starts + np.maximum(grid.width, 1) - 1 if grid.integer else grid.cell_upper()
+    outside = (last < edges[0]) | (grid.starts > edges[-1])
+    exact = np.asarray([int(np.asarray(cell_counts, dtype=np.int64)[outside].sum()) + int(beyond)], dtype=np.int64)
+    noisy, sigma = gaussian_mechanism(exact, rho, accountant=accountant, sampler=sampler, name=f"{name}:outside",
+                                      sensitivity=count_sensitivity(unit), **unit.record())
+    total = max(release.total, 1.0)
+    return OutsideShare(float(min(max(noisy[0], 0.0) / total, 1.0)), float(sigma / total))

@@ -50,19 +50,20 @@ def category_counts(df: DataFrame, name: str, null_tokens: Sequence[str], boolea
 
 
 def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, float, bool]],
-                null_tokens: Sequence[str]) -> dict[str, tuple[np.ndarray, int]]:
-    """Per numeric column: exact count of each grid cell and the null count, in one pass.
+                null_tokens: Sequence[str]) -> dict[str, tuple[np.ndarray, int, int]]:
+    """Per numeric column: exact count of each grid cell, the null count and the count of values beyond
+    [lower, upper], in one pass.
 
     ``grids[name] = (starts, lower, upper, temporal)``: values are clamped to [lower, upper] and
-    counted in cell ``searchsorted(starts, x, 'right') - 1``; nulls, NaN and unparseable values
-    count as null.
+    counted in cell ``searchsorted(starts, x, 'right') - 1`` (and, when clamped, as beyond); nulls,
+    NaN and unparseable values count as null.
     """
     import pyarrow as pa
 
     names = list(grids)
     if not names:
         return {}
-    sizes = [len(grids[n][0]) + 1 for n in names]
+    sizes = [len(grids[n][0]) + 2 for n in names]  # cells, nulls, beyond
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     starts = [np.asarray(grids[n][0], dtype=np.float64) for n in names]
     bounds = [(float(grids[n][1]), float(grids[n][2])) for n in names]
@@ -75,10 +76,12 @@ def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, floa
             for j in range(len(names)):
                 x = batch.column(j).to_numpy(zero_copy_only=False).astype(np.float64)
                 missing = np.isnan(x)
-                cells = np.searchsorted(starts[j], np.clip(x[~missing], *bounds[j]), side="right") - 1
-                part = np.bincount(np.maximum(cells, 0), minlength=sizes[j] - 1)
-                acc[offsets[j]:offsets[j] + sizes[j] - 1] += part
-                acc[offsets[j + 1] - 1] += int(missing.sum())
+                present = x[~missing]
+                cells = np.searchsorted(starts[j], np.clip(present, *bounds[j]), side="right") - 1
+                part = np.bincount(np.maximum(cells, 0), minlength=sizes[j] - 2)
+                acc[offsets[j]:offsets[j] + sizes[j] - 2] += part
+                acc[offsets[j + 1] - 2] += int(missing.sum())
+                acc[offsets[j + 1] - 1] += int(np.sum((present < bounds[j][0]) | (present > bounds[j][1])))
         yield pa.RecordBatch.from_arrays([pa.array([acc.tobytes()], type=pa.binary())], ["counts"])
 
     zero = np.zeros(int(offsets[-1]), dtype=np.int64)
@@ -89,7 +92,8 @@ def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, floa
     else:
         total = (partials.rdd.map(lambda row: np.frombuffer(row[0], dtype=np.int64))
                  .treeAggregate(zero, lambda a, b: a + b, lambda a, b: a + b, depth=2))
-    return {n: (total[offsets[j]:offsets[j + 1] - 1], int(total[offsets[j + 1] - 1])) for j, n in enumerate(names)}
+    return {n: (total[offsets[j]:offsets[j + 1] - 2], int(total[offsets[j + 1] - 2]), int(total[offsets[j + 1] - 1]))
+            for j, n in enumerate(names)}
 
 
 def whole_number_counts(df: DataFrame, name: str, null_tokens: Sequence[str], temporal: bool,

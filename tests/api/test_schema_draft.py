@@ -58,6 +58,8 @@ def test_the_api_draft_is_the_cli_draft_charged_to_the_same_ledger(spark, tmp_pa
     exact = {len(head)} | {int(n) for c in ("workclass", "education", "gender")
                            for n in head[c].value_counts() if n >= 100}
     said = (yaml.safe_dump(draft.document) + draft.header() + "\n".join(caplog.messages)).replace(str(tmp_path), "")
+    drafted = {v for c in draft.document["columns"] for v in (*c.get("edges", ()), *c.get("spikes", ()))}
+    exact -= drafted  # an edge equal to a tally is a noisy quantile or a grid cell's start, not the tally
     assert not [n for n in exact if re.search(rf"(?<![\d.]){n}(?!\d)", said)]  # whole numbers, not digits of others
 
     with pytest.raises(UsageError, match="already charged"):  # one draft id, one charge, one draw

@@ -36,6 +36,8 @@ NOISY = [re.compile(p) for p in (
     r"^ledger/\d+/artifact_sha256$",
     # the draft schema's noisy values and edges
     r"^draft/columns/\d+/(values|edges|min|max|nulls)\b",
+    # the draft's drafted ranges and the noisy share of rows outside them (and its sd, over the noisy total)
+    r"^draft/draft/outside_range/",
 )]
 """Paths whose values are noisy or computed from noisy values only."""
 
@@ -43,7 +45,8 @@ NOISY_LOG = [re.compile(p) for p in (
     r"rare-value merging: ", r"DenseMarg selected ", r"measured \d+ marginals", r"sharded GUM",
     r"mirror descent", r"junction tree: ", r"consistent targets", r"targets from ", r"GUM round",
     r"synthetic rows", r"records in \d+ shards", r"wrote \d+ rows", r"released \d+ noisy",
-    r"the noise of the 1-way marginals .* exceeds",
+    r"the noise of the 1-way marginals .* exceeds", r"noisy share of rows outside it",
+    r"fall outside the drafted range",
 )]
 """Log lines whose numbers are noisy or computed from noisy values (their numbers are masked)."""
 PROCESS_LOG = re.compile(r"preflight: the session's Python workers import")

@@ -201,7 +201,8 @@ def test_domain_tallies_of_a_real_pass(spark, backend):
         "cat": {"out_of_domain": int((cat.notna() & ~cat.isin(["a", "b"])).sum()), "handling": "other",
                 "nulls": int(cat.isna().sum()), "null_handling": "value"},
         "num": {"out_of_domain": int(((num < 0) | (num > 10)).sum()), "handling": "clip",
-                "nulls": int(num.isna().sum()), "null_handling": "value"},
+                "clipped_share": float(((num < 0) | (num > 10)).mean()), "nulls": int(num.isna().sum()),
+                "null_handling": "value"},
         "rel": {"out_of_domain": int((~rel.isin(["Husband", "Wife"])).sum()), "handling": "other"},  # its null
         rule: {"out_of_domain": int(((rel == "Husband") & (frame["sex"] != "Male")).sum()), "handling": "rule"},
     }

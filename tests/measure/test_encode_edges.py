@@ -39,9 +39,12 @@ def test_huge_infinite_and_unparseable_numbers_are_clipped_and_counted(spark):
     assert counts.not_a_number == {"uniform": 1, "edges": 1, "text": 2, "category": 0}  # NaN; NaN and "twelve"
     assert counts.tables[("category",)].tolist() == [1, 1, 0, 8, 1]  # 1, 4, 9, other, null
     report = check_domain_policies(encode(_frame(spark), schema), counts)
-    assert report["uniform"] == {"out_of_domain": 5, "handling": "clip", "nulls": 1, "null_handling": "value",
-                                 "not_a_number": 1, "not_a_number_handling": "first bin"}
+    assert report["uniform"] == {"out_of_domain": 5, "handling": "clip", "clipped_share": 5 / 11, "nulls": 1,
+                                 "null_handling": "value", "not_a_number": 1, "not_a_number_handling": "first bin"}
     assert report["text"]["not_a_number"] == 2 and "not_a_number" not in report["category"]
+    # the exact share of the rows each numerical column clips, for the operator report (11 rows)
+    assert {c: report[c].get("clipped_share") for c in schema.names} == {
+        "uniform": 5 / 11, "edges": 5 / 11, "text": 5 / 11, "category": None}
 
 
 def test_fail_policies_count_edge_numbers_instead_of_crashing(spark):

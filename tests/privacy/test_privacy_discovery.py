@@ -12,11 +12,12 @@ from privsyn_spark.privacy.discovery import (
     NUMERIC_SPLIT,
     DiscoveryBudget,
     geometric_grid,
-    quantile_edges,
     release_numeric,
+    release_outside,
     select_partitions,
     selection_threshold,
 )
+from privsyn_spark.privacy.draft_range import drafted_edges
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 
 
@@ -84,14 +85,13 @@ def test_numeric_release_finds_spikes_and_spends_at_most_its_rho():
     assert 40.0 in rel.spikes and 50.0 in rel.spikes and len(rel.spikes) == 2
     assert [e["name"] for e in acc.ledger] == ["infer:h:groups", "infer:h:octaves", "infer:h:cells",
                                                "infer:h:values"]
-    assert sum(e["rho"] for e in acc.ledger) == pytest.approx(0.01 * sum(NUMERIC_SPLIT))
-    edges = quantile_edges(rel, 8)
-    assert all(float(e).is_integer() for e in edges) and 1 <= edges[0] and edges[-1] <= 127
+    assert sum(e["rho"] for e in acc.ledger) == pytest.approx(0.01 * sum(NUMERIC_SPLIT[:4]))
+    edges = drafted_edges(rel, 8)
+    assert all(float(e).is_integer() for e in edges) and 1 <= edges[0] and 99 < edges[-1] <= 255  # a tail octave
     # quantiles of the non-spike part: about 16000 / 8 values per bin, checked at a coarse tolerance
     rest = hours[(hours != 40) & (hours != 50)]
-    inner = np.asarray(edges[1:-1])
-    shares = np.searchsorted(np.sort(rest), inner) / rest.size
-    assert np.all(np.abs(shares - np.arange(1, len(inner) + 1) / 8) < 0.1)
+    shares = np.searchsorted(np.sort(rest), np.asarray(edges)) / rest.size
+    assert all(np.min(np.abs(shares - q)) < 0.1 for q in np.arange(1, 8) / 8)
 
 
 def test_numeric_release_with_declared_bounds_uses_them_as_outer_edges():
@@ -100,8 +100,8 @@ def test_numeric_release_with_declared_bounds_uses_them_as_outer_edges():
     acc = Accountant(0.01)
     rel = release_numeric(_cells(grid, ages), 0, grid, 0.01, _value_counts(ages), accountant=acc,
                           sampler=SeededSamplerForTestsOnly(4), name="infer:age")
-    edges = quantile_edges(rel, 4, 17, 90)
-    assert edges[0] == 17 and edges[-1] == 90 and len(edges) == 5
+    edges = drafted_edges(rel, 4, 17, 90)
+    assert edges[0] == 17 and edges[-1] == 90 and len(edges) >= 5
     assert not rel.spikes
 
 
@@ -112,8 +112,21 @@ def test_empty_and_tiny_columns_release_nothing_usable(n):
     acc = Accountant(2e-4)
     rel = release_numeric(_cells(grid, values), 0, grid, 1e-4, _value_counts(values), accountant=acc,
                           sampler=SeededSamplerForTestsOnly(5), name="infer:x")
-    assert rel.total == 0 and not rel.spikes and quantile_edges(rel, 8) == ()
+    assert rel.total == 0 and not rel.spikes and drafted_edges(rel, 8) == ()
     assert acc.spent <= 1e-4  # no spike candidate: the value release is not made
     out = select_partitions({"a": n} if n else {}, 0, 1e-4, 1e-9, accountant=acc,
                             sampler=SeededSamplerForTestsOnly(6), name="infer:c")
     assert out.values == []
+
+
+def test_the_outside_release_counts_the_rows_beyond_the_edges_and_the_clamped_ones():
+    values = np.concatenate([np.arange(1, 101), np.full(30, 500), np.full(20, -3)])
+    grid = geometric_grid(-2 ** 31, 2 ** 31 - 1, True)
+    acc = Accountant(1e7)
+    rel = release_numeric(_cells(grid, values), 0, grid, 1e6, _value_counts(values), accountant=acc,
+                          sampler=SeededSamplerForTestsOnly(7), name="infer:x")
+    # edges [1, 127]: the 30 rows at 500 and the 20 at -3 are outside; 4 more were clamped into the grid
+    out = release_outside(_cells(grid, values), 4, (1.0, 127.0), rel, 1e6, accountant=acc,
+                          sampler=SeededSamplerForTestsOnly(8), name="infer:x")
+    assert out.share == pytest.approx(54 / rel.total) and out.sd < 1e-3
+    assert acc.ledger[-1]["name"] == "infer:x:outside" and acc.ledger[-1]["sensitivity"] == 1

@@ -1,0 +1,93 @@
+"""A private draft's numeric columns: bounds, bins and spikes from their noisy histograms, and the noisy share
+of rows outside each drafted range (``infer-schema --epsilon``; the mechanisms in ``privacy.discovery``,
+the range and bins in ``privacy.draft_range``).
+
+One Spark pass counts every numeric column on its public grid (``schema.discovery.grid_counts``); the
+exact counts go straight into the privacy code. A column whose noisy share outside its range is above
+``OUTSIDE_WARNING_SHARE`` (and the noise) gets a warning: the noisy figure is a release, never an exact count.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from privsyn_spark.privacy import discovery as dp
+from privsyn_spark.privacy.accounting import Accountant
+from privsyn_spark.privacy.draft_range import drafted_edges
+from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.schema import discovery as counts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+#: Bounds assumed for a numeric column without declared ones, by dtype (stated in the draft's header).
+ASSUMED_BOUNDS = {"int": (-2.0 ** 31, 2.0 ** 31 - 1), "long": (-2.0 ** 53, 2.0 ** 53), "double": (-1e15, 1e15),
+                  "date": (-2208988800.0, 4102444800.0), "timestamp": (-2208988800.0, 4102444800.0)}
+
+OUTSIDE_WARNING_SHARE = 0.01
+"""A drafted column whose noisy share of rows outside its range is above this (and above ``EMPTY_SIGMAS``
+noise sd, so that noise alone rarely warns) gets a warning (log line)."""
+
+
+def draft_numeric_columns(df: DataFrame, numeric: Mapping[str, str], bounds: Mapping[str, tuple[float, float]],
+                          tokens: list[str], rho_column: float, notes: list[str], *, bins: int, spike_share: float,
+                          accountant: Accountant, sampler: NoiseSampler,
+                          unit: PrivacyUnit) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The schema spec of each numeric column (``numeric``: name -> dtype) and its drafted ``range`` with the
+    ``noisy_share`` of rows outside it (``noise_sd``), each column within ``rho_column``."""
+    specs: dict[str, dict[str, Any]] = {}
+    outside: dict[str, dict[str, Any]] = {}
+    grids = {}
+    for name, dtype in numeric.items():
+        declared = bounds.get(name)
+        lo, hi = declared if declared else ASSUMED_BOUNDS[dtype]
+        if not declared:
+            notes.append(f"column {name!r}: no declared bounds; its range was drafted inside [{lo:g}, {hi:g}] "
+                         f"({dtype})")
+        integer = dtype in ("int", "long", "date", "timestamp")
+        grids[name] = dp.geometric_grid(float(lo), float(hi), integer)
+    exact_cells = counts.grid_counts(df, {n: (g.starts, g.lower, g.upper, numeric[n] in ("date", "timestamp"))
+                                          for n, g in grids.items()}, tokens)
+    for name, grid in grids.items():
+        dtype = numeric[name]
+        temporal = dtype in ("date", "timestamp")
+        cells, nulls, beyond = exact_cells.pop(name)
+        release = dp.release_numeric(
+            cells, nulls, grid, rho_column,
+            partial(counts.whole_number_counts, df, name, tokens, temporal),
+            accountant=accountant, sampler=sampler, name=f"infer:{name}", spike_share=spike_share, unit=unit)
+        declared = bounds.get(name)
+        edges = drafted_edges(release, bins, *(declared or (None, None)))
+        if not edges:
+            notes.append(f"column {name!r} dropped: no value above the noise")
+            specs[name] = {"name": name, "type": "drop"}
+            continue
+        held = dp.release_outside(cells, beyond, edges, release, dp.NUMERIC_SPLIT[4] * rho_column,
+                                  accountant=accountant, sampler=sampler, name=f"infer:{name}", unit=unit)
+        del cells  # exact tallies stay here
+        outside[name] = {"range": [_edge(edges[0], grid.integer), _edge(edges[-1], grid.integer)],
+                         "noisy_share": held.share, "noise_sd": held.sd}
+        if held.share > max(OUTSIDE_WARNING_SHARE, dp.EMPTY_SIGMAS * held.sd):  # above 1%, and not by noise alone
+            log.warning("column %r: a noisy %.1f%% of the rows (noise sd %.1f%%) fall outside the drafted range "
+                        "[%g, %g]; a run clips them: review its bounds", name, 100 * held.share, 100 * held.sd,
+                        edges[0], edges[-1])
+        spikes = sorted(v for v in release.spikes if edges[0] <= v <= edges[-1])
+        spec = {"name": name, "type": "numerical", "dtype": dtype, "edges": [_edge(e, grid.integer) for e in edges],
+                "out_of_range": "clip",
+                "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
+        if spikes:
+            spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
+        specs[name] = spec
+    return specs, outside
+
+
+def _edge(value: float, integer: bool) -> float | int:
+    """An edge as written in the file: whole numbers as ints, half-integers as they are."""
+    return int(value) if integer and float(value).is_integer() and math.isfinite(value) else float(value)
