@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import doctest
+
 import numpy as np
 import pytest
 
+from privsyn_spark.privacy import people
 from privsyn_spark.privacy.people import degree_bins, degrees_in_bins, within_bin_steps
+
+
+def test_the_module_examples_run():
+    result = doctest.testmod(people)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_degree_bins_are_geometric_cover_one_to_m_and_stop_at_m():
