@@ -80,6 +80,7 @@ from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import check_delta, preflight
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
+from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.synth_model import SynthModel, _active, _session
@@ -122,7 +123,9 @@ class PrivSyn:
     (the CLI builds its runs through this constructor).
     ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
     most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
-    (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md).
+    (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md). ``people`` (a
+    :class:`PeopleSpec` or its dict; default: the schema's ``people:``) reads the table as people and their
+    rows (docs/people.md): its id must be the privacy id.
 
     >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -137,12 +140,13 @@ class PrivSyn:
                  settings: Settings | Mapping[str, Any] = Settings(), max_cells: int = DEFAULT_MAX_CELLS,
                  recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
-                 max_rows_per_id: int | None = None) -> None:
+                 max_rows_per_id: int | None = None,
+                 people: PeopleSpec | Mapping[str, Any] | None = None) -> None:
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
         if runs_dir is not None and not runs_dir.strip():
             raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
-        self.schema = with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id)
+        self.schema = with_people(with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id), people)
         if synthesizer not in SYNTHESIZERS:
             raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
         if max_cells < 1:
@@ -376,6 +380,13 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
         raise UsageError(f"privacy id {list(unit.id_columns)} is not the schema's privacy_unit id "
                          f"{list(declared.id_columns)}")
     return dataclasses.replace(schema, privacy_unit=unit)
+
+
+def with_people(schema: Schema, people: PeopleSpec | Mapping[str, Any] | None) -> Schema:
+    """``schema`` with the ``people`` declaration when given (checked against its columns and unit), else as is."""
+    if people is None:
+        return schema
+    return dataclasses.replace(schema, people=PeopleSpec.from_document(people))
 
 
 def as_output(output: OutputConfig | Mapping[str, Any]) -> OutputConfig:
