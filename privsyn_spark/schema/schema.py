@@ -74,6 +74,19 @@ class Schema:
         """The encoder's domain: one attribute per kept column, sized by its codes."""
         return Domain(self.names, tuple(c.size for c in self.columns))
 
+    def people_tables(self) -> tuple[Schema, Schema]:
+        """A people schema's two measured tables (:mod:`privsyn_spark.schema.people`): the person table's
+        (person columns, ``_degree``, ``_mode_<col>``; one row per person, so its unit is one row) and the
+        row table's (every column and the person's derived attributes; the schema's person unit)."""
+        if self.people is None:
+            raise SchemaError("the schema declares no people: section")
+        derived = self.people.derived_columns(self.columns)
+        persons = Schema(tuple(self.column(c) for c in self.people.person_columns) + derived,
+                         null_tokens=self.null_tokens, max_column_codes=self.max_column_codes)
+        rows = Schema(self.columns + derived, self.drop, self.null_tokens, self.max_column_codes,
+                      privacy_unit=self.privacy_unit, rules=self.rules)
+        return persons, rows
+
     def to_document(self) -> dict[str, Any]:
         """The schema as a JSON/YAML-ready document (round-trips through :func:`parse_schema`)."""
         cols = [c.to_dict() for c in self.columns] + [{"name": n, "type": "drop"} for n in self.drop]

@@ -9,21 +9,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.people import PeopleSpec, degree_bins, degree_label
 from privsyn_spark.schema.schema import parse_schema
-
-
-def people_doc(people=None, unit=None, extra_columns=()):
-    """A keyed table's schema: segment/region per person, channel/amount per row."""
-    return {"columns": [{"name": "segment", "type": "categorical", "values": ["a", "b"]},
-                        {"name": "region", "type": "categorical", "values": ["n", "s"]},
-                        {"name": "channel", "type": "categorical", "values": ["web", "shop"]},
-                        {"name": "amount", "type": "numerical", "min": 0, "max": 100, "bins": 4},
-                        *extra_columns, {"name": "customer_id", "type": "drop"}],
-            "privacy_unit": unit if unit is not None else {"id": "customer_id", "max_rows_per_id": 3},
-            "people": people if people is not None else PEOPLE}
-
-
-PEOPLE = {"id": "customer_id", "person_columns": ["segment", "region"], "max_rows_per_person": 10,
-          "summaries": ["channel"]}
+from tests.people_tables import PEOPLE, people_doc
 
 
 def test_a_people_section_parses_round_trips_and_changes_the_hash():
