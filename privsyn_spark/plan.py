@@ -112,8 +112,8 @@ def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells
     m = schema.people.max_rows_per_person
     sigma = gaussian_sigma(degree_sensitivity(), rhos["degrees"])
     degrees = ("degrees (rows per person 1..M)", rhos["degrees"], sigma, m)
-    releases = (*((f"persons/{n}", *r) for n, *r in persons.releases), degrees,
-                *((f"rows/{n}", *r) for n, *r in rows.releases))
+    releases = (*((f"persons/{n}", r, s, c) for n, r, s, c in persons.releases), degrees,
+                *((f"rows/{n}", r, s, c) for n, r, s, c in rows.releases))
     parts = (("persons", rhos["persons"], person_sensitivity()), ("degrees", rhos["degrees"], degree_sensitivity()),
              ("rows", rhos["rows"], row_sensitivity(schema.privacy_unit)))
     return dataclasses.replace(rows, rho=budget.rho, rho_one_way=persons.rho_one_way + rows.rho_one_way,
