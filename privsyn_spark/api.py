@@ -49,6 +49,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
+from privsyn_spark.people_model import PeopleModel, measure_people_run
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.bound_choice import implausible_bound
@@ -247,6 +248,9 @@ class PrivSyn:
         :mod:`~privsyn_spark.runtime.input_identity`) is refused unless ``reuse="force"``."""
         if reuse not in REUSE:
             raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
+        if self.schema.people is not None:
+            raise UsageError("a schema with people is measured by measure_people() (or fit()), which returns its "
+                             "PeopleModel")
         check_width(len(self.schema.view.domain()), self.settings.selection)  # before Spark reads anything
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
@@ -294,14 +298,27 @@ class PrivSyn:
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
+    def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+                       reuse: str = "check") -> PeopleModel:
+        """:meth:`measure` of a schema with a ``people:`` section (docs/people.md): the person table, the
+        degree histogram and the row table, under one reservation; ``data``: a DataFrame or a table location."""
+        if reuse not in REUSE:
+            raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
+        if self.schema.people is None:
+            raise UsageError("measure_people() needs a schema with a people: section (or PrivSyn(people=...))")
+        return measure_people_run(self, data, run_id, input_format, reuse)
+
     def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None,
-            reuse: str = "check") -> SynthModel:
-        """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
+            reuse: str = "check") -> SynthModel | PeopleModel:
+        """:meth:`measure` (:meth:`measure_people` with people: a :class:`PeopleModel`), then estimate the
+        targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
         SparkSession: small tables only; or a table location, or :meth:`open`'s input). ``reuse``:
         ``"check"`` refuses a run id measured on another input, ``"force"`` reuses its measurements anyway.
         """
+        if self.schema.people is not None:
+            return self.measure_people(data, run_id, input_format, reuse).estimate()
         return self.measure(data, run_id, input_format, reuse).estimate()
 
     def measured(self, run_id: str | None = None, source: str | None = None,
