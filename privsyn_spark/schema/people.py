@@ -42,6 +42,8 @@ def degree_bins(m: int) -> list[tuple[int, int]]:
     >>> degree_bins(13)
     [(1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (7, 8), (9, 12), (13, 13)]
     """
+    if m < 1:
+        raise ValueError(f"the cap on rows per person must be at least 1, got {m}")
     bins: list[tuple[int, int]] = []
     low, width = 1, 1
     while low <= m:
