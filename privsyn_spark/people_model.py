@@ -12,8 +12,10 @@ table's and the row table's) and the noisy degree histogram; everything from the
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,19 +24,30 @@ from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.measure.people_frames import people_frames
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_people import measure_people
 from privsyn_spark.release_guard import forced_reuse, guarded_measure
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import StaleInputWarning, frame_identity, moved_version
+from privsyn_spark.runtime.preflight import check_delta
+from privsyn_spark.schema.people import DEGREE, mode_name
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import check_width
-from privsyn_spark.synth_model import SynthModel
+from privsyn_spark.synth_model import SynthModel, _session
+from privsyn_spark.synthesize.people_rows import DEGREE as ROWS_COLUMN
+from privsyn_spark.synthesize.people_rows import deal_rows, draw_degrees, key_persons
+from privsyn_spark.write.delta_output import write_delta
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from privsyn_spark.privacy.noise import NoiseSampler
 
+POOL_FACTOR = 1.2
+"""The pool of synthetic rows dealt to the persons: this many times the rows their degrees ask for."""
+_BIN = "__privsyn_degree_bin"
 PEOPLE_SCRATCH = ("persons", "rows")
 """The scratch tables of a people run's two measured tables, under the run's ``scratch/``."""
 
@@ -84,6 +97,55 @@ class PeopleModel:
     def provenance(self, seed: int | None = None) -> dict[str, str]:
         """The ``privsyn.*`` properties of tables sampled from this model (the whole release's budget)."""
         return {**self.rows.provenance(seed), "privsyn.people": "true"}
+
+    def sample_people(self, n_people: int | None = None, seed: int = 0, spark: SparkSession | None = None) -> People:
+        """``n_people`` synthetic persons (default: the noisy person count) and their rows, lazily in Spark
+        (:mod:`privsyn_spark.synthesize.people_rows`): persons sampled from the person model, each with a fresh
+        random key and a degree drawn in its ``_degree`` bin from the noisy histogram; a pool of about
+        ``POOL_FACTOR`` times their rows sampled from the row model and dealt out by signature. The same
+        seed gives the same people (the keys aside: fresh on every call)."""
+        from pyspark.sql import functions as F
+
+        spec = self.schema.people
+        assert spec is not None
+        n = default_rows(self.persons.measurements) if n_people is None else int(n_people)
+        if n < 1:
+            raise UsageError(f"n_people must be >= 1, got {n}")
+        spark = spark or _session()
+        sampled = key_persons(self.persons.sample(n, 2 * int(seed), spark), spec.id)
+        labels = F.array(*(F.lit(label) for label in spec.degree_labels))
+        binned = sampled.withColumn(_BIN, F.array_position(labels, F.col(DEGREE)) - 1)
+        persons = draw_degrees(binned, _BIN, self.degrees.values, int(seed)).drop(_BIN).cache()
+        summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
+        total = (summed[0] if summed is not None else 0) or 0
+        pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
+        signature = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
+        rows = deal_rows(persons, pool, signature, spec.id, int(seed))
+        return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
+                      rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)))
+
+
+@dataclass
+class People:
+    """Synthetic people: ``persons`` (the key column, named as the id, and the person columns) and ``rows``
+    (the key and every schema column; the person columns copied from the person: constant per key)."""
+
+    persons: DataFrame
+    rows: DataFrame
+
+
+def write_people(people: People, persons_target: str, rows_target: str,
+                 provenance: PeopleModel | Mapping[str, str] | None = None, mode: str = "error") -> tuple[int, int]:
+    """Write the persons and their rows as two Delta tables (paths or catalog names), each in one commit with
+    ``provenance`` (the model they were sampled from, or its ``provenance()``) as ``privsyn.*`` properties and
+    the commit's userMetadata; returns the two versions."""
+    props = dict(provenance.provenance() if isinstance(provenance, PeopleModel) else provenance or {})
+    versions = []
+    for df, target, table in ((people.persons, persons_target, "persons"), (people.rows, rows_target, "rows")):
+        check_delta(df.sparkSession, f"the output {target}")
+        meta = {**props, "privsyn.people_table": table}
+        versions.append(write_delta(df, target, mode, properties=meta, user_metadata=meta))
+    return versions[0], versions[1]
 
 
 def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: str | None,
