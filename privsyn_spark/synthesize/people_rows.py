@@ -159,7 +159,7 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     if pool.isEmpty():
         raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
     choice = _backoff(persons, pool, signature)
-    placed = persons.withColumn("__sig0", _signature(signature, 0)).join(F.broadcast(choice), "__sig0")
+    placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice, "__sig0")
     placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
     slots = placed.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig", "__pos", "__pool", F.explode(
         F.when(F.col(DEGREE) > 0, F.sequence(F.lit(0), F.col(DEGREE) - 1))).alias("__j"))
@@ -172,7 +172,7 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     leveled = reduce(lambda a, b: a.unionByName(b), [
         ordered.select(_signature(signature, lv).alias("__sig"), "__o", *[f"`{c}`" for c in pool.columns])
         for lv in sorted(used)])
-    leveled = leveled.join(F.broadcast(choice.select("__sig").distinct()), "__sig", "left_semi")
+    leveled = leveled.join(choice.select("__sig").distinct(), "__sig", "left_semi")
     numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
     rows = slots.join(numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]), ["__sig", "__pos"])
     return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")])

@@ -106,3 +106,55 @@ def test_dealing_is_deterministic_for_a_seed_and_refuses_an_empty_pool(spark):
     assert not one.equals(other)
     with pytest.raises(ValueError, match="pool of synthetic rows is empty"):
         deal_rows(persons, pool.limit(0), SIGNATURE, "key", seed=1)
+
+
+def person_table(rows: pd.DataFrame, max_rows: int) -> pd.DataFrame:
+    """One row per person: its person columns, ``_degree`` (the bin of min(rows, M)) and ``_mode_channel``
+    (its most frequent channel, ties to the smallest): what the person model measures."""
+    lows = np.array([low for low, _ in degree_bins(max_rows)])
+    per = rows.groupby("person_id").agg(segment=("segment", "first"), region=("region", "first"),
+                                        n=("channel", "size"))
+    per["_degree"] = np.searchsorted(lows, np.minimum(per.n, max_rows), side="right") - 1
+    per["_mode_channel"] = rows.groupby("person_id").channel.agg(lambda s: s.value_counts().sort_index().idxmax())
+    return per
+
+
+@pytest.mark.slow
+def test_two_flat_fits_give_persons_and_a_pool_that_deal_rows_joins(spark, tmp_path):
+    """The interface end to end before the people model is wired: a person model and a row model fitted
+    with today's PrivSyn on a small keyed table, persons keyed and given degrees, rows dealt to them."""
+    from privsyn_spark import PrivSyn, Schema, Settings, ShardingConfig
+    from privsyn_spark.sample.generator import people_table
+
+    m = 12
+    real = people_table(spark, 400, mean_rows=4.0, max_rows=m, seed=2) \
+        .select("person_id", "segment", "region", "channel", "amount_band").toPandas()
+    per = person_table(real, m)
+    derived = real.join(per[["_degree", "_mode_channel"]], on="person_id")
+    hist = np.bincount(np.minimum(per.n, m), minlength=m + 1)[1:].astype(float)  # a demo's "noisy" histogram
+
+    def column(name: str, size: int) -> dict:
+        return {"name": name, "type": "categorical", "values": list(range(size)), "dtype": "int"}
+    person_cols = [column("segment", 5), column("region", 10), column("_degree", len(degree_bins(m))),
+                   column("_mode_channel", 6)]
+    settings = Settings(sharding=ShardingConfig(shard_rows=1000, gum_rounds=2))
+
+    def fit(frame: pd.DataFrame, columns: list[dict], run: str):
+        synth = PrivSyn(Schema.from_dict({"columns": columns}), epsilon=8.0, no_ledger=True, run_id=run,
+                        runs_dir=str(tmp_path / "runs"), settings=settings)
+        return synth.fit(spark.createDataFrame(frame[[c["name"] for c in columns]]))
+
+    person_model = fit(per, person_cols, "persons")
+    row_model = fit(derived, [*person_cols[:2], column("channel", 6), column("amount_band", 10), *person_cols[2:]],
+                    "rows")
+    persons = draw_degrees(key_persons(person_model.sample(300, seed=1), "person_id"), "_degree", hist, seed=1)
+    total = persons.agg({"degree": "sum"}).first()[0]
+    pool = row_model.sample(int(1.2 * total), seed=1)
+    rows = deal_rows(persons, pool, ["segment", "region", "_degree", "_mode_channel"], "person_id", seed=1)
+    assert rows.columns == ["person_id", "segment", "region", "channel", "amount_band"]
+    got, people = rows.toPandas(), persons.toPandas().set_index("person_id")
+    assert len(got) == total and set(got.person_id) == set(people.index)
+    assert got.groupby("person_id").size().to_dict() == people.degree.to_dict()
+    for col in ("segment", "region"):
+        assert (got[col].to_numpy() == people.loc[got.person_id, col].to_numpy()).all()
+    assert not set(got.person_id) & {str(i) for i in real.person_id}
