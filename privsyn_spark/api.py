@@ -49,7 +49,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
-from privsyn_spark.people_model import PeopleModel, measure_people_run
+from privsyn_spark.people_model import PeopleModel, load_people, measure_people_run
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.bound_choice import implausible_bound
@@ -353,9 +353,9 @@ class PrivSyn:
         check_output_table(spark, target, "append" if output.partition else output.mode, ddl)
 
     @staticmethod
-    def load(uri: str, spark: SparkSession | None = None) -> SynthModel:
-        """A model saved by :meth:`SynthModel.save` (a local path or any Hadoop URI)."""
-        return SynthModel.load(uri, spark)
+    def load(uri: str, spark: SparkSession | None = None) -> SynthModel | PeopleModel:
+        """A model saved by :meth:`SynthModel.save` or :meth:`PeopleModel.save` (a local path or any Hadoop URI)."""
+        return load_people(uri, spark) or SynthModel.load(uri, spark)
 
     def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,

@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.measure.people_frames import people_frames
-from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
+from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements, NoisyMarginal
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
@@ -35,7 +36,7 @@ from privsyn_spark.runtime.preflight import check_delta
 from privsyn_spark.schema.people import DEGREE, mode_name
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import check_width
-from privsyn_spark.synth_model import SynthModel, _session
+from privsyn_spark.synth_model import MODEL_FILE, SynthModel, _active, _session
 from privsyn_spark.synthesize.people_rows import DEGREE as ROWS_COLUMN
 from privsyn_spark.synthesize.people_rows import deal_rows, draw_degrees, key_persons
 from privsyn_spark.write.delta_output import write_delta
@@ -98,6 +99,16 @@ class PeopleModel:
         """The ``privsyn.*`` properties of tables sampled from this model (the whole release's budget)."""
         return {**self.rows.provenance(seed), "privsyn.people": "true"}
 
+    def save(self, uri: str, spark: SparkSession | None = None) -> str:
+        """Write the artifact (both tables' measurements and the histogram) and the people schema under ``uri``
+        (a folder: local path or Hadoop URI); :func:`load_people` reads it back (the targets are estimated
+        again there: post-processing). Nothing exact of the private table is in it. Returns ``uri``."""
+        folder = RunArtifacts.folder(uri, spark or _active())
+        folder.write(self.measurements.to_bytes(), "measurements", ARTIFACT_FILE)
+        folder.write_json({"run_id": self.run_id, "schema": self.schema.to_document(), "people": True,
+                           "synthesizer": self.rows.synthesizer, "settings": self.rows.settings.to_dict()}, MODEL_FILE)
+        return uri
+
     def sample_people(self, n_people: int | None = None, seed: int = 0, spark: SparkSession | None = None) -> People:
         """``n_people`` synthetic persons (default: the noisy person count) and their rows, lazily in Spark
         (:mod:`privsyn_spark.synthesize.people_rows`): persons sampled from the person model, each with a fresh
@@ -123,6 +134,19 @@ class PeopleModel:
         rows = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)))
+
+
+def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | None:
+    """The people model :meth:`PeopleModel.save` wrote under ``uri``; None when ``uri`` holds another model."""
+    folder = RunArtifacts.folder(uri, spark or _active())
+    doc = folder.read_json(MODEL_FILE)
+    if not doc or not doc.get("people"):
+        return None
+    data = folder.read("measurements", ARTIFACT_FILE)
+    if data is None:
+        raise UsageError(f"{uri} holds no measurements (measurements/{ARTIFACT_FILE} is missing)")
+    return PeopleModel.of(Measurements.from_bytes(data), Schema.from_dict(doc["schema"]), doc["synthesizer"],
+                          Settings.from_dict(doc["settings"]), RunRecord(), None)
 
 
 @dataclass

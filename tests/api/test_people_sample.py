@@ -71,5 +71,9 @@ def test_no_real_id_in_any_output_log_report_property_or_saved_model(spark, peop
     assert files_holding_real_ids(root) == []  # tables, Delta logs, run folder (artifact, state, report)
     assert records and not any(m in r for r in records for m in MARKS)
     saved = root / "saved"
-    model.rows.save(str(saved))
+    model.save(str(saved))
     assert files_holding_real_ids(saved) == []
+    again = PrivSyn.load(str(saved))
+    assert isinstance(again, PeopleModel) and again.measurements.to_bytes() == model.measurements.to_bytes()
+    back = again.sample_people(n_people=5, seed=1)
+    assert back.persons.count() == 5 and set(back.rows.columns) == {"customer_id", *model.schema.names}
