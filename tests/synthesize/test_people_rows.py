@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.privacy.people import degree_bins
+from privsyn_spark.schema.people import degree_bins
 from privsyn_spark.synthesize.people_rows import deal_rows, draw_degrees, key_persons
 
 SIGNATURE = ["seg", "region", "_degree", "_mode_channel"]
