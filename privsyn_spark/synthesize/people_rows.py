@@ -163,6 +163,8 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     missing = sorted({*signature, *person_cols} - set(pool.columns))
     if missing or not set(signature) <= set(persons.columns) or DEGREE not in persons.columns:
         raise ValueError(f"deal_rows: the pool lacks {missing}, or the persons lack the signature or {DEGREE!r}")
+    if key in pool.columns:
+        raise ValueError(f"deal_rows: the pool has a column {key!r}, the name of the persons' key")
     choice = _backoff(persons, pool, signature).localCheckpoint(eager=True)  # one row per signature: computed once
     used = sorted(r["__lvl"] for r in choice.select("__lvl").distinct().collect())  # synthetic metadata: a few ints
     if not used and pool.isEmpty():

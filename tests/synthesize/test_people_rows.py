@@ -94,6 +94,10 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
     assert amount["e1"][0] in set(frame.amount)
     channel = rows.set_index("amount").channel.to_dict()  # row columns come with their pool row
     assert all(channel[a] == frame.set_index("amount").channel[a] for a in channel)
+    with pytest.raises(ValueError, match=r"the pool lacks \['seg'\]"):
+        deal_rows(persons, pool.drop("seg"), SIGNATURE, "key", seed=1)
+    with pytest.raises(ValueError, match="the pool has a column 'key'"):
+        deal_rows(persons, pool.withColumn("key", pool.seg), SIGNATURE, "key", seed=1)
 
 
 @pytest.mark.slow
