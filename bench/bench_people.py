@@ -37,7 +37,8 @@ import yaml
 
 from privsyn_spark.evaluate.people_metrics import PeopleColumns, people_metrics
 from privsyn_spark.sample.keyed_people import KEY, PERSON_COLUMNS, SCHEMA_PATH, keyed_people
-from privsyn_spark.synth_model import SynthModel
+from privsyn_spark.schema.columns import SchemaError
+from privsyn_spark.schema.schema import parse_schema
 
 TARGET_ROWS_TVD = 0.05
 PER_PERSON = ("total_amount_ks", "total_amount_wasserstein", "distinct_per_person_tvd", "workload_error_mean")
@@ -76,6 +77,15 @@ def _deal_keys(rows: Any, people: int, seed: int) -> Any:
         .select(KEY, *[c for c in rows.columns if c != KEY])
 
 
+def _without_people_model(doc: dict) -> str | None:
+    """Why this checkout cannot run the people model (its schema refuses the people section), or None."""
+    try:
+        parse_schema(doc)
+    except SchemaError as err:
+        return f"the schema's people section is refused here ({err})"
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=1_000_000)
@@ -112,39 +122,43 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     noisy_people: int | None = None
 
-    def run(name: str, make: Callable[[], Any]) -> None:
+    def run(name: str, make: Callable[[], tuple[Any, Any]]) -> None:
+        nonlocal noisy_people
         _reset_peak(os.getpid())
         _reset_peak(jvm_pid)
         start = time.perf_counter()
-        out = work / f"out-{name}.parquet"
-        make().write.mode("overwrite").parquet(str(out))
+        out, persons_out = work / f"out-{name}.parquet", work / f"out-{name}-persons.parquet"
+        rows_df, persons_df = make()
+        rows_df.write.mode("overwrite").parquet(str(out))
+        if persons_df is not None:
+            persons_df.write.mode("overwrite").parquet(str(persons_out))
         seconds = time.perf_counter() - start
         peaks = _peak_kib(os.getpid()) / 2 ** 20, _peak_kib(jvm_pid) / 2 ** 20
+        if persons_df is not None and noisy_people is None:
+            noisy_people = spark.read.parquet(str(persons_out)).count()  # the noisy person count (the default N)
         metrics = people_metrics(real, spark.read.parquet(str(out)), cols)
         results[name] = {**metrics, "seconds": seconds, "peak_python_gib": peaks[0], "peak_jvm_gib": peaks[1]}
         print(f"  ({name}) {seconds:.0f} s, peak {peaks[0]:.2f} + {peaks[1]:.2f} GiB: {metrics}; {_uptime()}",
               flush=True)
 
-    def people_run(name: str, summaries: bool) -> Callable[[], Any]:
-        def make() -> Any:
-            nonlocal noisy_people
+    def people_run(name: str, summaries: bool) -> Callable[[], tuple[Any, Any]]:
+        def make() -> tuple[Any, Any]:
             section = {**spec, "summaries": spec["summaries"] if summaries else []}
             model = PrivSyn({**people_doc, "people": section}, args.epsilon, no_ledger=True,
                             runs_dir=str(work / f"runs-{name}"), run_id=name).fit(real)
             people = model.sample_people(seed=0)
-            if noisy_people is None:
-                noisy_people = people.persons.count()  # the noisy person count (the default N)
-            return people.rows
+            return people.rows, people.persons
         return make
 
-    def flat_run() -> Any:
+    def flat_run() -> tuple[Any, Any]:
         model = PrivSyn(flat_doc, args.epsilon, no_ledger=True, runs_dir=str(work / "runs-b"), run_id="b").fit(real)
-        return _deal_keys(model.sample(seed=0), noisy_people or ids, seed=0)
+        return _deal_keys(model.sample(seed=0), noisy_people or ids, seed=0), None
 
+    missing = _without_people_model(people_doc)
     for name in variants:
         shutil.rmtree(work / f"runs-{name}", ignore_errors=True)
-        if name in ("a", "c") and not hasattr(SynthModel, "sample_people"):
-            print(f"  ({name}) skipped: this branch has no people model (SynthModel.sample_people)", flush=True)
+        if name in ("a", "c") and missing:
+            print(f"  ({name}) skipped: {missing}", flush=True)
             continue
         if name == "b" and noisy_people is None:
             print(f"  (b) keys dealt to the exact person count {ids:,} (no (a) run before it)", flush=True)
