@@ -30,6 +30,7 @@ def _normal_cdf(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
+@pytest.mark.slow
 def test_degrees_are_capped_lognormal_by_segment(spark):
     mean_rows, sigma, cap = 12.0, 1.0, 60
     df = keyed_people(spark, 12_000, mean_rows=mean_rows, sigma=sigma, max_rows=cap, seed=5)
@@ -56,6 +57,7 @@ def test_a_persons_channel_is_reused_with_probability_p(spark, preference):
     assert same / degrees == pytest.approx(q ** 2 + (len(CHANNELS) - 1) * r ** 2, abs=0.015)
 
 
+@pytest.mark.slow
 def test_the_flat_and_parent_child_forms_hold_the_same_people(spark):
     flat = keyed_people(spark, 2_000, seed=9)
     persons, orders = keyed_people_tables(spark, 2_000, seed=9, partitions=3)
