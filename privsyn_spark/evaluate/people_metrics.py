@@ -11,6 +11,7 @@ private table and are not differentially private.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
@@ -61,24 +62,30 @@ def workload(cols: PeopleColumns) -> list[tuple[tuple[str, ...], str]]:
     return [(g, m) for g in groupings for m in MEASURES]
 
 
-def _grouping_sets(cols: PeopleColumns) -> list[tuple[str, ...]]:
-    sets: list[tuple[str, ...]] = [("_rows",), ("_distinct",), ("_one",)]
-    return sets + [(c,) for c in cols.person] + list(combinations(cols.person, 2))
-
-
 def _grouped(persons: DataFrame, cols: PeopleColumns) -> dict[tuple[str, ...], Any]:
-    """Per grouping set: a pandas frame of its groups with ``people``, ``rows`` and ``amount_sum``."""
+    """The person table's groups (people, rows, amount) by degree, distinct values, one value, each person
+    column and each pair."""
     from pyspark.sql import functions as F
 
-    sets = _grouping_sets(cols)
+    sets: list[tuple[str, ...]] = [("_rows",), ("_distinct",), ("_one",)]
+    sets += [(c,) for c in cols.person] + list(combinations(cols.person, 2))
+    return _by_sets(persons, sets, {"people": F.count(F.lit(1)), "rows": F.sum("_all_rows"),
+                                    "amount_sum": F.sum("_total")})
+
+
+def _by_sets(df: DataFrame, sets: Sequence[tuple[str, ...]], aggregates: dict[str, Any]) -> dict[tuple[str, ...], Any]:
+    """Per grouping set, a pandas frame of its groups with the named ``aggregates``: one Spark aggregation
+    (``GROUPING SETS``; ``grouping_id`` has a 1 bit for each column a set leaves out, the first column
+    the highest)."""
+    from pyspark.sql import functions as F
+
     names = list(dict.fromkeys(c for s in sets for c in s))
-    out: Any = persons.groupingSets([list(s) for s in sets], *names).agg(
-        F.count(F.lit(1)).alias("people"), F.sum("_all_rows").alias("rows"), F.sum("_total").alias("amount_sum"),
-        F.grouping_id().alias("_gid")).toPandas()
+    out: Any = df.groupingSets([list(s) for s in sets], *names).agg(
+        *[agg.alias(name) for name, agg in aggregates.items()], F.grouping_id().alias("_gid")).toPandas()
     found = {}
     for s in sets:
         gid = sum(1 << (len(names) - 1 - i) for i, c in enumerate(names) if c not in s)
-        found[s] = out.loc[out["_gid"] == gid, [*s, "people", "rows", "amount_sum"]].reset_index(drop=True)
+        found[s] = out.loc[out["_gid"] == gid, [*s, *aggregates]].reset_index(drop=True)
     return found
 
 
@@ -88,7 +95,7 @@ def _marginal_tvd(real: Any, synthetic: Any, columns: list[str], count: str = "p
     return tvd(both[f"{count}_r"].to_numpy(), both[f"{count}_s"].to_numpy())
 
 
-def relative_error(real: Any, synthetic: Any, columns: list[str], measure: str) -> float:
+def _relative_error(real: Any, synthetic: Any, columns: list[str], measure: str) -> float:
     """A query's error: sum over its groups of |synthetic - real| / sum of |real| (groups absent from one
     side answer 0)."""
     both = real.merge(synthetic, on=columns, how="outer", suffixes=("_r", "_s")).fillna(0)
@@ -110,19 +117,8 @@ def person_row_tvd(real: DataFrame, synthetic: DataFrame, cols: PeopleColumns) -
     from pyspark.sql import functions as F
 
     pairs = [(p, r) for p in cols.person for r in cols.row]
-    names = [*cols.person, *cols.row]
-
-    def counts(df: DataFrame) -> Any:
-        return df.groupingSets([list(p) for p in pairs], *names).agg(
-            F.count(F.lit(1)).alias("rows"), F.grouping_id().alias("_gid")).toPandas()
-
-    real_counts, synth_counts = counts(real), counts(synthetic)
-    found = []
-    for pair in pairs:
-        gid = sum(1 << (len(names) - 1 - i) for i, c in enumerate(names) if c not in pair)
-        real_pair, synth_pair = (t.loc[t["_gid"] == gid, [*pair, "rows"]] for t in (real_counts, synth_counts))
-        found.append(_marginal_tvd(real_pair, synth_pair, list(pair), "rows"))
-    return float(np.mean(found))
+    real_counts, synth_counts = (_by_sets(df, pairs, {"rows": F.count(F.lit(1))}) for df in (real, synthetic))
+    return float(np.mean([_marginal_tvd(real_counts[p], synth_counts[p], list(p), "rows") for p in pairs]))
 
 
 def people_metrics(real: DataFrame, synthetic: DataFrame, cols: PeopleColumns) -> dict[str, float]:
@@ -137,7 +133,7 @@ def people_metrics(real: DataFrame, synthetic: DataFrame, cols: PeopleColumns) -
 
         shares = [float((g[("_one",)]["people"] * g[("_one",)]["_one"]).sum() / g[("_one",)]["people"].sum())
                   for g in grouped]
-        errors = [relative_error(grouped[0][g], grouped[1][g], list(g), m) for g, m in workload(cols)]
+        errors = [_relative_error(grouped[0][g], grouped[1][g], list(g), m) for g, m in workload(cols)]
         real_totals, synth_totals = (p.select(p["_total"].cast("double").alias("x"))
                                      for p in (real_people, synth_people))
         return {
