@@ -23,11 +23,14 @@ from privsyn_spark.config import (
     ShardingConfig,
 )
 from privsyn_spark.operations import budget_states, build_spark_session, draft_schema, provenance, set_budget
+from privsyn_spark.people_model import People, PeopleModel, write_people
+from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
 
-__all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "Plan", "PrivSyn",
+__all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "People", "PeopleModel",
+           "PeopleSpec", "Plan", "PrivSyn",
            "ProgressConfig", "Report",
            "SAMPLE_DATA", "SAMPLE_SCHEMA", "Schema", "SelectionConfig", "Settings", "ShardingConfig", "SynthModel",
            "budget_states", "build_spark_session", "draft_schema", "evaluate", "provenance", "set_budget",
-           "write_delta"]
+           "write_delta", "write_people"]

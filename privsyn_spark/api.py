@@ -49,6 +49,7 @@ from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
+from privsyn_spark.people_model import PeopleModel, load_people, measure_people_run
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.bound_choice import implausible_bound
@@ -80,6 +81,7 @@ from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import check_delta, preflight
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
+from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.synth_model import SynthModel, _active, _session
@@ -122,7 +124,9 @@ class PrivSyn:
     (the CLI builds its runs through this constructor).
     ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
     most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
-    (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md).
+    (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md). ``people`` (a
+    :class:`PeopleSpec` or its dict; default: the schema's ``people:``) reads the table as people and their
+    rows (docs/people.md): its id must be the privacy id.
 
     >>> PrivSyn(SAMPLE_SCHEMA, epsilon=1.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -137,12 +141,13 @@ class PrivSyn:
                  settings: Settings | Mapping[str, Any] = Settings(), max_cells: int = DEFAULT_MAX_CELLS,
                  recharge: bool = False,
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
-                 max_rows_per_id: int | None = None) -> None:
+                 max_rows_per_id: int | None = None,
+                 people: PeopleSpec | Mapping[str, Any] | None = None) -> None:
         check_epsilon_delta(epsilon, delta)
         check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
         if runs_dir is not None and not runs_dir.strip():
             raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
-        self.schema = with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id)
+        self.schema = with_people(with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id), people)
         if synthesizer not in SYNTHESIZERS:
             raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
         if max_cells < 1:
@@ -243,6 +248,9 @@ class PrivSyn:
         :mod:`~privsyn_spark.runtime.input_identity`) is refused unless ``reuse="force"``."""
         if reuse not in REUSE:
             raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
+        if self.schema.people is not None:
+            raise UsageError("a schema with people is measured by measure_people() (or fit()), which returns its "
+                             "PeopleModel")
         check_width(len(self.schema.view.domain()), self.settings.selection)  # before Spark reads anything
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
@@ -290,14 +298,27 @@ class PrivSyn:
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
 
+    def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
+                       reuse: str = "check") -> PeopleModel:
+        """:meth:`measure` of a schema with a ``people:`` section (docs/people.md): the person table, the
+        degree histogram and the row table, under one reservation; ``data``: a DataFrame or a table location."""
+        if reuse not in REUSE:
+            raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
+        if self.schema.people is None:
+            raise UsageError("measure_people() needs a schema with a people: section (or PrivSyn(people=...))")
+        return measure_people_run(self, data, run_id, input_format, reuse)
+
     def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None,
-            reuse: str = "check") -> SynthModel:
-        """:meth:`measure`, then estimate the targets (and the Private-PGM model): post-processing from here on.
+            reuse: str = "check") -> SynthModel | PeopleModel:
+        """:meth:`measure` (:meth:`measure_people` with people: a :class:`PeopleModel`), then estimate the
+        targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
         SparkSession: small tables only; or a table location, or :meth:`open`'s input). ``reuse``:
         ``"check"`` refuses a run id measured on another input, ``"force"`` reuses its measurements anyway.
         """
+        if self.schema.people is not None:
+            return self.measure_people(data, run_id, input_format, reuse).estimate()
         return self.measure(data, run_id, input_format, reuse).estimate()
 
     def measured(self, run_id: str | None = None, source: str | None = None,
@@ -332,9 +353,9 @@ class PrivSyn:
         check_output_table(spark, target, "append" if output.partition else output.mode, ddl)
 
     @staticmethod
-    def load(uri: str, spark: SparkSession | None = None) -> SynthModel:
-        """A model saved by :meth:`SynthModel.save` (a local path or any Hadoop URI)."""
-        return SynthModel.load(uri, spark)
+    def load(uri: str, spark: SparkSession | None = None) -> SynthModel | PeopleModel:
+        """A model saved by :meth:`SynthModel.save` or :meth:`PeopleModel.save` (a local path or any Hadoop URI)."""
+        return load_people(uri, spark) or SynthModel.load(uri, spark)
 
     def _model(self, measurements: Measurements, record: RunRecord, folder: RunArtifacts) -> SynthModel:
         return SynthModel(measurements, self.schema, synthesizer=self.synthesizer, settings=self.settings,
@@ -376,6 +397,13 @@ def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
         raise UsageError(f"privacy id {list(unit.id_columns)} is not the schema's privacy_unit id "
                          f"{list(declared.id_columns)}")
     return dataclasses.replace(schema, privacy_unit=unit)
+
+
+def with_people(schema: Schema, people: PeopleSpec | Mapping[str, Any] | None) -> Schema:
+    """``schema`` with the ``people`` declaration when given (checked against its columns and unit), else as is."""
+    if people is None:
+        return schema
+    return dataclasses.replace(schema, people=PeopleSpec.from_document(people))
 
 
 def as_output(output: OutputConfig | Mapping[str, Any]) -> OutputConfig:

@@ -3,6 +3,7 @@ from the public schema and the budget alone (no data read, no Spark)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from privsyn_spark.config import Settings
 from privsyn_spark.measure.engine import first_pass_cells
 from privsyn_spark.privacy.accounting import RunBudget, one_way_rhos, split_rho
 from privsyn_spark.privacy.noise import gaussian_sigma
+from privsyn_spark.privacy.people import PeopleSplit, degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.noisy_indif import indif_noise_scale
@@ -47,6 +49,7 @@ class Plan:
     dataset_id: str | None
     privacy_unit: str = "row"
     max_rows_per_id: int = 1
+    people: tuple[tuple[str, float, float], ...] = ()  # a people run's parts: (name, rho, L2 sensitivity)
 
     def __str__(self) -> str:
         lines = [f"budget: epsilon={self.epsilon:g} delta={self.delta:g} -> rho={self.rho:.6g} (zCDP)",
@@ -57,6 +60,9 @@ class Plan:
         if self.privacy_unit != "row":
             lines.insert(1, f"privacy unit: a person of id {self.privacy_unit}, at most {self.max_rows_per_id} rows "
                             f"each (every sensitivity and sigma x{self.max_rows_per_id})")
+        if self.people:
+            lines.insert(2, "people: " + ", ".join(f"{name} rho {rho:.6g} (sensitivity {sens:g})"
+                                                   for name, rho, sens in self.people))
         lines += [f"{name:<32} {rho:>12.6g} {sigma:>10.4g} {cells:>10,}" for name, rho, sigma, cells in self.releases]
         fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
         lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
@@ -69,7 +75,10 @@ class Plan:
 def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cells: int,
                  ledger: str | None = None, dataset_id: str | None = None) -> Plan:
     """The :class:`Plan` of a run of ``schema`` at ``epsilon``/``delta`` (PrivSyn Eq. 1 splits the
-    selected marginals' share once selection has chosen them); reads no data."""
+    selected marginals' share once selection has chosen them); reads no data. A people schema's plan
+    (:func:`plan_people`) lists its three parts' releases."""
+    if schema.people is not None:
+        return plan_people(schema, budget, settings, max_cells, ledger, dataset_id)
     domain = schema.view.domain()  # the synthesis domain: derived columns and rules' groups resolved
     if budget.epsilon is None or budget.delta is None:
         raise ValueError("plan_release: the budget needs its epsilon and delta (RunBudget.of(epsilon, delta))")
@@ -89,3 +98,26 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
     first = first_pass_cells(domain)
     return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
                 first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound)
+
+
+def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells: int,
+                ledger: str | None = None, dataset_id: str | None = None) -> Plan:
+    """The :class:`Plan` of a people run: its rho split by :class:`PeopleSplit` (one accountant), the person
+    table's releases (``persons/...``, sensitivity 1), the degree histogram's and the row table's
+    (``rows/...``, sensitivity K; :mod:`privsyn_spark.privacy.people`)."""
+    assert schema.people is not None
+    rhos = PeopleSplit().rhos(budget.rho)
+    persons, rows = (plan_release(table, dataclasses.replace(budget, rho=rhos[part]), settings, max_cells)
+                     for table, part in zip(schema.people_tables(), ("persons", "rows")))
+    m = schema.people.max_rows_per_person
+    sigma = gaussian_sigma(degree_sensitivity(), rhos["degrees"])
+    degrees = ("degrees (rows per person 1..M)", rhos["degrees"], sigma, m)
+    releases = (*((f"persons/{n}", r, s, c) for n, r, s, c in persons.releases), degrees,
+                *((f"rows/{n}", r, s, c) for n, r, s, c in rows.releases))
+    parts = (("persons", rhos["persons"], person_sensitivity()), ("degrees", rhos["degrees"], degree_sensitivity()),
+             ("rows", rhos["rows"], row_sensitivity(schema.privacy_unit)))
+    return dataclasses.replace(rows, rho=budget.rho, rho_one_way=persons.rho_one_way + rows.rho_one_way,
+                               rho_indif=persons.rho_indif + rows.rho_indif,
+                               rho_selected=persons.rho_selected + rows.rho_selected, releases=releases,
+                               first_pass_cells=max(persons.first_pass_cells, rows.first_pass_cells),
+                               ledger=ledger, dataset_id=dataset_id, people=parts)

@@ -202,6 +202,8 @@ class SynthModel:
         doc = folder.read_json(MODEL_FILE)
         if doc is None:
             raise UsageError(f"{uri} holds no saved privsyn-spark model ({MODEL_FILE} is missing)")
+        if doc.get("people"):
+            raise UsageError(f"{uri} holds a people model: load it with PrivSyn.load")
         data = folder.read("measurements", ARTIFACT_FILE)
         if data is None:
             raise UsageError(f"{uri} holds no measurements (measurements/{ARTIFACT_FILE} is missing)")

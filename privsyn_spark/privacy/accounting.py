@@ -252,6 +252,24 @@ class Accountant:
         """True when the registered rho equals the budget (up to the tolerance)."""
         return abs(self._spent - self.total_rho) <= self.tolerance * self.total_rho
 
+    def part(self, prefix: str, rho: float) -> Accountant:
+        """A share of ``rho`` of this accountant's budget for one part of a release: the part refuses to
+        spend more than its share, and every release it registers is also registered here, named
+        ``prefix + name`` (one accountant, one ledger for the whole release)."""
+        return _Part(self, prefix, rho)
+
+
+class _Part(Accountant):
+    """:meth:`Accountant.part`: a budget share whose releases are also the parent's."""
+
+    def __init__(self, parent: Accountant, prefix: str, rho: float) -> None:
+        super().__init__(rho, parent.tolerance, parent.delta)
+        self.parent, self.prefix = parent, prefix
+
+    def register(self, name: str, rho: float, sensitivity: float, sigma: float, **details: object) -> dict:
+        super().register(name, rho, sensitivity, sigma, **details)  # the share's own limit first
+        return self.parent.register(self.prefix + name, rho, sensitivity, sigma, **details)
+
 
 def split_rho(total_rho: float, split: BudgetSplit, attributes: int,
               policy_checks: int = 0) -> tuple[float, float, float, float]:

@@ -103,6 +103,8 @@ class Measurements:
     provenance: dict = field(default_factory=dict)  # what the run measured (input, attempt), set by the caller
     privacy_unit: dict = field(default_factory=lambda: PrivacyUnit().record())  # the unit and K it was measured for
     policy_checks: dict = field(default_factory=dict)  # the `fail` policies' noisy tallies (privacy/policy_checks.py)
+    persons: Measurements | None = None  # a people run: the person table's measurements (privacy/people.py)
+    degrees: NoisyMarginal | None = None  # a people run: the noisy degree histogram over 1..M
 
     def one_way_sigmas(self) -> dict[str, float]:
         """The noise sigma of each attribute's 1-way release (its first 1-way marginal; the 1-way rho is
@@ -126,6 +128,10 @@ class Measurements:
             arrays[f"one_way_original_{j}"] = np.asarray(self.one_way_original[attr], dtype=np.float64)
         for i, m in enumerate(self.marginals):
             arrays[f"marginal_{i}"] = np.asarray(m.values, dtype=np.float64)
+        if self.persons is not None:  # its own checksummed bytes, covered by this artifact's checksum too
+            arrays["persons"] = np.frombuffer(self.persons.to_bytes(), dtype=np.uint8)
+        if self.degrees is not None:
+            arrays["degrees"] = np.asarray(self.degrees.values, dtype=np.float64)
         meta = {
             "format_version": FORMAT_VERSION,
             "run_id": self.run_id,
@@ -144,6 +150,8 @@ class Measurements:
             "privacy_unit": self.privacy_unit,
             "policy_checks": self.policy_checks,
         }
+        if self.degrees is not None:
+            meta["degrees"] = {"attrs": list(self.degrees.attrs), "sigma": self.degrees.sigma, "rho": self.degrees.rho}
         text = json.dumps(meta, default=_json_default).encode("utf-8")
         arrays[_META] = np.frombuffer(text, dtype=np.uint8)
         arrays[_CHECKSUM] = np.frombuffer(entries_checksum(arrays).encode("ascii"), dtype=np.uint8)
@@ -164,6 +172,10 @@ class Measurements:
                 one_way = {a: npz[f"one_way_original_{j}"] for j, a in enumerate(original.attrs)}
                 marginals = [NoisyMarginal(tuple(m["attrs"]), npz[m["array"]], float(m["sigma"]),
                                            float(m["rho"])) for m in meta["marginals"]]
+                persons = cls.from_bytes(npz["persons"].tobytes()) if "persons" in npz.files else None
+                hist = meta.get("degrees")
+                degrees = (NoisyMarginal(tuple(hist["attrs"]), npz["degrees"], float(hist["sigma"]), float(hist["rho"]))
+                           if hist else None)
         except ArtifactUnreadable:
             raise
         except Exception as err:  # noqa: BLE001 - truncated, corrupt or foreign bytes
@@ -174,7 +186,7 @@ class Measurements:
                    rho=float(meta["rho"]), epsilon=meta["epsilon"], delta=meta["delta"],
                    selected_pairs=[tuple(p) for p in meta.get("selected_pairs", [])],
                    provenance=meta.get("provenance", {}), policy_checks=meta.get("policy_checks", {}),
-                   privacy_unit=meta.get("privacy_unit", PrivacyUnit().record()))
+                   privacy_unit=meta.get("privacy_unit", PrivacyUnit().record()), persons=persons, degrees=degrees)
 
     def save(self, folder: str | Path) -> Path:
         """Write ``folder/measurements.npz`` atomically (a temporary file, then a rename)."""

@@ -67,7 +67,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       sampler: NoiseSampler | None = None,
                       unit: PrivacyUnit = PrivacyUnit(),
                       policy_counts: Mapping[str, int] | None = None,
-                      budget: RunBudget | None = None) -> Measurements:
+                      budget: RunBudget | None = None, accountant: Accountant | None = None) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
@@ -75,7 +75,9 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     the injected marginal engine (all of them on the table bounded to ``unit``'s K rows per id).
     ``policy_counts``: the exact tally of each ``fail`` check the schema declares (released noisy
     first, :mod:`privsyn_spark.privacy.policy_checks`). ``sampler`` defaults to the secure
-    ``SecureDiscreteGaussian``. Reusing a run's measurements (nothing spent) is the ledger's job:
+    ``SecureDiscreteGaussian``. ``accountant``: a part of a larger release's accountant
+    (:meth:`~privsyn_spark.privacy.accounting.Accountant.part`, of this budget's rho). Reusing a run's
+    measurements (nothing spent) is the ledger's job:
     :mod:`privsyn_spark.release_guard`.
     """
     if len(domain) == 0:
@@ -85,7 +87,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     total_rho, epsilon, delta = ((budget.rho, budget.epsilon, budget.delta) if budget is not None
                                  else resolve_budget(epsilon, delta, rho))
     sampler = SecureDiscreteGaussian() if sampler is None else sampler
-    accountant = Accountant(total_rho, delta=delta)
+    accountant = Accountant(total_rho, delta=delta) if accountant is None else accountant
     sensitivity, unit_record = count_sensitivity(unit), unit.record()  # every count table: L2 <= K
     d = len(domain)
     attrs = domain.attrs

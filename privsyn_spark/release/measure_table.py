@@ -20,7 +20,7 @@ from privsyn_spark.measure.engine import (
 )
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
-from privsyn_spark.privacy.accounting import BudgetSplit, RunBudget
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -41,12 +41,13 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget:
                   sampler: NoiseSampler, record: RunRecord, split: BudgetSplit = BudgetSplit(),
                   selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
                   log_exact_counts: bool = False, unit: PrivacyUnit = PrivacyUnit(),
-                  progress: Progress = SILENT) -> Measurements:
+                  progress: Progress = SILENT, accountant: Accountant | None = None) -> Measurements:
     """The private measurements of the table ``packed`` (the run's persisted codes); the domain
     policies' tallies go to ``record.domain_handling`` (operators only), the passes' seconds to its
     timings; ``packed`` holds the rows bounded to ``unit``'s K per id (the sensitivities follow).
     The ``fail`` policies' tallies are released noisy with the rest (judged later, on the artifact:
-    :mod:`privsyn_spark.privacy.policy_checks`). ``progress`` hears of each pass ("counting pass k of 2")."""
+    :mod:`privsyn_spark.privacy.policy_checks`). ``progress`` hears of each pass ("counting pass k of 2").
+    ``accountant``: a part of a larger release's (a people run's), else the table's own."""
     with record.step("count 1+2-way"), progress.phase(f"measure: counting pass 1 of {PASSES} (1- and 2-way)"):
         first = count_marginals(packed, one_and_two_way(packed.domain), max_cells=max_cells)
     record.domain_handling = check_domain_policies(packed, first, log_exact_counts=log_exact_counts)
@@ -69,6 +70,6 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget:
     progress.say(f"measure: noise and selection over {pairs} attribute pairs (InDif of each)")
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
                                      budget=budget, sampler=sampler, split=split, selection=selection,
-                                     unit=unit, policy_counts=tallies)
+                                     unit=unit, policy_counts=tallies, accountant=accountant)
     record.timings["noise+select"] = time.perf_counter() - start - counting[0]
     return measurements

@@ -48,7 +48,7 @@ from privsyn_spark.schema.rules import Rule, parse_rules
 
 DEFAULT_MAX_COLUMN_CODES = 5000
 
-TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit", "rules")
+TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit", "rules", "people")
 COLUMN_KEYS = {
     "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
     "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "spikes", "out_of_range", "nulls"),

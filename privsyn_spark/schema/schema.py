@@ -22,6 +22,7 @@ from privsyn_spark.errors import BadInputData
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES, parse_document
+from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.rules import Rule
 from privsyn_spark.schema.synthesis_view import SynthesisView, synthesis_view
 
@@ -33,7 +34,8 @@ NESTED_TYPES = ("struct<", "array<", "map<")
 class Schema:
     """Kept columns in table order, dropped column names, tokens read as null, declared rules, and the
     declared privacy unit (``privacy_unit: {id: customer_id, max_rows_per_id: 20}``, optionally
-    ``null_ids: drop``; default: one row)."""
+    ``null_ids: drop``; default: one row), and optionally the people it holds (``people:``, a
+    :class:`~privsyn_spark.schema.people.PeopleSpec`: the table read as people and their rows)."""
 
     columns: tuple[Column, ...]
     drop: tuple[str, ...] = ()
@@ -47,7 +49,10 @@ class Schema:
         if synthesized:
             raise SchemaError(f"privacy_unit: id column(s) {synthesized} are declared as synthesized columns; "
                               f"an id is never synthesized (declare it type: drop or leave it out)")
+        if self.people is not None:
+            self.people.check(self.columns, self.privacy_unit)
     rules: tuple[Rule, ...] = ()
+    people: PeopleSpec | None = None
 
     @cached_property
     def view(self) -> SynthesisView:
@@ -69,6 +74,19 @@ class Schema:
         """The encoder's domain: one attribute per kept column, sized by its codes."""
         return Domain(self.names, tuple(c.size for c in self.columns))
 
+    def people_tables(self) -> tuple[Schema, Schema]:
+        """A people schema's two measured tables (:mod:`privsyn_spark.schema.people`): the person table's
+        (person columns, ``_degree``, ``_mode_<col>``; one row per person, so its unit is one row) and the
+        row table's (every column and the person's derived attributes; the schema's person unit)."""
+        if self.people is None:
+            raise SchemaError("the schema declares no people: section")
+        derived = self.people.derived_columns(self.columns)
+        persons = Schema(tuple(self.column(c) for c in self.people.person_columns) + derived,
+                         null_tokens=self.null_tokens, max_column_codes=self.max_column_codes)
+        rows = Schema(self.columns + derived, self.drop, self.null_tokens, self.max_column_codes,
+                      privacy_unit=self.privacy_unit, rules=self.rules)
+        return persons, rows
+
     def to_document(self) -> dict[str, Any]:
         """The schema as a JSON/YAML-ready document (round-trips through :func:`parse_schema`)."""
         cols = [c.to_dict() for c in self.columns] + [{"name": n, "type": "drop"} for n in self.drop]
@@ -79,6 +97,8 @@ class Schema:
             doc["privacy_unit"] = self.privacy_unit.to_document()
         if self.rules:  # only then: a schema without rules keeps its hash
             doc["rules"] = [r.to_dict() for r in self.rules]
+        if self.people is not None:  # only then: a flat schema keeps its hash
+            doc["people"] = self.people.to_document()
         return doc
 
     def schema_hash(self) -> str:
@@ -188,6 +208,7 @@ def parse_schema(doc: Mapping[str, Any], what: str = "the schema") -> Schema:
         unit = PrivacyUnit.from_document(doc.get("privacy_unit"))
     except PrivacyUnitError as err:
         raise SchemaError(f"schema: {err}") from None
-    schema = Schema(columns, drop, tokens, max_codes, privacy_unit=unit, rules=rules)
+    people = PeopleSpec.from_document(doc["people"]) if doc.get("people") is not None else None
+    schema = Schema(columns, drop, tokens, max_codes, privacy_unit=unit, rules=rules, people=people)
     schema.view  # noqa: B018  (the rules' groups are checked here, before anything reads the table)
     return schema

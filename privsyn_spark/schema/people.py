@@ -1,0 +1,159 @@
+"""The people section of a schema: a keyed table read as people and their rows (docs/people.md).
+
+A YAML or JSON section, next to the privacy unit it needs::
+
+    privacy_unit: {id: customer_id, max_rows_per_id: 5}   # K: rows per person in the row model
+    people:
+      id: customer_id                  # the privacy id; the output's key column has this name
+      person_columns: [segment, region]   # constant per id: schema columns
+      max_rows_per_person: 50          # M >= K: the public cap on a person's rows (degree)
+      summaries: [channel]             # categorical row columns: a person's most frequent value
+
+Each person gets derived attributes: ``_degree``, the bin of min(rows, M) (:func:`degree_bins`), and
+``_mode_<col>`` per summary column. Those names are reserved in a people schema. The declaration is
+public and checked here, before Spark starts and before any budget is spent; no data is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from privsyn_spark.schema.columns import CategoricalColumn, Column, SchemaError
+
+if TYPE_CHECKING:
+    from privsyn_spark.privacy.unit import PrivacyUnit
+
+DEGREE = "_degree"
+"""The derived person attribute holding a person's degree bin."""
+MODE_PREFIX = "_mode_"
+"""``_mode_<col>``: the derived person attribute holding a person's most frequent value of ``col``."""
+PEOPLE_KEYS = ("id", "person_columns", "max_rows_per_person", "summaries")
+MAX_DEGREE = 2**31 - 1
+"""The largest M: a degree is compared with a Spark int count."""
+
+
+def degree_bins(m: int) -> list[tuple[int, int]]:
+    """The public degree bins over 1..M, ``(low, high)`` inclusive: 1, 2, 3, 4, then two bins of each width
+    2, 4, 8, ... (5-6, 7-8, 9-12, 13-16, 17-24, 25-32, ...), the last one capped at M.
+
+    >>> degree_bins(13)
+    [(1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (7, 8), (9, 12), (13, 13)]
+    """
+    if m < 1:
+        raise ValueError(f"the cap on rows per person must be at least 1, got {m}")
+    bins: list[tuple[int, int]] = []
+    low, width = 1, 1
+    while low <= m:
+        bins.append((low, min(low + width - 1, m)))
+        low += width
+        if low > 4 and (low - 1) & (low - 2) == 0:  # low - 1 a power of two (4, 8, 16, ...): the width doubles
+            width = (low - 1) // 2
+    return bins
+
+
+def degree_label(low: int, high: int) -> str:
+    """The category of bin ``(low, high)`` in ``_degree``: ``"3"`` or ``"5-6"``."""
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def mode_name(column: str) -> str:
+    """The derived attribute of summary ``column``: ``_mode_<column>``."""
+    return MODE_PREFIX + column
+
+
+@dataclass(frozen=True)
+class PeopleSpec:
+    """The people declaration: the person ``id`` (the privacy id), the ``person_columns`` constant per id,
+    ``max_rows_per_person`` M (the public cap on a person's degree, M >= K) and the ``summaries``
+    (categorical row columns whose per-person mode becomes a person attribute)."""
+
+    id: str
+    person_columns: tuple[str, ...]
+    max_rows_per_person: int
+    summaries: tuple[str, ...] = ()
+
+    @classmethod
+    def from_document(cls, section: Any) -> PeopleSpec:
+        """The spec of a schema's ``people:`` section (or ``PrivSyn(people=...)``'s dict); :class:`SchemaError`
+        on a malformed section (the schema's columns are checked by :meth:`check`)."""
+        if isinstance(section, PeopleSpec):
+            return section
+        if not isinstance(section, Mapping):
+            raise SchemaError(f"people: expected a mapping with id, person_columns, max_rows_per_person, got "
+                              f"{section!r}")
+        unknown = sorted(str(k) for k in section if k not in PEOPLE_KEYS)
+        if unknown:
+            raise SchemaError(f"people: unknown key(s) {unknown} (allowed: {list(PEOPLE_KEYS)})")
+        missing = [k for k in PEOPLE_KEYS[:3] if k not in section]
+        if missing:
+            raise SchemaError(f"people: {missing[0]!r} is required")
+        key = section["id"]
+        if not isinstance(key, str) or not key:
+            raise SchemaError(f"people: id must be one column name, got {key!r}")
+        m = section["max_rows_per_person"]
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_DEGREE:
+            raise SchemaError(f"people: max_rows_per_person must be a whole number in [1, {MAX_DEGREE}], got {m!r}")
+        return cls(key, _names("person_columns", section["person_columns"]), m,
+                   _names("summaries", section.get("summaries") or []))
+
+    def to_document(self) -> dict[str, Any]:
+        """The ``people:`` section (round-trips through :meth:`from_document`)."""
+        return {"id": self.id, "person_columns": list(self.person_columns),
+                "max_rows_per_person": self.max_rows_per_person, "summaries": list(self.summaries)}
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        """The derived person attributes: ``_degree`` and ``_mode_<col>`` per summary."""
+        return (DEGREE, *(mode_name(c) for c in self.summaries))
+
+    @property
+    def degree_labels(self) -> tuple[str, ...]:
+        """The categories of ``_degree``, in bin order."""
+        return tuple(degree_label(lo, hi) for lo, hi in degree_bins(self.max_rows_per_person))
+
+    def check(self, columns: tuple[Column, ...], unit: PrivacyUnit) -> None:
+        """:class:`SchemaError` (one line) unless the declaration fits the schema's ``columns`` and ``unit``."""
+        if unit.is_row or unit.id_columns != (self.id,):
+            now = "no privacy unit (one row)" if unit.is_row else f"privacy id {list(unit.id_columns)}"
+            raise SchemaError(f"people: id {self.id!r} must be the privacy id (a person is the privacy unit), "
+                              f"but the schema has {now}: declare privacy_unit: {{id: {self.id}, max_rows_per_id: "
+                              f"K}} in the schema (the people section implies that unit; its K bounds the row model)")
+        names = {c.name: c for c in columns}
+        reserved = [n for n in names if n == DEGREE or n.startswith(MODE_PREFIX)]
+        if reserved:
+            raise SchemaError(f"people: column name(s) {reserved} are reserved for the derived person attributes "
+                              f"({DEGREE}, {MODE_PREFIX}<col>); rename them")
+        for what, listed in (("person column", self.person_columns), ("summary", self.summaries)):
+            absent = [c for c in listed if c not in names]
+            if absent:
+                raise SchemaError(f"people: {what} {absent[0]!r} is not a column the schema declares")
+        both = [c for c in self.summaries if c in self.person_columns]
+        if both:
+            raise SchemaError(f"people: {both[0]!r} is listed as a person column and as a summary (a summary is "
+                              f"a row column)")
+        not_categorical = [c for c in self.summaries if not isinstance(names[c], CategoricalColumn)]
+        if not_categorical:
+            raise SchemaError(f"people: summary {not_categorical[0]!r} is not a categorical column (a summary is a "
+                              f"person's most frequent value)")
+        if self.max_rows_per_person < unit.bound:
+            raise SchemaError(f"people: max_rows_per_person (M = {self.max_rows_per_person}) must be >= the privacy "
+                              f"unit's max_rows_per_id (K = {unit.bound})")
+
+    def derived_columns(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+        """The derived attributes as columns: ``_degree`` (its bin labels, never null) and each ``_mode_<col>``
+        (``col``'s declaration under the new name)."""
+        by_name = {c.name: c for c in columns}
+        degree = CategoricalColumn(name=DEGREE, dtype="string", nulls="none", values=self.degree_labels)
+        return (degree, *(dataclasses.replace(by_name[c], name=mode_name(c)) for c in self.summaries))
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise SchemaError(f"people: {key} must be a list of column names, got {value!r}")
+    twice = sorted({v for v in value if value.count(v) > 1})
+    if twice:
+        raise SchemaError(f"people: {key} lists {twice[0]!r} twice")
+    return tuple(value)

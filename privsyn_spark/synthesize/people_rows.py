@@ -1,0 +1,178 @@
+"""Synthetic people and their rows: fresh keys, a degree per person, and each person's rows dealt from a pool.
+
+Post-processing only, on Spark DataFrames of synthetic records (persons sampled from the person model,
+a pool of rows sampled from the row model); nothing here reads the private table or its measurements
+beyond the noisy degree histogram.
+
+- :func:`key_persons`: each person gets a fresh key of 32 hex characters, the first 128 bits of
+  SHA-256(salt, row index), the salt 128 bits from :mod:`secrets` drawn once per call on the driver
+  and never kept. The indexes (``monotonically_increasing_id``) are distinct, so two persons share a key
+  only if SHA-256 collides in 128 bits (probability below N^2 / 2^129). A key depends on no input value,
+  and recomputing the persons gives the same keys as long as their rows come in the same order.
+- :func:`draw_degrees`: a person's degree inside its ``_degree`` bin, from the noisy degree histogram
+  (:mod:`privsyn_spark.privacy.people`).
+- :func:`deal_rows`: each person takes ``degree`` rows of the pool whose signature (the person columns,
+  ``_degree``, ``_mode_*``) equals its own; when no pool row has it, the signature backs off by
+  dropping its last column, then the next, down to the whole pool. Within a signature, the persons
+  (in a random order) take consecutive slots of the pool rows (in a random order): no row is used
+  twice while the pool has enough, and they cycle through it when it is short (sampling with
+  replacement, evenly). The person's own columns are then copied onto its rows and the derived
+  ``_*`` columns dropped.
+
+Randomness after the keys is a hash of the row and the seed (``xxhash64``), never of the partitioning:
+the same persons, pool and seed give the same output. Every step is a join, an aggregation or a window
+over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in rows and no signature
+lands whole in one task.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator, Sequence
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privsyn_spark.privacy.people import degrees_in_bins
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
+
+DEGREE = "degree"
+"""The int column :func:`draw_degrees` adds: the person's number of rows."""
+BUCKETS = 64
+"""Hash buckets a signature's rows are cut into to number them (the windows' partitions)."""
+_DEGREE_STREAM, _PERSON_ORDER_STREAM, _POOL_ORDER_STREAM = 1, 2, 3
+
+
+def key_persons(persons: DataFrame, key: str) -> DataFrame:
+    """``persons`` with a first column ``key``: a fresh random key of 32 hex characters per person (module
+    docstring: how they are drawn and why they are unique)."""
+    from pyspark.sql import functions as F
+
+    if key in persons.columns:
+        raise ValueError(f"the persons already have a column {key!r}; the key column needs a new name")
+    salt = secrets.token_hex(16)
+    index = F.monotonically_increasing_id().cast("string")
+    fresh = F.substring(F.sha2(F.concat(F.lit(salt + ":"), index), 256), 1, 32)
+    return persons.select(fresh.alias(key), *[F.col(f"`{c}`") for c in persons.columns])
+
+
+def _order(columns: Sequence[str], seed: int, stream: int) -> Column:
+    """A random order key per row: ``xxhash64`` of ``columns``, the seed and the stream."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*[F.col(f"`{c}`") for c in columns], F.lit(int(seed)), F.lit(stream))
+
+
+def _uniform(columns: Sequence[str], seed: int, stream: int) -> Column:
+    """A uniform in [0, 1) per row: 53 bits of ``xxhash64`` of ``columns``, the seed and the stream."""
+    from pyspark.sql import functions as F
+
+    return F.shiftrightunsigned(_order(columns, seed, stream), 11).cast("double") / float(1 << 53)
+
+
+def draw_degrees(persons: DataFrame, degree_bin_col: str, noisy_hist: np.ndarray, seed: int) -> DataFrame:
+    """``persons`` with an int column ``degree`` drawn inside the bin ``degree_bin_col`` holds (its index in
+    ``degree_bins(len(noisy_hist))``) from ``noisy_hist`` (the noisy histogram over degrees 1..M).
+
+    The draw's uniform is a hash of the whole row and ``seed``: key the persons first
+    (:func:`key_persons`) so that no two rows are alike.
+    """
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    if DEGREE in persons.columns:
+        raise ValueError(f"the persons already have a column {DEGREE!r}")
+    hist = np.asarray(noisy_hist, dtype=np.float64)
+    out = StructType([*persons.schema.fields, StructField(DEGREE, IntegerType(), False)])
+    names = [*persons.columns, DEGREE]
+
+    def draw(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            degrees = degrees_in_bins(batch.column(degree_bin_col).to_numpy(), batch.column(len(names) - 1).to_numpy(),
+                                      hist)
+            yield pa.RecordBatch.from_arrays([*batch.columns[:-1], pa.array(degrees, pa.int32())], names=names)
+
+    with_uniform = persons.withColumn("__u", _uniform(persons.columns, seed, _DEGREE_STREAM))
+    return with_uniform.mapInArrow(draw, out)
+
+
+def _signature(signature: Sequence[str], level: int) -> Column:
+    """The signature at back-off ``level`` (its last ``level`` columns dropped) as one string."""
+    from pyspark.sql import functions as F
+
+    kept = [F.col(f"`{c}`") for c in signature[:len(signature) - level]]
+    return F.to_json(F.struct(F.lit(level).alias("__level"), *kept), {"ignoreNullFields": "false"})
+
+
+def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: Sequence[str]) -> DataFrame:
+    """``df`` with ``__pos`` (the sum of ``weight`` over the rows before it in its ``group``, rows in
+    ``order``); the windows run over ``BUCKETS`` hash buckets per group, so no group is one task."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = df.withColumn("__w", weight).withColumn("__h", order).withColumn("__b", F.pmod(F.col("__h"), F.lit(BUCKETS)))
+    buckets = df.groupBy(group, "__b").agg(F.sum("__w").alias("__bw"))
+    before = Window.partitionBy(group).orderBy("__b").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    buckets = buckets.select(group, "__b", (F.sum("__bw").over(before) - F.col("__bw")).alias("__off"))
+    inside = Window.partitionBy(group, "__b").orderBy("__h", *[f"`{c}`" for c in ties]) \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    df = df.withColumn("__in", F.sum("__w").over(inside) - F.col("__w")).join(buckets, [group, "__b"])
+    return df.withColumn("__pos", F.col("__off") + F.col("__in")).drop("__w", "__h", "__b", "__bw", "__off", "__in")
+
+
+def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> DataFrame:
+    """Per signature of the persons (``__sig0``): the finest back-off (``__sig``, level ``__lvl``) that has
+    pool rows, and their number (``__pool``)."""
+    from pyspark.sql import functions as F
+
+    levels = range(len(signature) + 1)
+    pool_sigs = pool.groupBy(*[f"`{c}`" for c in signature]).agg(F.count(F.lit(1)).alias("__n"))
+    counts = reduce(lambda a, b: a.unionByName(b), [
+        pool_sigs.select(_signature(signature, lv).alias("__sig"), F.lit(lv).alias("__lvl"), "__n") for lv in levels])
+    counts = counts.groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
+    mine = persons.select(*[f"`{c}`" for c in signature]).distinct()
+    wanted = reduce(lambda a, b: a.unionByName(b), [
+        mine.select(_signature(signature, 0).alias("__sig0"), _signature(signature, lv).alias("__sig"))
+        for lv in levels])
+    found = wanted.join(counts, "__sig")
+    return found.groupBy("__sig0").agg(F.min(F.struct("__lvl", "__sig", "__pool")).alias("__m")) \
+        .select("__sig0", *[F.col(f"__m.{c}").alias(c) for c in ("__lvl", "__sig", "__pool")])
+
+
+def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: str, seed: int) -> DataFrame:
+    """Each person's ``degree`` rows, dealt from ``pool`` by ``signature`` with back-off (module docstring).
+
+    ``persons``: ``key``, the person columns, the derived ``_*`` columns and ``degree``; ``pool``: rows
+    with every column of the output, the person columns and the derived columns. ``signature``: columns
+    of both, coarsest last to go (person columns, ``_degree``, ``_mode_*``). Out: ``key``, then the pool's
+    columns in its order without the derived ``_*`` ones, the person columns taken from the person.
+    """
+    from pyspark.sql import functions as F
+
+    person_cols = [c for c in persons.columns if c not in (key, DEGREE) and not c.startswith("_")]
+    missing = sorted({*signature, *person_cols} - set(pool.columns))
+    if missing or not set(signature) <= set(persons.columns) or DEGREE not in persons.columns:
+        raise ValueError(f"deal_rows: the pool lacks {missing}, or the persons lack the signature or {DEGREE!r}")
+    if pool.isEmpty():
+        raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
+    choice = _backoff(persons, pool, signature)
+    placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice, "__sig0")
+    placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
+    slots = placed.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig", "__pos", "__pool", F.explode(
+        F.when(F.col(DEGREE) > 0, F.sequence(F.lit(0), F.col(DEGREE) - 1))).alias("__j"))
+    slots = slots.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig",
+                         F.pmod(F.col("__pos") + F.col("__j"), F.col("__pool")).alias("__pos"))
+
+    used = [r["__lvl"] for r in choice.select("__lvl").distinct().collect()]  # synthetic metadata: a few ints
+    row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
+    ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM))
+    leveled = reduce(lambda a, b: a.unionByName(b), [
+        ordered.select(_signature(signature, lv).alias("__sig"), "__o", *[f"`{c}`" for c in pool.columns])
+        for lv in sorted(used)])
+    leveled = leveled.join(choice.select("__sig").distinct(), "__sig", "left_semi")
+    numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
+    rows = slots.join(numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]), ["__sig", "__pos"])
+    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")])

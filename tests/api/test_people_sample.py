@@ -1,0 +1,79 @@
+"""Synthetic people end to end: keys, constant person columns, two Delta tables, no real id anywhere."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from privsyn_spark import PeopleModel, PrivSyn, write_people
+from tests.people_tables import keyed_table, people_doc
+
+pytestmark = pytest.mark.slow
+
+MARKS = ("REALID", "XQZ")
+"""The pattern of every real id in :func:`keyed_table`: no output, log, report or property may hold it."""
+
+
+def files_holding_real_ids(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and any(m.encode() in p.read_bytes() for m in MARKS)]
+
+
+@pytest.fixture(scope="module")
+def people(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("people_sample")
+    synth = PrivSyn(people_doc(), epsilon=8.0, no_ledger=True, run_id="ppl", runs_dir=str(root / "runs"))
+    logger = logging.getLogger("privsyn_spark")
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
+        people = model.sample_people(n_people=60, seed=1)
+        versions = write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return root, model, people, versions, records
+
+
+def test_every_row_has_a_person_whose_columns_it_copies(spark, people):
+    root, model, _, versions, _ = people
+    assert isinstance(model, PeopleModel) and versions == (0, 0)  # one commit each
+    persons = spark.read.format("delta").load(str(root / "persons")).toPandas()  # synthetic tables
+    rows = spark.read.format("delta").load(str(root / "rows")).toPandas()
+    assert list(persons.columns) == ["customer_id", "segment", "region"]
+    assert list(rows.columns) == ["customer_id", "segment", "region", "channel", "amount"]
+    assert len(persons) == 60 and persons.customer_id.is_unique
+    assert persons.customer_id.str.fullmatch("[0-9a-f]{32}").all()
+    assert set(rows.customer_id) <= set(persons.customer_id) and len(rows) >= len(persons)
+    joined = rows.merge(persons, on="customer_id", suffixes=("", "_person"))
+    assert len(joined) == len(rows)
+    for c in ("segment", "region"):
+        assert (joined[c] == joined[f"{c}_person"]).all()
+        assert rows.groupby("customer_id")[c].nunique().max() == 1
+    per_person = rows.groupby("customer_id").size()
+    assert per_person.max() <= 10  # never more than M rows
+
+
+def test_no_real_id_in_any_output_log_report_property_or_saved_model(spark, people):
+    root, model, people_frames, _, records = people
+    for table in ("persons", "rows"):
+        df = spark.read.format("delta").load(str(root / table))
+        text = df.toPandas().astype(str).to_string()
+        assert not any(m in text for m in MARKS)
+        props = spark.sql(f"DESCRIBE DETAIL delta.`{root / table}`").first()["properties"]
+        assert props["privsyn.people"] == "true" and not any(m in str(props) for m in MARKS)
+    assert files_holding_real_ids(root) == []  # tables, Delta logs, run folder (artifact, state, report)
+    assert records and not any(m in r for r in records for m in MARKS)
+    saved = root / "saved"
+    model.save(str(saved))
+    assert files_holding_real_ids(saved) == []
+    again = PrivSyn.load(str(saved))
+    assert isinstance(again, PeopleModel) and again.measurements.to_bytes() == model.measurements.to_bytes()
+    back = again.sample_people(n_people=5, seed=1)
+    assert back.persons.count() == 5 and set(back.rows.columns) == {"customer_id", *model.schema.names}

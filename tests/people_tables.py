@@ -1,0 +1,41 @@
+"""Keyed tables for the people tests: a schema with a people section, and small tables with known people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PEOPLE = {"id": "customer_id", "person_columns": ["segment", "region"], "max_rows_per_person": 10,
+          "summaries": ["channel"]}
+"""The people section of :func:`people_doc`."""
+
+
+def people_doc(people: Any = None, unit: Any = None, extra_columns: tuple = ()) -> dict[str, Any]:
+    """A keyed table's schema: segment/region per person, channel/amount per row, K = 3, M = 10."""
+    return {"columns": [{"name": "segment", "type": "categorical", "values": ["a", "b"]},
+                        {"name": "region", "type": "categorical", "values": ["n", "s"]},
+                        {"name": "channel", "type": "categorical", "values": ["web", "shop"]},
+                        {"name": "amount", "type": "numerical", "min": 0, "max": 100, "bins": 4},
+                        *extra_columns, {"name": "customer_id", "type": "drop"}],
+            "privacy_unit": unit if unit is not None else {"id": "customer_id", "max_rows_per_id": 3},
+            "people": people if people is not None else PEOPLE}
+
+
+def keyed_table(people: int = 40, seed: int = 0) -> pd.DataFrame:
+    """Rows of ``people`` persons with ids ``REALID-<n>-XQZ`` (a pattern no output may hold), 1 to 14
+    rows each (some above M = 10), segment/region constant per person except for a few persons whose
+    region changes (the frames take the smallest), channel favouring a per-person preference."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(people):
+        degree = int(rng.integers(1, 15))
+        segment, region = rng.choice(["a", "b"]), rng.choice(["n", "s"])
+        liked = rng.choice(["web", "shop"])
+        for j in range(degree):
+            drifted = "s" if (p % 7 == 3 and j == degree - 1) else region
+            channel = liked if rng.random() < 0.8 else ("shop" if liked == "web" else "web")
+            rows.append({"customer_id": f"REALID-{p}-XQZ", "segment": segment, "region": drifted,
+                         "channel": channel, "amount": float(rng.integers(0, 100))})
+    return pd.DataFrame(rows)
