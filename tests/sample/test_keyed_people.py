@@ -75,10 +75,10 @@ def test_the_flat_and_parent_child_forms_hold_the_same_people(spark):
 def test_the_schema_declares_the_generated_table():
     with open(SCHEMA_PATH) as handle:
         doc = yaml.safe_load(handle)
-    people = doc.pop("people")
-    assert people == {"id": KEY, "person_columns": list(PERSON_COLUMNS), "max_rows_per_person": MAX_ROWS_PER_PERSON,
-                      "summaries": ["channel"]}
     schema = parse_schema(doc)
+    assert schema.people is not None
+    assert schema.people.to_document() == {"id": KEY, "person_columns": list(PERSON_COLUMNS),
+                                           "max_rows_per_person": MAX_ROWS_PER_PERSON, "summaries": ["channel"]}
     assert schema.privacy_unit.id_columns == (KEY,) and schema.privacy_unit.max_rows_per_id <= MAX_ROWS_PER_PERSON
     values = {c.name: list(c.values) for c in schema.columns if isinstance(c, CategoricalColumn)}
     assert values == {**{name: list(spec) for name, spec in PERSON_COLUMNS.items()}, "channel": list(CHANNELS),
