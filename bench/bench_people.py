@@ -12,8 +12,9 @@ written once as Parquet, then at ``--epsilon``, side by side:
   without (a), the generated table's exact count, said so);
 - (c) (a) without the within-person summaries.
 
-Each variant's time is fit + sample + writing its rows as Parquet; its peak memory the high-water
-marks of the driver's Python and JVM resident sets (reset before each variant). The metrics
+Each variant runs in a process of its own (its own Spark: a JVM's heap once grown stays). Its time is
+fit + sample + writing its rows (and persons) as Parquet; its peak memory the high-water marks of the
+driver's Python and JVM resident sets over that part. The metrics
 (``privsyn_spark.evaluate.people_metrics``) compare each output with the real table; only this bench
 reads exact statistics of the (generated, public) input. Prints a table and the issue's targets.
 
@@ -24,12 +25,13 @@ reads exact statistics of the (generated, public) input. Prints a table and the 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import shutil
 import subprocess
+import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,9 @@ import yaml
 
 from privsyn_spark.evaluate.people_metrics import PeopleColumns, people_metrics
 from privsyn_spark.sample.keyed_people import KEY, PERSON_COLUMNS, SCHEMA_PATH, keyed_people
-from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.schema.schema import parse_schema
 
+RESULT = "RESULT "
+"""The line a variant's process ends with: its results as JSON."""
 TARGET_ROWS_TVD = 0.05
 PER_PERSON = ("total_amount_ks", "total_amount_wasserstein", "distinct_per_person_tvd", "workload_error_mean")
 
@@ -77,13 +79,62 @@ def _deal_keys(rows: Any, people: int, seed: int) -> Any:
         .select(KEY, *[c for c in rows.columns if c != KEY])
 
 
-def _without_people_model(doc: dict) -> str | None:
-    """Why this checkout cannot run the people model (its schema refuses the people section), or None."""
-    try:
-        parse_schema(doc)
-    except SchemaError as err:
-        return f"the schema's people section is refused here ({err})"
-    return None
+def _columns(spec: dict) -> PeopleColumns:
+    return PeopleColumns(key=KEY, person=tuple(PERSON_COLUMNS), row=("channel", "category"), amount="amount",
+                         one_value="channel", distinct="category", max_rows=int(spec["max_rows_per_person"]))
+
+
+def _variant(args: argparse.Namespace, table: Path, work: Path) -> dict[str, float]:
+    """One variant in this process (its own Spark): time and peaks of fit + sample + write, then its metrics."""
+    from privsyn_spark import PrivSyn
+    from privsyn_spark.runtime.session import build_spark_session
+
+    name = args.only
+    spark = build_spark_session(master=args.master, app_name=f"bench-people-{name}",
+                                conf={"spark.sql.shuffle.partitions": "8"})
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    real = spark.read.parquet(str(table))
+    doc = yaml.safe_load(Path(SCHEMA_PATH).read_text())
+    spec = doc["people"]
+    shutil.rmtree(work / f"runs-{name}", ignore_errors=True)
+    for pid in (os.getpid(), jvm_pid):
+        _reset_peak(pid)
+    start = time.perf_counter()
+    out, persons_out = work / f"out-{name}.parquet", work / f"out-{name}-persons.parquet"
+    if name == "b":
+        flat_doc = {k: v for k, v in doc.items() if k != "people"}
+        model = PrivSyn(flat_doc, args.epsilon, no_ledger=True, runs_dir=str(work / "runs-b"), run_id="b").fit(real)
+        _deal_keys(model.sample(seed=0), args.key_count, seed=0).write.mode("overwrite").parquet(str(out))
+    else:
+        section = {**spec, "summaries": spec["summaries"] if name == "a" else []}
+        people = PrivSyn({**doc, "people": section}, args.epsilon, no_ledger=True, runs_dir=str(work / f"runs-{name}"),
+                         run_id=name).fit(real).sample_people(seed=0)
+        people.rows.write.mode("overwrite").parquet(str(out))
+        people.persons.write.mode("overwrite").parquet(str(persons_out))
+    seconds = time.perf_counter() - start
+    peaks = _peak_kib(os.getpid()) / 2 ** 20, _peak_kib(jvm_pid) / 2 ** 20
+    result = {**people_metrics(real, spark.read.parquet(str(out)), _columns(spec)), "seconds": seconds,
+              "peak_python_gib": peaks[0], "peak_jvm_gib": peaks[1]}
+    if name != "b":
+        result["people"] = spark.read.parquet(str(persons_out)).count()  # the noisy person count (the default N)
+    spark.stop()
+    return result
+
+
+def _run_variant(argv: list[str], name: str, key_count: int) -> dict[str, float]:
+    """One variant in a fresh process (its own JVM: its peak memory is its own); its output passed through."""
+    command = [sys.executable, __file__, *argv, "--only", name, "--key-count", str(key_count)]
+    result: dict[str, float] = {}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith(RESULT):
+                result = json.loads(line[len(RESULT):])
+            else:
+                print(line, end="", flush=True)
+    if child.returncode:
+        raise SystemExit(f"variant ({name}) failed (exit {child.returncode})")
+    return result
 
 
 def main() -> None:
@@ -94,82 +145,46 @@ def main() -> None:
     parser.add_argument("--variants", default="a,b,c", help="which of a, b, c to run (b after a: its key count)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", default="/tmp/privsyn-people-bench")
+    parser.add_argument("--only", help=argparse.SUPPRESS)  # one variant, in the process _run_variant starts
+    parser.add_argument("--key-count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    variants = args.variants.split(",")
+    work = Path(args.workdir)
+    table = work / f"keyed-people-{args.people}-{args.mean_rows:g}.parquet"
+    if args.only:
+        print(RESULT + json.dumps(_variant(args, table, work)), flush=True)
+        return
 
-    from privsyn_spark import PrivSyn
     from privsyn_spark.runtime.session import build_spark_session
 
     print(f"uptime at the start: {_uptime()}", flush=True)
-    work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     spark = build_spark_session(master=args.master, app_name="bench-people",
                                 conf={"spark.sql.shuffle.partitions": "8"})
-    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    table = work / f"keyed-people-{args.people}-{args.mean_rows:g}.parquet"
     if not table.exists():
         keyed_people(spark, args.people, args.mean_rows, seed=1).write.parquet(str(table))
     real = spark.read.parquet(str(table))
     doc = yaml.safe_load(Path(SCHEMA_PATH).read_text())
-    people_doc, flat_doc = dict(doc), {k: v for k, v in doc.items() if k != "people"}
-    spec = doc["people"]
-    cols = PeopleColumns(key=KEY, person=tuple(PERSON_COLUMNS), row=("channel", "category"), amount="amount",
-                         one_value="channel", distinct="category", max_rows=int(spec["max_rows_per_person"]))
     rows, ids = real.count(), real.select(KEY).distinct().count()
+    spark.stop()
     print(f"table: {rows:,} rows of {ids:,} people (K = {doc['privacy_unit']['max_rows_per_id']}, "
-          f"M = {cols.max_rows}); {_uptime()}", flush=True)
+          f"M = {doc['people']['max_rows_per_person']}); {_uptime()}", flush=True)
 
     results: dict[str, dict[str, float]] = {}
-    noisy_people: int | None = None
-
-    def run(name: str, make: Callable[[], tuple[Any, Any]]) -> None:
-        nonlocal noisy_people
-        _reset_peak(os.getpid())
-        _reset_peak(jvm_pid)
-        start = time.perf_counter()
-        out, persons_out = work / f"out-{name}.parquet", work / f"out-{name}-persons.parquet"
-        rows_df, persons_df = make()
-        rows_df.write.mode("overwrite").parquet(str(out))
-        if persons_df is not None:
-            persons_df.write.mode("overwrite").parquet(str(persons_out))
-        seconds = time.perf_counter() - start
-        peaks = _peak_kib(os.getpid()) / 2 ** 20, _peak_kib(jvm_pid) / 2 ** 20
-        if persons_df is not None and noisy_people is None:
-            noisy_people = spark.read.parquet(str(persons_out)).count()  # the noisy person count (the default N)
-        metrics = people_metrics(real, spark.read.parquet(str(out)), cols)
-        results[name] = {**metrics, "seconds": seconds, "peak_python_gib": peaks[0], "peak_jvm_gib": peaks[1]}
-        print(f"  ({name}) {seconds:.0f} s, peak {peaks[0]:.2f} + {peaks[1]:.2f} GiB: {metrics}; {_uptime()}",
-              flush=True)
-
-    def people_run(name: str, summaries: bool) -> Callable[[], tuple[Any, Any]]:
-        def make() -> tuple[Any, Any]:
-            section = {**spec, "summaries": spec["summaries"] if summaries else []}
-            model = PrivSyn({**people_doc, "people": section}, args.epsilon, no_ledger=True,
-                            runs_dir=str(work / f"runs-{name}"), run_id=name).fit(real)
-            people = model.sample_people(seed=0)
-            return people.rows, people.persons
-        return make
-
-    def flat_run() -> tuple[Any, Any]:
-        model = PrivSyn(flat_doc, args.epsilon, no_ledger=True, runs_dir=str(work / "runs-b"), run_id="b").fit(real)
-        return _deal_keys(model.sample(seed=0), noisy_people or ids, seed=0), None
-
-    missing = _without_people_model(people_doc)
-    for name in variants:
-        shutil.rmtree(work / f"runs-{name}", ignore_errors=True)
-        if name in ("a", "c") and missing:
-            print(f"  ({name}) skipped: {missing}", flush=True)
-            continue
-        if name == "b" and noisy_people is None:
+    argv = list(sys.argv[1:])
+    for name in args.variants.split(","):
+        noisy = results.get("a", {}).get("people")
+        if name == "b" and noisy is None:
             print(f"  (b) keys dealt to the exact person count {ids:,} (no (a) run before it)", flush=True)
-        run(name, {"a": people_run("a", True), "b": flat_run, "c": people_run("c", False)}[name])
+        results[name] = _run_variant(argv, name, int(noisy or ids))
+        print(f"  ({name}) {results[name]}; {_uptime()}", flush=True)
 
     names = list(results)
     print()
     print("| metric | " + " | ".join(f"({n})" for n in names) + " |")
     print("|---|" + "---|" * len(names))
-    for metric in next(iter(results.values()), {}):
-        print(f"| {metric} | " + " | ".join(f"{results[n][metric]:.4g}" for n in names) + " |")
+    for metric in dict.fromkeys(m for r in results.values() for m in r):
+        print(f"| {metric} | " + " | ".join(f"{results[n][metric]:.4g}" if metric in results[n] else "-"
+                                           for n in names) + " |")
     if "a" in results:
         a = results["a"]
         print(f"\ntarget rows-per-person TVD <= {TARGET_ROWS_TVD}: {a['rows_per_person_tvd']:.4f}")
@@ -185,7 +200,6 @@ def main() -> None:
             print(f"target time (a) <= 2x (b): {a['seconds'] / b['seconds']:.2f}x; peak JVM "
                   f"{a['peak_jvm_gib'] / b['peak_jvm_gib']:.2f}x, Python {a['peak_python_gib'] / b['peak_python_gib']:.2f}x")
     print(f"\n{rows:,} rows, {ids:,} people, epsilon {args.epsilon:g}; uptime at the end: {_uptime()}")
-    spark.stop()
 
 
 if __name__ == "__main__":
