@@ -5,7 +5,8 @@ a 10-hour bin keeps its bin's TVD at 0). Here, per numerical column of the schem
 Spark for any size (only a handful of numbers per column reach the driver):
 
 - ``ks``: the Kolmogorov-Smirnov distance max_x |F_real(x) - F_synthetic(x)| over non-null values
-  (exact: cumulative counts per distinct value, in a Spark window per range of values);
+  (exact: cumulative counts per distinct value, in a Spark window per range of values; the
+  Wasserstein-1 distance is computed the same way, for the people metrics);
 - ``spikes``: the share of each spike value of the schema, and of the real column's most frequent
   value, in both tables;
 - ``histogram``: counts of both tables in ``HISTOGRAM_BINS`` equal-width bins over the column's
@@ -43,15 +44,11 @@ def _values(df: DataFrame, schema: Schema, column: NumericalColumn) -> Any:
     return df.select(number.alias("x")).where(F.col("x").isNotNull() & ~F.isnan("x"))
 
 
-def ks_distance(real: Any, synthetic: Any, buckets: int = KS_BUCKETS) -> float:
-    """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark without a global window.
-
-    The distinct values are cut into up to ``buckets`` contiguous ranges (at approximate quantiles of
-    the distinct values); a window per range gives the cumulative counts within it, and each range
-    sends its sums and the extremes of its local CDF gap to the driver, which adds the ranges before
-    it (the gap at x is the offset of the earlier ranges plus the local gap). A window over the whole
-    table would move every row into one partition (Spark warns of it and runs it on one core)."""
-    from pyspark.sql import Window
+def _value_ranges(real: Any, synthetic: Any, buckets: int) -> tuple[Any, float, float] | None:
+    """Counts of each distinct ``x`` in both tables (``r``, ``s``), cut into up to ``buckets`` contiguous
+    ranges ``b`` (at approximate quantiles of the distinct values), with the two totals; None when a table
+    is empty. A window per range then gives cumulative counts in parallel: a window over the whole table
+    would move every row into one partition (Spark warns of it and runs it on one core)."""
     from pyspark.sql import functions as F
 
     both = (real.select("x", F.lit(1).alias("r"), F.lit(0).alias("s"))
@@ -59,23 +56,76 @@ def ks_distance(real: Any, synthetic: Any, buckets: int = KS_BUCKETS) -> float:
     per_value = both.groupBy("x").agg(F.sum("r").alias("r"), F.sum("s").alias("s"))
     totals = per_value.agg(F.sum("r").alias("nr"), F.sum("s").alias("ns")).first()
     if not totals["nr"] or not totals["ns"]:
-        return float("nan")
-    nr, ns = float(totals["nr"]), float(totals["ns"])
+        return None
     cuts = [i / buckets for i in range(1, buckets)]
     bounds = sorted(set(per_value.approxQuantile("x", cuts, 0.001))) if cuts else []
     ranged = per_value.withColumn("b", sum((F.when(F.col("x") >= F.lit(b), 1).otherwise(0) for b in bounds),
                                            F.lit(0)))
+    return ranged, float(totals["nr"]), float(totals["ns"])
+
+
+def _local_gaps(ranged: Any, nr: float, ns: float) -> Any:
+    """Per value: its range ``b``, ``x`` and ``d``, the CDF gap F_real - F_synthetic within its range."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     window = Window.partitionBy("b").orderBy("x").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    local = ranged.select("b", "r", "s", (F.sum("r").over(window) / F.lit(nr)
-                                          - F.sum("s").over(window) / F.lit(ns)).alias("d"))
-    rows = local.groupBy("b").agg(F.sum("r").alias("r"), F.sum("s").alias("s"), F.max("d").alias("hi"),
-                                  F.min("d").alias("lo")).orderBy("b").collect()
-    distance, before_r, before_s = 0.0, 0.0, 0.0
+    return ranged.select("b", "x", "r", "s", (F.sum("r").over(window) / F.lit(nr)
+                                              - F.sum("s").over(window) / F.lit(ns)).alias("d"))
+
+
+def _offsets(rows: list[Any], nr: float, ns: float) -> dict[int, float]:
+    """The CDF gap the ranges before each range add (ranges ``b`` in order, with their ``r``, ``s``)."""
+    out, before_r, before_s = {}, 0.0, 0.0
     for row in rows:
-        offset = before_r / nr - before_s / ns
-        distance = max(distance, abs(offset + float(row["hi"])), abs(offset + float(row["lo"])))
+        out[int(row["b"])] = before_r / nr - before_s / ns
         before_r, before_s = before_r + float(row["r"]), before_s + float(row["s"])
-    return distance
+    return out
+
+
+def ks_distance(real: Any, synthetic: Any, buckets: int = KS_BUCKETS) -> float:
+    """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark without a global window.
+
+    Each value range (:func:`_value_ranges`) sends its sums and the extremes of its local CDF gap to the
+    driver, which adds the ranges before it (the gap at x is the offset of the earlier ranges plus the
+    local gap)."""
+    from pyspark.sql import functions as F
+
+    ranges = _value_ranges(real, synthetic, buckets)
+    if ranges is None:
+        return float("nan")
+    ranged, nr, ns = ranges
+    rows = _local_gaps(ranged, nr, ns).groupBy("b").agg(F.sum("r").alias("r"), F.sum("s").alias("s"),
+                                                        F.max("d").alias("hi"), F.min("d").alias("lo")) \
+        .orderBy("b").collect()
+    offsets = _offsets(rows, nr, ns)
+    return max(max(abs(offsets[int(row["b"])] + float(row["hi"])), abs(offsets[int(row["b"])] + float(row["lo"])))
+               for row in rows)
+
+
+def wasserstein_distance(real: Any, synthetic: Any, buckets: int = KS_BUCKETS) -> float:
+    """Wasserstein-1 distance of two one-column (``x``) DataFrames, exact: the integral of
+    |F_real - F_synthetic| (Vallender 1974), the sum over consecutive distinct values of the gap times the
+    step; two passes over the value ranges of :func:`ks_distance` (sums and first values, then the
+    integral with each range's offset)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ranges = _value_ranges(real, synthetic, buckets)
+    if ranges is None:
+        return float("nan")
+    ranged, nr, ns = ranges
+    rows = ranged.groupBy("b").agg(F.sum("r").alias("r"), F.sum("s").alias("s"), F.min("x").alias("first")) \
+        .orderBy("b").collect()
+    offsets = _offsets(rows, nr, ns)
+    following = {int(a["b"]): float(b["first"]) for a, b in zip(rows, rows[1:])}  # the last range: F gap is 0
+    offset = F.create_map(*[F.lit(v) for b, o in offsets.items() for v in (b, o)])
+    after = F.create_map(*[F.lit(v) for b, x in following.items() for v in (b, x)]) if following else F.lit(None)
+    step = F.coalesce(F.lead("x").over(Window.partitionBy("b").orderBy("x")), after[F.col("b")] if following
+                      else F.lit(None), F.col("x")) - F.col("x")
+    local = _local_gaps(ranged, nr, ns)
+    total = local.select((F.abs(offset[F.col("b")] + F.col("d")) * step).alias("area")).agg(F.sum("area")).first()
+    return float(total[0] or 0.0)
 
 
 def _shares(df: Any, values: list[float]) -> tuple[int, list[float]]:

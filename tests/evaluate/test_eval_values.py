@@ -21,6 +21,14 @@ def _ks(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(fa - fb).max())
 
 
+def _wasserstein(a: np.ndarray, b: np.ndarray) -> float:
+    """The integral of |F_a - F_b|: the CDF gap on each step between consecutive values."""
+    grid = np.union1d(a, b)
+    fa = np.searchsorted(np.sort(a), grid, side="right") / a.size
+    fb = np.searchsorted(np.sort(b), grid, side="right") / b.size
+    return float((np.abs(fa - fb)[:-1] * np.diff(grid)).sum())
+
+
 def test_value_metrics_equal_brute_force(spark):
     rng = np.random.default_rng(0)
     h_real = np.where(rng.random(3000) < 0.47, 40, rng.integers(1, 100, 3000))
@@ -45,12 +53,12 @@ def test_value_metrics_equal_brute_force(spark):
 
 
 @pytest.mark.parametrize("buckets", [1, 3, 64])
-def test_ks_distance_is_exact_without_a_global_window(spark, monkeypatch, buckets):
+def test_ks_and_wasserstein_distances_are_exact_without_a_global_window(spark, monkeypatch, buckets):
     """Per range of values, not one window over the whole table (which moves every row into one
     partition, with a Spark warning each time): the same exact distance, whatever the ranges."""
     from pyspark.sql import Window
 
-    from privsyn_spark.evaluate.value_metrics import ks_distance
+    from privsyn_spark.evaluate.value_metrics import ks_distance, wasserstein_distance
 
     def global_window(*cols):
         raise AssertionError("a window without a partition: every row in one partition")
@@ -61,3 +69,4 @@ def test_ks_distance_is_exact_without_a_global_window(spark, monkeypatch, bucket
     real = spark.createDataFrame([(float(v),) for v in a], "x double")
     syn = spark.createDataFrame([(float(v),) for v in b], "x double")
     assert ks_distance(real, syn, buckets) == pytest.approx(_ks(a, b), abs=1e-12)
+    assert wasserstein_distance(real, syn, buckets) == pytest.approx(_wasserstein(a, b), rel=1e-9)
