@@ -17,7 +17,7 @@ one accountant, one ledger reservation):
 zCDP composes additively over the three (Bun-Steinke 2016, Lemma 2.3), so their rhos sum to the run's.
 
 The degree bins are public (:func:`~privsyn_spark.schema.people.degree_bins`, a function of M only).
-The person model measures a person's bin (``_degree``, its index into the bins); the noisy degree
+The person model measures a person's bin (``_degree``; here a bin is its index into the bins); the noisy degree
 histogram over 1..M says where inside its bin a synthetic person's degree falls. Both reads of the
 histogram here are post-processing of the noisy vector: its cells are clipped at 0 and normalised
 within each bin, and a bin whose clipped mass is 0 is drawn uniformly.

@@ -22,14 +22,14 @@ beyond the noisy degree histogram.
 Randomness after the keys is a hash of the row and the seed (``xxhash64``), never of the partitioning:
 the same persons, pool and seed give the same output. Every step is a join, an aggregation or a window
 over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in rows and no signature
-lands whole in one task.
+lands whole in one task. The back-off choice (one row per signature of the persons) is computed when
+:func:`deal_rows` is called and kept with ``localCheckpoint``; the rows stay lazy.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Sequence
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -123,6 +123,16 @@ def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: S
     return df.withColumn("__pos", F.col("__off") + F.col("__in")).drop("__w", "__h", "__b", "__bw", "__off", "__in")
 
 
+def _at_levels(df: DataFrame, signature: Sequence[str], levels: Sequence[int], *keep: str) -> DataFrame:
+    """``keep`` of each row of ``df`` once per back-off level, with its signature there (``__sig``) and
+    the level (``__lvl``): one pass over ``df``."""
+    from pyspark.sql import functions as F
+
+    at = F.array(*[F.struct(_signature(signature, lv).alias("__sig"), F.lit(lv).alias("__lvl")) for lv in levels])
+    return df.select(*[F.col(f"`{c}`") for c in keep], F.explode(at).alias("__at")) \
+        .select(*[F.col(f"`{c}`") for c in keep], "__at.__sig", "__at.__lvl")
+
+
 def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> DataFrame:
     """Per signature of the persons (``__sig0``): the finest back-off (``__sig``, level ``__lvl``) that has
     pool rows, and their number (``__pool``)."""
@@ -130,14 +140,9 @@ def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> D
 
     levels = range(len(signature) + 1)
     pool_sigs = pool.groupBy(*[f"`{c}`" for c in signature]).agg(F.count(F.lit(1)).alias("__n"))
-    counts = reduce(lambda a, b: a.unionByName(b), [
-        pool_sigs.select(_signature(signature, lv).alias("__sig"), F.lit(lv).alias("__lvl"), "__n") for lv in levels])
-    counts = counts.groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
-    mine = persons.select(*[f"`{c}`" for c in signature]).distinct()
-    wanted = reduce(lambda a, b: a.unionByName(b), [
-        mine.select(_signature(signature, 0).alias("__sig0"), _signature(signature, lv).alias("__sig"))
-        for lv in levels])
-    found = wanted.join(counts, "__sig")
+    counts = _at_levels(pool_sigs, signature, levels, "__n").groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
+    mine = persons.select(*[f"`{c}`" for c in signature]).distinct().withColumn("__sig0", _signature(signature, 0))
+    found = _at_levels(mine, signature, levels, "__sig0").join(counts, ["__sig", "__lvl"])
     return found.groupBy("__sig0").agg(F.min(F.struct("__lvl", "__sig", "__pool")).alias("__m")) \
         .select("__sig0", *[F.col(f"__m.{c}").alias(c) for c in ("__lvl", "__sig", "__pool")])
 
@@ -149,6 +154,8 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     with every column of the output, the person columns and the derived columns. ``signature``: columns
     of both, coarsest last to go (person columns, ``_degree``, ``_mode_*``). Out: ``key``, then the pool's
     columns in its order without the derived ``_*`` ones, the person columns taken from the person.
+    ``persons`` and ``pool`` are each read twice (once here for the back-off, once by the output's
+    action): pass materialised frames when recomputing them is costly.
     """
     from pyspark.sql import functions as F
 
@@ -156,9 +163,12 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     missing = sorted({*signature, *person_cols} - set(pool.columns))
     if missing or not set(signature) <= set(persons.columns) or DEGREE not in persons.columns:
         raise ValueError(f"deal_rows: the pool lacks {missing}, or the persons lack the signature or {DEGREE!r}")
-    if pool.isEmpty():
+    if key in pool.columns:
+        raise ValueError(f"deal_rows: the pool has a column {key!r}, the name of the persons' key")
+    choice = _backoff(persons, pool, signature).localCheckpoint(eager=True)  # one row per signature: computed once
+    used = sorted(r["__lvl"] for r in choice.select("__lvl").distinct().collect())  # synthetic metadata: a few ints
+    if not used and pool.isEmpty():
         raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
-    choice = _backoff(persons, pool, signature)
     placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice, "__sig0")
     placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
     slots = placed.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig", "__pos", "__pool", F.explode(
@@ -166,13 +176,10 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     slots = slots.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig",
                          F.pmod(F.col("__pos") + F.col("__j"), F.col("__pool")).alias("__pos"))
 
-    used = [r["__lvl"] for r in choice.select("__lvl").distinct().collect()]  # synthetic metadata: a few ints
     row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
     ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM))
-    leveled = reduce(lambda a, b: a.unionByName(b), [
-        ordered.select(_signature(signature, lv).alias("__sig"), "__o", *[f"`{c}`" for c in pool.columns])
-        for lv in sorted(used)])
-    leveled = leveled.join(choice.select("__sig").distinct(), "__sig", "left_semi")
+    leveled = _at_levels(ordered, signature, used or [0], "__o", *pool.columns)  # [0]: no persons, nothing to deal
+    leveled = leveled.join(choice.select("__sig"), "__sig", "left_semi")
     numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
     rows = slots.join(numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]), ["__sig", "__pos"])
     return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")])

@@ -1,26 +1,19 @@
-"""The degree bins (public, a function of M) and the draw of a degree inside its bin from the noisy histogram."""
+"""The draw of a degree inside its bin from the noisy histogram (and the module's examples)."""
 
 from __future__ import annotations
+
+import doctest
 
 import numpy as np
 import pytest
 
-from privsyn_spark.privacy.people import degree_bins, degrees_in_bins, within_bin_steps
+from privsyn_spark.privacy import people
+from privsyn_spark.privacy.people import degrees_in_bins, within_bin_steps
 
 
-def test_degree_bins_are_geometric_cover_one_to_m_and_stop_at_m():
-    assert degree_bins(1) == [(1, 1)]
-    assert degree_bins(4) == [(1, 1), (2, 2), (3, 3), (4, 4)]
-    assert degree_bins(5) == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]
-    assert degree_bins(50)[4:] == [(5, 6), (7, 8), (9, 12), (13, 16), (17, 24), (25, 32), (33, 48), (49, 50)]
-    for m in range(1, 300):
-        bins = degree_bins(m)
-        cover = [d for low, high in bins for d in range(low, high + 1)]
-        assert cover == list(range(1, m + 1))
-        assert all(high - low + 1 <= max(1, (low - 1) // 2) for low, high in bins)  # width at most half its start
-    assert len(degree_bins(10_000)) == 4 + 2 * 11 + 1  # 1..4, two per doubling up to 8192, then 8193-10000
-    with pytest.raises(ValueError, match="at least 1"):
-        degree_bins(0)
+def test_the_module_examples_run():
+    result = doctest.testmod(people)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_within_bin_shares_are_the_clipped_normalised_histogram_and_uniform_when_empty():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.privacy.people import degree_bins
+from privsyn_spark.schema.people import degree_bins
 from privsyn_spark.synthesize.people_rows import deal_rows, draw_degrees, key_persons
 
 SIGNATURE = ["seg", "region", "_degree", "_mode_channel"]
@@ -94,8 +94,13 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
     assert amount["e1"][0] in set(frame.amount)
     channel = rows.set_index("amount").channel.to_dict()  # row columns come with their pool row
     assert all(channel[a] == frame.set_index("amount").channel[a] for a in channel)
+    with pytest.raises(ValueError, match=r"the pool lacks \['seg'\]"):
+        deal_rows(persons, pool.drop("seg"), SIGNATURE, "key", seed=1)
+    with pytest.raises(ValueError, match="the pool has a column 'key'"):
+        deal_rows(persons, pool.withColumn("key", pool.seg), SIGNATURE, "key", seed=1)
 
 
+@pytest.mark.slow
 def test_dealing_is_deterministic_for_a_seed_and_refuses_an_empty_pool(spark):
     persons, pool, _ = hand_built(spark)
     sort = ["key", "amount"]
@@ -106,6 +111,7 @@ def test_dealing_is_deterministic_for_a_seed_and_refuses_an_empty_pool(spark):
     assert not one.equals(other)
     with pytest.raises(ValueError, match="pool of synthetic rows is empty"):
         deal_rows(persons, pool.limit(0), SIGNATURE, "key", seed=1)
+    assert deal_rows(persons.limit(0), pool, SIGNATURE, "key", seed=1).count() == 0
 
 
 def person_table(rows: pd.DataFrame, max_rows: int) -> pd.DataFrame:
@@ -158,3 +164,9 @@ def test_two_flat_fits_give_persons_and_a_pool_that_deal_rows_joins(spark, tmp_p
     for col in ("segment", "region"):
         assert (got[col].to_numpy() == people.loc[got.person_id, col].to_numpy()).all()
     assert not set(got.person_id) & {str(i) for i in real.person_id}
+    # alike rows stay alike: far more rows on their person's modal channel than if they were independent
+    # (real: about 0.8, independent: about 0.17, synthetic: about 0.45)
+    modes, channels = (derived[c].value_counts(normalize=True) for c in ("_mode_channel", "channel"))
+    independent = sum(modes.get(c, 0.0) * channels.get(c, 0.0) for c in range(6))
+    synth_share = (got.channel.to_numpy() == people.loc[got.person_id, "_mode_channel"].to_numpy()).mean()
+    assert synth_share > independent + 0.1
