@@ -59,6 +59,7 @@ from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_table import measure_table
 from privsyn_spark.release_guard import (
+    Draw,
     Release,
     check_same_run,
     committed_measurements,
@@ -254,7 +255,7 @@ class PrivSyn:
         check_width(len(self.schema.view.domain()), self.settings.selection)  # before Spark reads anything
         run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
         codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
-        spark, source = codes.spark, codes.label or frame_identity(codes.raw())
+        spark = codes.spark
         release = self.release(run_id, codes.scope.values())
         folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
         progress = Progress(self.settings.progress)
@@ -274,29 +275,39 @@ class PrivSyn:
             return dataclasses.replace(measured, provenance=provenance)
 
         try:
-            fingerprint = self.fingerprint(source, spark, getattr(codes, "fmt", None),
-                                           codes.source if isinstance(codes.source, str) else None, codes.files)
-            if reuse == "force":
-                fingerprint = forced_reuse(spark, release, fingerprint)
-            measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
+            measurements, record = self.guarded(codes, release, draw, reuse, record, drawn)
         finally:
             if codes is not data:
                 codes.close()
-        if not drawn:  # reused: what the step that drew them found
-            record = RunRecord.from_state(folder.read_state())
-            stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
-            if stale:
-                warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
-                              stacklevel=2)
-        if self.ledger:
-            record.dataset_ledger = ledger_summary(dataset_state(spark, *release.ledger_key()), self.ledger,
-                                                   str(self.dataset_id), run_id, codes.scope.values(),
-                                                   codes.scope.label() if codes.scope.partition else None)
         model = self._model(measurements, record, folder)
         model.save_state()
 
         check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
         return model
+
+    def guarded(self, codes: InputCodes, release: Release, draw: Draw, reuse: str, record: RunRecord,
+                drawn: list) -> tuple[Measurements, RunRecord]:
+        """The measurements of the input ``codes`` for ``release``: drawn once by ``draw`` under the ledger's
+        reservation, or reused (:func:`~privsyn_spark.release_guard.guarded_measure`; ``reuse="force"`` takes
+        the held run's input identity), and the run's record: ``record`` when ``draw`` ran (it appends to
+        ``drawn``), else the one the drawing step kept, with the dataset's ledger after the run."""
+        spark, run_id = codes.spark, release.run_id
+        fingerprint = self.fingerprint(codes.label or frame_identity(codes.raw()), spark, getattr(codes, "fmt", None),
+                                       codes.source if isinstance(codes.source, str) else None, codes.files)
+        if reuse == "force":
+            fingerprint = forced_reuse(spark, release, fingerprint)
+        measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
+        if not drawn:  # reused: what the step that drew them found
+            record = RunRecord.from_state(self.run_folder(run_id, spark).read_state())
+            stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
+            if stale:
+                warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
+                              stacklevel=3)
+        if self.ledger:
+            record.dataset_ledger = ledger_summary(dataset_state(spark, *release.ledger_key()), self.ledger,
+                                                   str(self.dataset_id), run_id, codes.scope.values(),
+                                                   codes.scope.label() if codes.scope.partition else None)
+        return measurements, record
 
     def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
                        reuse: str = "check") -> PeopleModel:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,14 +23,11 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.measure.people_frames import people_frames
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements, NoisyMarginal
-from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_people import measure_people
-from privsyn_spark.release_guard import forced_reuse, guarded_measure
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
-from privsyn_spark.runtime.input_identity import StaleInputWarning, frame_identity, moved_version
 from privsyn_spark.runtime.preflight import check_delta
 from privsyn_spark.schema.people import DEGREE, mode_name
 from privsyn_spark.schema.schema import Schema
@@ -186,11 +182,12 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
                          "table's location, not PrivSyn.open's input")
     run_id = run_id or synth.run_id or uuid.uuid4().hex[:12]
     codes = synth.open(data, input_format, run_id)
-    spark, source = codes.spark, codes.label or frame_identity(codes.raw())
+    spark = codes.spark
     release = synth.release(run_id, codes.scope.values())
     folder, record, drawn = synth.run_folder(run_id, spark), RunRecord(), []
     progress = Progress(synth.settings.progress)
     codes.check_columns()  # a missing id column: refused before any budget is reserved
+    schema.check_table_columns(codes.raw().columns)  # the frames name every declared column
     frames = people_frames(codes.raw(), schema.people)
     tables = [InputCodes(spark, df, None, table, folder.location("scratch", name))
               for df, table, name in zip((frames.persons, frames.rows), (person_schema, row_schema), PEOPLE_SCRATCH)]
@@ -208,20 +205,10 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
         return dataclasses.replace(measured, provenance=provenance)
 
     try:
-        fingerprint = synth.fingerprint(source, spark, getattr(codes, "fmt", None),
-                                        codes.source if isinstance(codes.source, str) else None, codes.files)
-        if reuse == "force":
-            fingerprint = forced_reuse(spark, release, fingerprint)
-        measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
+        measurements, record = synth.guarded(codes, release, draw, reuse, record, drawn)
     finally:
         for scratch in tables:
             scratch.close()
         codes.close()
-    if not drawn:  # reused: what the step that drew them found
-        record = RunRecord.from_state(folder.read_state())
-        stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
-        if stale:
-            warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
-                          stacklevel=3)
     folder.write_state(record.to_state())
     return PeopleModel.of(measurements, schema, synth.synthesizer, synth.settings, record, folder)

@@ -26,6 +26,7 @@ from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, S
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import REPORT_HTML
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
+from privsyn_spark.people_model import PeopleModel, write_people
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.progress import summary
 from privsyn_spark.run_artifacts import OPERATOR_DIR
@@ -69,6 +70,8 @@ class RunConfig:
     delta: float = DEFAULT_DELTA
     input_format: str | None = None
     synth_rows: int | None = None        # default: the noisy total
+    people: int | None = None            # a people schema: synthetic persons (default: the noisy person count)
+    persons_output: str = ""             # a people schema: the persons' table (their rows go to ``output``)
     synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
     write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
@@ -92,6 +95,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.synth_rows is not None and self.synth_rows < 1:  # refused before Spark starts
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
+        if self.people is not None and self.people < 1:
+            raise UsageError(f"--people must be >= 1, got {self.people}")
         if self.scope.partition and self.write_mode == "append":
             raise UsageError("--partition replaces its partition of --output (replaceWhere): --mode append "
                              "is refused (a rerun would add the partition again)")
@@ -183,8 +188,11 @@ def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
 
 
 def run(spark: SparkSession, config: RunConfig) -> dict:
-    """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input)."""
+    """CLI `run`: measure, estimate, synthesize, write, evaluate and report in one go (one read of the input);
+    a people schema's run: :func:`run_people`."""
     synth = synthesizer(config)
+    if synth.schema.people is not None:
+        return run_people(spark, config, synth)
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
         config = canonical(spark, config, codes)
         output = output_for(spark, config, codes)
@@ -194,6 +202,29 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
         report = _report(spark, config, model, codes)
     _done("run", config, model, report=True)
     return report
+
+
+def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
+    """CLI `run` of a people schema (docs/people.md): the persons to ``--persons-output`` and their rows to
+    ``--output``, two Delta tables of one commit each; both outputs checked before any budget is spent. The
+    fidelity evaluation of people is the bench's (``bench/bench_people.py``), not the run's."""
+    if not config.persons_output:
+        raise UsageError("a people schema's run writes two tables: --persons-output (the persons) and --output "
+                         "(their rows)")
+    if config.scope or config.write_mode == "append" or config.partition_by:
+        raise UsageError("a people run reads its whole input and writes new tables: --partition/--where, --mode "
+                         "append and --partition-by are refused")
+    for target in (config.persons_output, config.output):
+        synth.check_output(target, OutputConfig(mode=config.write_mode), spark)
+    model = synth.fit(config.input, config.run_id, config.input_format)
+    assert isinstance(model, PeopleModel)
+    people = model.sample_people(config.people, config.seed, spark)
+    persons, rows = write_people(people, config.persons_output, config.output, provenance=model,
+                                 mode=config.write_mode)
+    print(summary("run", epsilon=None if config.ledger else config.epsilon,
+                  note=f"wrote synthetic persons to {config.persons_output} (Delta version {persons}) and their "
+                       f"rows to {config.output} (Delta version {rows})"), flush=True)
+    return {"run_id": config.run_id, "persons_version": persons, "rows_version": rows}
 
 
 def _measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None,
