@@ -3,7 +3,9 @@ goes into the system one way with the audit's seeded noise, returning what that 
 (:func:`tests.audit.release_diff.handed_on`, each field prefixed by its step). The CLI runs in this
 process (``cli.main``; its exit code, stdout and log captured here, so a module-scoped fixture can run
 it) or, once, in a process of its own (``tests/audit/seeded_cli.py``: Spark's own stderr too); the API
-path is ``PrivSyn.plan``/``fit``, ``SynthModel.sample`` and ``write_delta``."""
+path is ``PrivSyn.plan``/``fit``, ``SynthModel.sample`` and ``write_delta``. A people run (a schema with a
+``people:`` section) hands on two tables of synthetic persons and rows, whose fresh random keys are masked;
+:data:`REAL_IDS` names the files of its case that hold a real id (none may)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,8 +28,10 @@ from privsyn_spark import cli
 from privsyn_spark.budget.ledger import set_budget
 from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
 from privsyn_spark.runtime.input_identity import files_version
+from tests.api.test_people_sample import MARKS, files_holding_real_ids
 from tests.audit.release_diff import handed_on
 from tests.cli.test_bad_input import COLUMNS, DATASET, people, write_parquet
+from tests.people_tables import keyed_table, people_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 11
@@ -44,6 +49,16 @@ RUN = ["--input", "{dir}/input.parquet", "--schema", "{dir}/schema.yaml", "--run
        "--gum-rounds", "1", "--no-evaluate", *COMMON]
 SETTINGS = {"sharding": {"gum_rounds": 1}}
 """The API's settings: the CLI's ``--gum-rounds 1``."""
+SCHEMA = {"columns": SCHEMA_COLUMNS}
+"""The schema of the row-level and person-level cases."""
+KEY = people_doc()["people"]["id"]
+"""The people run's id column (its privacy unit): real ids ``REALID-<n>-XQZ`` (tests/people_tables.py)."""
+PEOPLE_CANARY = {KEY: f"{MARKS[0]}-canary-{MARKS[1]}", "segment": "z", "region": "z", "channel": "z",
+                 "amount": 500.0}
+"""A row of the people run's canary person: every value outside its declared domain."""
+REAL_IDS = "real_ids"
+"""The handed-on field listing the files of a people case (its input aside) that hold a real id, the real
+ids' marks in any handed-on field and the output keys that are not fresh 32-hex values."""
 
 
 def row_table() -> pd.DataFrame:
@@ -59,6 +74,12 @@ def person_table(persons: int = 40) -> pd.DataFrame:
     return frame
 
 
+def keyed() -> pd.DataFrame:
+    """D of the people run: a keyed table of 120 persons with 1 to 14 rows each (some above M): enough for
+    the noisy person count to clear the small-table refusal at epsilon 1."""
+    return keyed_table(120, seed=2)
+
+
 def day_table() -> pd.DataFrame:
     """D of the scoped runs: the row-level table over two days (a ``day`` partition column)."""
     frame = row_table()
@@ -67,15 +88,16 @@ def day_table() -> pd.DataFrame:
 
 
 def with_rows(frame: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
-    """``frame`` with ``rows`` appended: the score as objects (a null stays a null, not NaN), every other
+    """``frame`` with ``rows`` appended: a score as objects (a null stays a null, not NaN), every other
     column of its type in ``frame``."""
-    out = pd.concat([frame.astype({"score": object}), pd.DataFrame(rows, dtype=object)], ignore_index=True)
+    scores = {"score": object} if "score" in frame.columns else {}
+    out = pd.concat([frame.astype(scores), pd.DataFrame(rows, dtype=object)], ignore_index=True)
     return out.astype({c: t for c, t in frame.dtypes.items() if c != "score"})
 
 
-def prepare(folder: Path, frame: pd.DataFrame, spark: Any, unit: str = "row") -> Path:
+def prepare(folder: Path, frame: pd.DataFrame, spark: Any, unit: str = "row", schema: dict | None = None) -> Path:
     """``folder`` with the input (Parquet; partitioned by ``day`` when ``frame`` has it, one file per day,
-    named alike on both sides), the schema and the dataset's budget for ``unit``."""
+    named alike on both sides), the schema (default :data:`SCHEMA`) and the dataset's budget for ``unit``."""
     folder.mkdir(parents=True)
     if "day" in frame.columns:
         import pyarrow as pa
@@ -92,7 +114,7 @@ def prepare(folder: Path, frame: pd.DataFrame, spark: Any, unit: str = "row") ->
         files = [folder / "input.parquet"]
     for f in files:
         os.utime(f, (MTIME, MTIME))
-    (folder / "schema.yaml").write_text(yaml.safe_dump({"columns": SCHEMA_COLUMNS}))
+    (folder / "schema.yaml").write_text(yaml.safe_dump(schema or SCHEMA))
     set_budget(spark, str(folder / "ledger"), DATASET, 10.0, 1e-9, privacy_unit=unit)
     return folder
 
@@ -147,6 +169,22 @@ def person_run(folder: Path, spark: Any) -> dict[str, Any]:
     result = cli_step(folder, ["run", *RUN, "--run-id", "p1", "--output", "{dir}/out", "--privacy-id", PERSON,
                                "--max-rows-per-id", str(K)])
     return handed_on(folder, run_id="p1", output=folder / "out", ledger=folder / "ledger", **result)
+
+
+def people_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run`` of a people schema: the persons to ``--persons-output``, their rows to ``--output`` (two Delta
+    tables, each prefixed by its name); :data:`REAL_IDS` lists the case's files holding a real id."""
+    result = cli_step(folder, ["run", *RUN, "--run-id", "pp1", "--output", "{dir}/rows", "--persons-output",
+                               "{dir}/persons"])
+    fields = handed_on(folder, run_id="pp1", output=folder / "rows", ledger=folder / "ledger", **result)
+    _step(fields, "persons", handed_on(folder, output=folder / "persons", exit_code=result["exit_code"]))
+    text = [str(v) for v in fields.values()]
+    keys = [] if result["exit_code"] else [  # the synthetic tables' keys (not the input): fresh 32-hex values
+        str(r[0]) for t in ("persons", "rows") for r in spark.read.format("delta").load(str(folder / t))
+        .select(KEY).distinct().collect() if not re.fullmatch("[0-9a-f]{32}", str(r[0]))]
+    fields[REAL_IDS] = [p.replace(str(folder), "<dir>") for p in files_holding_real_ids(folder)
+                        if "input.parquet" not in p] + [m for m in MARKS if any(m in t for t in text)] + keys
+    return fields
 
 
 def scoped_run(folder: Path, spark: Any) -> dict[str, Any]:

@@ -5,8 +5,8 @@ module-scoped fixture), then each neighbour once. Neighbours: D minus one row; D
 (a value outside every declared domain: an age out of range, a new city, a null score where nulls
 ``fail``); for a person-level run, D minus one person with all their rows and D plus a canary person of
 many rows; for a partition-scoped run, D minus one row of the partition and D plus a canary in a
-partition of its own. The entry points are in tests/audit/entry_points.py. The synthetic-people output
-(keys) is not audited yet."""
+partition of its own; for a people run, D minus one person with all their rows and D plus a canary person
+of many rows (values outside every domain). The entry points are in tests/audit/entry_points.py."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 
 from tests.audit import entry_points as E
 from tests.audit.release_diff import handed_on, leaks
+from tests.people_tables import people_doc
 
 
 class EntryPoint(NamedTuple):
@@ -26,24 +27,31 @@ class EntryPoint(NamedTuple):
     table: Callable[[], pd.DataFrame]
     neighbours: dict[str, Callable[[pd.DataFrame], pd.DataFrame]]
     unit: str = "row"
+    schema: dict[str, Any] = E.SCHEMA
 
 
-def _minus_first_person(d: pd.DataFrame) -> pd.DataFrame:
-    largest = d[E.PERSON].value_counts().index[0]  # a person with more rows than K
-    return d[d[E.PERSON] != largest].reset_index(drop=True)
+def _minus_largest(key: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def minus(d: pd.DataFrame) -> pd.DataFrame:
+        largest = d[key].value_counts().index[0]  # a person with more rows than K
+        return d[d[key] != largest].reset_index(drop=True)
+
+    return minus
 
 
 MINUS_ROW = {"minus one row": lambda d: d.drop(index=0).reset_index(drop=True)}
 PLUS_CANARY = {"plus a canary": lambda d: E.with_rows(d, [E.CANARY])}
 ROWS = {**MINUS_ROW, **PLUS_CANARY}
-PEOPLE = {"minus one person": _minus_first_person,
+PEOPLE = {"minus one person": _minus_largest(E.PERSON),
           "plus a canary person": lambda d: E.with_rows(d, [{E.PERSON: "canary", **E.CANARY}] * E.CANARY_ROWS)}
+KEYED = {"minus one person": _minus_largest(E.KEY),
+         "plus a canary person": lambda d: E.with_rows(d, [E.PEOPLE_CANARY] * E.CANARY_ROWS)}
 DAYS = {**MINUS_ROW, "plus a canary in a partition of its own": lambda d: E.with_rows(d, [{**E.CANARY,
                                                                                           "day": E.OTHER_DAY}])}
 ENTRY_POINTS = {
     "run, measure, synthesize, sample": EntryPoint(E.run_steps, E.row_table, ROWS),
     "infer-schema --epsilon": EntryPoint(E.draft, E.row_table, ROWS),
     "run --privacy-id": EntryPoint(E.person_run, E.person_table, PEOPLE, unit=E.PERSON),
+    "run --persons-output (people)": EntryPoint(E.people_run, E.keyed, KEYED, unit=E.KEY, schema=people_doc()),
     "run --partition": EntryPoint(E.scoped_run, E.day_table, DAYS),
     "api fit, sample, write_delta": EntryPoint(E.api, E.row_table, ROWS),
     "run in a subprocess": EntryPoint(E.subprocess_run, E.row_table, PLUS_CANARY),
@@ -53,7 +61,7 @@ CASES = [(entry, neighbour) for entry, point in ENTRY_POINTS.items() for neighbo
 
 
 def _hand_on(point: EntryPoint, folder: Path, frame: pd.DataFrame, spark: Any) -> dict[str, Any]:
-    return point.run(E.prepare(folder, frame, spark, point.unit), spark)
+    return point.run(E.prepare(folder, frame, spark, point.unit, point.schema), spark)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +84,9 @@ def test_every_entry_point_hands_on_nothing_but_noisy_values(spark, on_d, tmp_pa
     point = ENTRY_POINTS[entry]
     d = on_d(entry)
     assert {k: v for k, v in d.items() if k.split(":")[-1] in ("exit_code", "error") and v} == {}, "D must run"
-    found = leaks(d, _hand_on(point, tmp_path / "case", point.neighbours[neighbour](point.table()), spark))
+    other = _hand_on(point, tmp_path / "case", point.neighbours[neighbour](point.table()), spark)
+    assert (d.get(E.REAL_IDS, []), other.get(E.REAL_IDS, [])) == ([], []), "a real id was handed on"
+    found = leaks(d, other)
     assert found == [], f"{entry}, {neighbour}: handed-on fields that differ:\n" + "\n".join(found)
 
 
