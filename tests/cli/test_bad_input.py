@@ -237,7 +237,7 @@ def test_a_fail_policy_stop_is_charged_and_the_error_holds_no_tally(spark, capsy
 @pytest.mark.slow
 def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path):
     """±inf and 1e30 under `clip`, NaN, nulls under `nulls: value`: a table, every handled value counted as what
-    it is (issue 24, item 8: the NaN used to be reported as clipped)."""
+    it is (the NaN used to be reported as clipped)."""
     import json
 
     case = Case(tmp_path, _edge_numbers())
@@ -245,13 +245,14 @@ def test_edge_numbers_are_clipped_and_kept_nulls_counted(spark, capsys, tmp_path
     assert code == 0, err
     report = json.loads((case.runs / "r1" / "operator" / "report.json").read_text())
     assert report["domain_handling"]["score"] == {"out_of_domain": 3, "handling": "clip", "not_a_number": 1,
-                                                  "not_a_number_handling": "first bin"}
+                                                  "not_a_number_handling": "first bin",
+                                                  "clipped_share": pytest.approx(3 / len(_edge_numbers()))}
     assert report["domain_handling"]["city"] == {"nulls": 6, "null_handling": "value"}
     assert case.table_written() and budget_charged(spark, case.ledger) > 0
     out = spark.read.format("delta").load(str(case.output)).toPandas()  # synthetic rows
     assert np.isfinite(out["score"].dropna()).all() and out["score"].dropna().between(0, 100).all()
     assert not (case.runs / "r1" / "checkpoints").exists()  # scratch removed when the run ends
-    # issue 24, R2: release/ holds only what may be handed on; the folder's README says which part is which
+    # release/ holds only what may be handed on; the folder's README says which part is which
     release = case.runs / "r1" / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
     assert files == ["measurements/measurements.npz", "model.json", "targets/model.json", "targets/model.npz",
