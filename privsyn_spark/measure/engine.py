@@ -205,8 +205,8 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
                           log_exact_counts: bool = False) -> dict[str, dict[str, object]]:
     """The out-of-domain and null tallies for the run report (operators only, marked not private).
 
-    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (every numerical column also with its exact
-    ``"clipped_share"``: the values outside its declared range, put in the edge bins, over the rows; and
+    Returns ``{column: {"out_of_domain": n, "handling": ...}}`` (a numerical column under ``clip`` also with its
+    exact ``"clipped_share"``: the values outside its declared range, put in the edge bins, over the rows; and
     ``"nulls": n, "null_handling": "value"`` for nulls kept as their own code, read from the 1-way table in
     ``counts``; ``"not_a_number": n, "not_a_number_handling": "first bin"`` (or ``"fail"``) for NaN and
     unparseable numbers). Nothing here stops the run: a ``fail`` policy is a noisy check (:func:`policy_tallies`,
@@ -220,8 +220,8 @@ def check_domain_policies(encoded: EncodedTable | PackedCodes, counts: CountingP
         policy = str(getattr(column, "unseen", None) or getattr(column, "out_of_range", None))
         if outside:
             report[column.name] = {"out_of_domain": outside, "handling": policy}
-        if column.kind == "numerical":
-            report.setdefault(column.name, {})["clipped_share"] = outside / counts.rows if counts.rows else 0.0
+            if column.kind == "numerical" and policy == "clip" and counts.rows:
+                report[column.name]["clipped_share"] = outside / counts.rows
         one_way = counts.tables.get((column.name,))
         kept_nulls = int(one_way[column.null_code]) if column.null_code is not None and one_way is not None else 0
         if kept_nulls:

@@ -121,12 +121,12 @@ def test_random_table_with_nulls_and_out_of_domain_values(spark, partitions, bac
     nulls = int(frame["num"].isna().sum())  # nulls: value -> counted like every other handled value
     assert nulls > 0
     assert report["num"] == {"out_of_domain": expected["num"], "handling": "clip", "nulls": nulls,
-                             "null_handling": "value"}
+                             "null_handling": "value", "clipped_share": pytest.approx(expected["num"] / len(frame))}
     assert sum(t.sum() for t in (counts.tables[("cat",)],)) == len(frame)
 
 
 def test_nan_and_unparseable_numbers_are_counted_as_such_not_as_clipped_nor_null(spark, backend):
-    """Issue 24, item 8: NaN and text that is no number used to be tallied (and reported) as clipped."""
+    """NaN and text that is no number used to be tallied (and reported) as clipped."""
     schema = parse_schema({"columns": [{"name": "x", "type": "numerical", "min": 0, "max": 1, "bins": 2},
                                        {"name": "t", "type": "numerical", "min": 0, "max": 1, "bins": 2}]})
     df = spark.createDataFrame([(0.2, "0.7"), (float("nan"), "n/a"), (None, "5"), (7.0, None)], "x double, t string")
@@ -136,7 +136,7 @@ def test_nan_and_unparseable_numbers_are_counted_as_such_not_as_clipped_nor_null
     assert counts.not_a_number == {"x": 1, "t": 1} and counts.null_failures == {"x": 0, "t": 0}
     assert check_domain_policies(encoded, counts)["t"] == {"out_of_domain": 1, "handling": "clip", "nulls": 1,
                                                            "null_handling": "value", "not_a_number": 1,
-                                                           "not_a_number_handling": "first bin"}
+                                                           "not_a_number_handling": "first bin", "clipped_share": 0.25}
 
 
 def test_fail_policies_are_tallied_for_their_noisy_checks_and_never_refuse(spark, backend, caplog):
@@ -223,7 +223,8 @@ def test_nulls_none_has_no_null_code_and_counts_a_null_as_out_of_domain(spark, b
     assert counts.tables[("n",)].tolist() == [2, 1]     # ... and to the first bin
     assert counts.out_of_domain == {"c": 1, "n": 1}
     assert check_domain_policies(encoded, counts) == {"c": {"out_of_domain": 1, "handling": "other"},
-                                                      "n": {"out_of_domain": 1, "handling": "clip"}}
+                                                      "n": {"out_of_domain": 1, "handling": "clip",
+                                                            "clipped_share": pytest.approx(1 / 3)}}
     strict = parse_schema({"columns": [{"name": "n", "type": "numerical", "min": 0, "max": 1, "nulls": "none",
                                         "out_of_range": "fail"}]})
     encoded = encode(df.select("n"), strict)
