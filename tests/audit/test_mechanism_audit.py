@@ -15,7 +15,8 @@ from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.privacy import discovery
 from privsyn_spark.privacy.accounting import Accountant, BudgetSplit
 from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
-from privsyn_spark.privacy.noise import NoiseSampler
+from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
+from privsyn_spark.privacy.people import degree_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
@@ -138,10 +139,28 @@ def _draft_audits(variant: Variant, monkeypatch: pytest.MonkeyPatch) -> list[Aud
             selection_audit("draft partition selection", entry(acct.ledger, "y"), K, sampler)]
 
 
+def _people_audits(variant: Variant, monkeypatch: pytest.MonkeyPatch) -> list[Audit]:
+    """A people run's own releases: the degree histogram (D' has one more person: one cell + 1) and a count
+    table of its row table at the row sensitivity (D' has one more person of K rows, all in one cell)."""
+    degrees = np.array([300, 200, 100, 50, 20, 5, 0, 0], dtype=np.int64)
+    rows = np.array([900, 400, 120, 30], dtype=np.int64)
+    sampler = variant.sampler()
+    acct = Accountant(0.5)
+    with variant.patched(monkeypatch):
+        for name, counts in (("degrees", degrees), ("rows/one_way:a", rows)):
+            sensitivity = degree_sensitivity() if name == "degrees" else row_sensitivity(UNIT)
+            gaussian_mechanism(counts, 0.25, accountant=acct, sampler=sampler, name=name, sensitivity=sensitivity)
+    return [gaussian_release_audit("people: degree histogram", entry(acct.ledger, "degrees"), degrees,
+                                   degrees + np.eye(8, dtype=np.int64)[2], sampler),
+            gaussian_release_audit("people: row table", entry(acct.ledger, "rows/one_way:a"), rows,
+                                   rows + K * np.eye(4, dtype=np.int64)[0], sampler)]
+
+
 AUDITS: dict[str, Callable[[Variant, pytest.MonkeyPatch], list[Audit]]] = {
     "privsyn": _privsyn_audits,
     "bound_choice": lambda v, mp: [_bound_choice_audit(v, mp)],
     "draft": _draft_audits,
+    "people": _people_audits,
 }
 
 
@@ -161,6 +180,17 @@ def test_every_broken_variant_is_caught(mechanisms, variant, monkeypatch):
     gaussian = [a for a in audits if a.mechanism != "draft partition selection"]
     missed = [str(a) for a in gaussian if not a.leaks]
     assert missed == [], f"{variant.name} not caught:\n" + "\n".join(missed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", BROKEN, ids=lambda v: v.name)
+def test_every_broken_variant_of_a_people_release_is_caught(variant, monkeypatch):
+    """A smaller sigma shows in both; K replaced shows in the row table (the degree histogram's
+    sensitivity is 1 whatever K is: one person is one cell)."""
+    degrees, rows = _people_audits(variant, monkeypatch)
+    caught = [a for a in (degrees, rows) if a.leaks]
+    expected = [degrees, rows] if variant.sampler_factor != 1.0 else [rows]
+    assert caught == expected, "\n".join(str(a) for a in (degrees, rows))
 
 
 @pytest.mark.slow
