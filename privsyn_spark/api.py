@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger import dataset_state
-from privsyn_spark.budget.ledger_state import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger_summary import ledger_summary
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
@@ -58,16 +58,9 @@ from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_table import measure_table
-from privsyn_spark.release_guard import (
-    Draw,
-    Release,
-    check_same_run,
-    committed_measurements,
-    forced_reuse,
-    guarded_measure,
-    local_artifact,
-    run_fingerprint,
-)
+from privsyn_spark.release_artifact import committed_measurements, forced_reuse, local_artifact
+from privsyn_spark.release_guard import Draw, guarded_measure
+from privsyn_spark.release_identity import Release, check_same_run, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import (

@@ -36,7 +36,7 @@ back). To add a knob:
 3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
    (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
    then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
-   (``budget/release_guard.run_fingerprint``).
+   (``release_identity.run_fingerprint``).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.budget.dataset_budget import check_budget, check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger import (
     all_datasets,
     check_run,
@@ -25,7 +26,7 @@ from privsyn_spark.budget.ledger import (
     set_budget,
 )
 from privsyn_spark.budget.ledger_show import describe as describe_budget
-from privsyn_spark.budget.ledger_state import DatasetState, check_budget, check_epsilon_delta, check_ledger_choice
+from privsyn_spark.budget.ledger_state import DatasetState
 from privsyn_spark.budget.ledger_store import check_exclusive
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError

@@ -20,7 +20,7 @@ from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.progress import summary
-from privsyn_spark.release_guard import find_committed, local_artifact
+from privsyn_spark.release_artifact import find_committed, local_artifact
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_scope import Scope

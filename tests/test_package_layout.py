@@ -30,8 +30,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("synthesize", ("synthesize",)),
     ("write", ("write",)),
     ("evaluate", ("evaluate",)),
-    ("api", ("config", "plan", "run_artifacts", "release_guard", "synth_model", "people_model", "api", "operations",
-             "")),
+    ("api", ("config", "plan", "run_artifacts", "release_identity", "release_artifact", "release_guard", "synth_model",
+             "people_model", "api", "operations", "")),
     ("cli/jobs", ("pipeline", "cli_parser", "cli_options", "cli")),
 )
 """The package's floors in pipeline order, lowest first: a module imports only from its own floor or

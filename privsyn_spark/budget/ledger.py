@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.budget.dataset_budget import Budget, NoBudget, check_budget, unit_mismatch
+from privsyn_spark.budget.fingerprint_check import fingerprint_mismatch, mismatch_message
 from privsyn_spark.budget.ledger_state import (
     BUDGET,
     COMMIT,
@@ -25,16 +27,10 @@ from privsyn_spark.budget.ledger_state import (
     NONPRIVATE,
     REFUND,
     RESERVE,
-    Budget,
     DatasetState,
-    NoBudget,
     RunReservation,
-    check_budget,
-    fingerprint_mismatch,
-    mismatch_message,
     partition_label,
     runs_left,
-    unit_mismatch,
 )
 from privsyn_spark.budget.ledger_store import LedgerDamaged, LedgerMissing, require_ledger  # noqa: F401
 from privsyn_spark.budget.ledger_table import (  # noqa: F401  (re-exported: the ledger's API in one place)

@@ -33,7 +33,8 @@ unit's rows lie in one partition): a partition's spent rho (and extra delta) is 
 reservations of that partition only.
 
 Ledgers written before a column existed are read with that column as None (:func:`fold` reads
-every optional column with ``get``).
+every optional column with ``get``). A budget's checks are in :mod:`~privsyn_spark.budget.dataset_budget`,
+a reservation's fingerprint comparison in :mod:`~privsyn_spark.budget.fingerprint_check`.
 """
 
 from __future__ import annotations
@@ -44,80 +45,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.budget.dataset_budget import Budget
 from privsyn_spark.privacy.accounting import RHO_TOLERANCE, eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.unit import ROW
 
 BUDGET, RESERVE, COMMIT, REFUND, DRAWN, NONPRIVATE = "budget", "reserve", "commit", "refund", "drawn", "nonprivate"
-
-
-class NoBudget(BudgetRefused):
-    """The dataset has no budget in the ledger: ``privsyn-spark budget set`` first."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A dataset's total privacy budget: (epsilon, delta) and the rho it converts to (CKS20 Cor. 13)."""
-
-    epsilon: float
-    delta: float
-    rho: float
-    privacy_unit: str = ROW  # what neighbouring tables differ by: a row, or a person of these id column(s)
-    per_partition: str | None = None  # each partition of this column has the whole budget (parallel composition)
-    constant_per_person: bool = False  # the operator declared per_partition constant per person (a person unit)
-
-    @property
-    def undeclared(self) -> str | None:
-        """Why this budget's parallel composition is unsound as set (None when it is sound): a person unit
-        budgeted per partition without the declaration that the partition column is constant per person."""
-        if self.privacy_unit == ROW or not self.per_partition or self.constant_per_person:
-            return None
-        return (f"a per-partition budget ({self.per_partition!r}) for a person (id {self.privacy_unit!r}) holds only "
-                f"when {self.per_partition!r} is constant per person (a person's rows spanning partitions are "
-                f"charged once per partition); declare it with --partition-constant-per-person "
-                f"(partition_constant_per_person=True) or use a shared budget")
-
-
-def check_budget(epsilon: float, delta: float, privacy_unit: str = ROW, per_partition: str | None = None,
-                 constant_per_person: bool = False) -> Budget:
-    """The :class:`Budget` of (epsilon, delta); ``UsageError`` unless 0 < epsilon < inf, 0 < delta < 1, and
-    for a person unit budgeted per partition unless ``constant_per_person`` declares the column constant per
-    person (parallel composition needs every person's rows in one partition: McSherry 2009, Thm. 4)."""
-    check_epsilon_delta(epsilon, delta, "budget")
-    if constant_per_person and not (per_partition and privacy_unit != ROW):
-        raise UsageError("--partition-constant-per-person (partition_constant_per_person=True) declares a "
-                         "per-partition column constant per person: it needs --per-partition and --privacy-id")
-    budget = Budget(float(epsilon), float(delta), rho_from_eps_delta(float(epsilon), float(delta)), privacy_unit,
-                    per_partition or None, bool(constant_per_person))
-    if budget.undeclared:
-        raise UsageError(budget.undeclared)
-    return budget
-
-
-def check_epsilon_delta(epsilon: float, delta: float, what: str = "run") -> None:
-    """``UsageError`` unless epsilon is finite and > 0 and delta is in (0, 1) (NaN and inf refused)."""
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"{what} epsilon must be a finite number > 0, got {epsilon}")
-    if not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0 < delta < 1):
-        raise UsageError(f"{what} delta must be a number in (0, 1), got {delta}")
-
-
-def check_ledger_choice(ledger: str | None, dataset_id: str | None, no_ledger: bool, recharge: bool = False,
-                        required: bool = True) -> None:
-    """The ledger rules of a run (the CLI's and the API's, named both ways): a ledger with a dataset id,
-    or an explicit ``no_ledger`` (unless not ``required``); never both; ``recharge`` only with a ledger.
-    Empty strings (an Airflow DAG's unset params) count as not given."""
-    if ledger and no_ledger:
-        raise UsageError("give --ledger or --no-ledger (ledger=... or no_ledger=True), not both")
-    if required and not ledger and not no_ledger:
-        raise UsageError("a run needs a budget ledger: --ledger L --dataset-id ID (ledger=..., dataset_id=...; the "
-                         "dataset's budget from `privsyn-spark budget set`), or --no-ledger (no_ledger=True) to run "
-                         "without any limit or record")
-    if ledger and not dataset_id:
-        raise UsageError("--ledger needs --dataset-id (dataset_id=...): the dataset's key in the ledger, never "
-                         "derived from the input")
-    if recharge and not ledger:
-        raise UsageError("--recharge (recharge=True) needs --ledger")
 
 
 @dataclass(frozen=True)
@@ -295,45 +227,6 @@ def fold(dataset_id: str, rows: Iterable[Mapping[str, Any]]) -> DatasetState:
                 extra_delta=float(r.get("extra_delta") or 0.0), drawn=r["attempt"] in drawn,
                 records_draws=r.get("extra_delta") is not None))  # this version writes it on every reserve
     return state
-
-
-def unit_mismatch(budget: Budget, privacy_unit: str) -> str | None:
-    """Why a release for ``privacy_unit`` may not be charged to ``budget`` (None when it is the budget's unit):
-    composing row-level and person-level charges on one budget would be wrong accounting."""
-    if budget.privacy_unit == privacy_unit:
-        return None
-    def say(u: str) -> str:
-        return "one row" if u == ROW else f"the person of id {u!r}"
-    return (f"the dataset's budget is set for {say(budget.privacy_unit)} as the privacy unit, this release is "
-            f"for {say(privacy_unit)}; use the budget's unit (or another dataset id)")
-
-
-OPTIONAL_FINGERPRINT = ("input_version",)
-"""Fingerprint fields compared only when both sides have them (a run checked before Spark starts, or
-a reservation of an older version, has no input version)."""
-
-UNCOMPARED_FINGERPRINT = ("input_delta_version",)
-"""Fingerprint fields recorded but never refused on: the Delta version a run read (a reuse on a newer
-version is warned about: :func:`privsyn_spark.runtime.input_identity.moved_version`)."""
-
-
-def fingerprint_mismatch(held: Mapping[str, Any], asked: Mapping[str, Any]) -> str | None:
-    """``name: held vs asked`` for every field that differs (None when the run asks the same); an ask
-    without ``input`` (a step that reads only the measurements) accepts any input."""
-    keys = [k for k in sorted(set(held) | set(asked)) if k not in UNCOMPARED_FINGERPRINT
-            and (k not in OPTIONAL_FINGERPRINT or (k in held and k in asked)) and (k != "input" or k in asked)]
-    diffs = [f"{k} {held.get(k)!r} (now {asked.get(k)!r})" for k in keys if held.get(k) != asked.get(k)]
-    if "input_version" in keys and held.get("input_version") != asked.get("input_version"):
-        diffs = [d for d in diffs if not d.startswith("input_version")] + [
-            "input_version: the input's files changed since it was measured"]
-    return ", ".join(diffs) or None
-
-
-def mismatch_message(run_id: str, diff: str) -> str:
-    """The one-line refusal of a run id asked with another fingerprint (``diff``: :func:`fingerprint_mismatch`)."""
-    input_differs = any(part.startswith("input") for part in diff.split(", "))
-    force = " (the API's reuse='force' reuses them for this input)" if input_differs else ""
-    return f"run id {run_id!r} was measured with other settings: {diff}; use a new run id{force}"
 
 
 def runs_left(left_rho: float, rho: float) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.budget.ledger_state import NoBudget
+from privsyn_spark.budget.dataset_budget import NoBudget
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.runtime import delta_rs
 from privsyn_spark.runtime.delta_tables import delta_frame, is_delta_table

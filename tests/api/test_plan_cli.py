@@ -63,7 +63,7 @@ def test_plan_refuses_what_a_run_would_refuse():
 
 
 def test_a_run_id_is_bound_to_non_default_measure_settings(tmp_path):
-    from privsyn_spark.budget.ledger_state import fingerprint_mismatch
+    from privsyn_spark.budget.fingerprint_check import fingerprint_mismatch
 
     base = PrivSyn(SAMPLE_SCHEMA, no_ledger=True).fingerprint("t")
     custom = PrivSyn(SAMPLE_SCHEMA, no_ledger=True,

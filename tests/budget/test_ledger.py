@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from privsyn_spark.budget import ledger as L
+from privsyn_spark.budget.dataset_budget import check_budget
 from privsyn_spark.budget.ledger_show import describe
-from privsyn_spark.budget.ledger_state import check_budget
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 
@@ -140,7 +140,7 @@ def test_racing_for_the_last_of_a_budget_and_for_one_run_id(spark, tmp_path):
 
 @pytest.mark.slow
 def test_an_old_ledger_is_read_and_gets_the_new_columns(spark, tmp_path):
-    """A ledger written before `extra_delta` (issue 24, P4): read as it is (missing = 0), upgraded in place
+    """A ledger written before `extra_delta`: read as it is (missing = 0), upgraded in place
     on its next write; its old reservations are never taken over (their attempts did not record draws)."""
     from datetime import datetime
 

@@ -1,5 +1,5 @@
 """The ledger owns the noise: one run id is one release wherever and however often it is measured
-(the issue's scenario 1), lost artifacts are refused, racing attempts draw once, refunds only before
+(the first scenario), lost artifacts are refused, racing attempts draw once, refunds only before
 any noise, a reused run id asking other settings is refused (scenario 5), run artifacts on file:// URIs."""
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.release_guard import ArtifactLost, Release, guarded_measure, run_fingerprint
+from privsyn_spark.release_artifact import ArtifactLost
+from privsyn_spark.release_guard import guarded_measure
+from privsyn_spark.release_identity import Release, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
 pytestmark = pytest.mark.slow
