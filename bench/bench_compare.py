@@ -1,4 +1,4 @@
-"""privsyn-spark against MST and AIM on the same integer-coded tables (issue 26).
+"""privsyn-spark against MST and AIM on the same integer-coded tables.
 
 Tables (each split once, seeded, into a training part, 80 %, and a held-out test part):
 * ``adult``: the bundled Adult sample encoded by the bundled schema (``measure.encode``: bins, null and
@@ -30,11 +30,11 @@ same sampling error.
 
 Results are appended to ``--results`` (JSON lines; a finished (table, method, epsilon, seed) is skipped,
 so runs resume), then a markdown table of mean ± sd over seeds is printed; ``--report-only`` also prints
-issue 26's targets per ``ours`` variant against the anchors (:func:`targets`). Asserts nothing.
+the targets per ``ours`` variant against the anchors (:func:`targets`). Asserts nothing.
 
-    bench/setup_anchors.sh /work/wt/pgm-ref                                   # once: the anchors' venv
+    bench/setup_anchors.sh .anchors/private-pgm                               # once: the anchors' venv
     .venv/bin/python bench/bench_compare.py --tables adult --methods ours mst --epsilons 1 --seeds 0
-    .venv/bin/python bench/bench_compare.py --report-only --results /tmp/bench_compare/results.jsonl
+    .venv/bin/python bench/bench_compare.py --report-only --results R.jsonl
     .venv/bin/python bench/bench_compare.py --rescore --results R.jsonl   # metrics again from the kept tables
 """
 
@@ -161,9 +161,9 @@ def run_ours(spark, folder: Path, epsilon: float, delta: float, seed: int, out: 
 
 def run_anchor(method: str, folder: Path, epsilon: float, delta: float, seed: int, out: Path, args) -> float:
     """MST or AIM in the anchors' venv (a subprocess); returns the mechanism's seconds."""
-    snapshot = Path(args.pgm_snapshot)
+    snapshot = Path(args.pgm_snapshot).resolve()  # the subprocess runs in its mechanisms/
     env = dict(os.environ, PYTHONPATH=f"{snapshot / 'src'}:{snapshot / 'mechanisms'}", JAX_PLATFORMS="cpu")
-    cmd = [str(Path(args.pgm_venv) / "bin" / "python"), str(Path(__file__).with_name("anchor_run.py")),
+    cmd = [str(Path(args.pgm_venv).resolve() / "bin" / "python"), str(Path(__file__).with_name("anchor_run.py")),
            "--mechanism", method, "--data", str(folder / "train.csv"), "--domain", str(folder / "domain.json"),
            "--epsilon", str(epsilon), "--delta", str(delta), "--seed", str(seed), "--out", str(out)]
     if method == "aim":
@@ -290,7 +290,7 @@ def report(rows: list[dict]) -> str:
 
 
 def targets(rows: list[dict]) -> str:
-    """Markdown: issue 26's targets for every ``ours`` variant against the anchors of the same table and
+    """Markdown: the targets for every ``ours`` variant against the anchors of the same table and
     epsilon (means over seeds): 1-way at most the better anchor's, 2-way at most 0.8x it, 3-way at most
     AIM's, ML at least AIM's (the AIM checks only where AIM ran); on the wide table 1- and 2-way below MST's
     and fewer seconds."""
@@ -359,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="tag stored with each row (e.g. before/after a change)")
     parser.add_argument("--config", type=Path, default=None, help="ours: a --config YAML (Settings)")
     parser.add_argument("--wide-rows", type=int, default=100_000)
-    parser.add_argument("--pgm-snapshot", default="/work/wt/pgm-ref")
-    parser.add_argument("--pgm-venv", default="/work/wt/pgm-venv")
+    parser.add_argument("--pgm-snapshot", default=".anchors/private-pgm")
+    parser.add_argument("--pgm-venv", default=".anchors/venv")
     parser.add_argument("--aim-rounds-per-column", type=int, default=2)
     parser.add_argument("--aim-max-model-size", type=float, default=10.0)
     parser.add_argument("--aim-max-iters", type=int, default=250)

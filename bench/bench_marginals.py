@@ -1,4 +1,4 @@
-"""Benchmark the marginal engine on a generated 10M x 15 table (issue 2).
+"""Benchmark the marginal engine on a generated 10M x 15 table.
 
 (a) a Spark scan touching all 15 columns, (b) all 1-way + 2-way marginals (15 + 105 tables)
 through the engine's JVM backend, (b') the same through its Arrow (Python worker) backend, checked

@@ -12,7 +12,7 @@ over all pairs and 3-way over 100 fixed random triples (both on the merged domai
 compares mirror descent's stopping tolerances on the same measurements. Asserts nothing.
 
     .venv/bin/python bench/bench_one_way.py --epsilons 0.5 1 4 --seeds 3 --splits 0.1,0.1,0.8 0.3,0.1,0.6
-    .venv/bin/python bench/bench_one_way.py --folder /tmp/bench_compare/generated --epsilons 1 --seeds 5 \
+    .venv/bin/python bench/bench_one_way.py --folder W/generated --epsilons 1 --seeds 5 \
         --splits 0.35,0.05,0.6,uniform 0.35,0.05,0.6,weighted
 """
 

@@ -1,4 +1,4 @@
-"""Partition benchmark (issue 22): a table partitioned into days; one day's run against the whole table's,
+"""Partition benchmark: a table partitioned into days; one day's run against the whole table's,
 and a backfill of consecutive days into one partitioned output.
 
 The table: ``--rows`` rows of a generated Bayesian network (``--columns`` columns, sizes 2-60) plus a

@@ -16,7 +16,7 @@ Each variant runs in a process of its own (its own Spark: a JVM's heap once grow
 fit + sample + writing its rows (and persons) as Parquet; its peak memory the high-water marks of the
 driver's Python and JVM resident sets over that part. The metrics
 (``privsyn_spark.evaluate.people_metrics``) compare each output with the real table; only this bench
-reads exact statistics of the (generated, public) input. Prints a table and the issue's targets.
+reads exact statistics of the (generated, public) input. Prints a table and the targets.
 
     .venv/bin/python bench/bench_people.py --people 1000000          # about 2e7 rows
     .venv/bin/python bench/bench_people.py --people 20000 --variants b

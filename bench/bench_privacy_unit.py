@@ -1,4 +1,4 @@
-"""A person as the privacy unit (issue 21): what contribution bounding costs in time and in fidelity.
+"""A person as the privacy unit: what contribution bounding costs in time and in fidelity.
 
 A generated table of many rows per person (``privsyn_spark.sample.generator.people_table``: person
 attributes constant per id, per-row attributes depending on them and on how active the person is,
@@ -7,7 +7,7 @@ heavy-tailed rows per id), written once as Parquet. Then, on that file:
 - time of the run's scratch job with bounding at each K (``measure/input_codes.bounded_codes``: read,
   encode, pack, bound; the shuffle moves the id and the packed words) against three references timed
   right next to it (the ratios hold under a moving load): a bare scan (every column hashed and summed),
-  a plain ``groupBy(person_id).count()`` (the issue's floor: one shuffle, but of one partial count per
+  a plain ``groupBy(person_id).count()`` (the floor: one shuffle, but of one partial count per
   id and partition) and read+encode+pack plus one plain shuffle of its rows by id (``repartition``: the
   rows bounding has to move, moved with no ranking at all); the jobs write to Spark's ``noop`` sink, so
   they only read and compute;

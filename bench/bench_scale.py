@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 11): the whole pipeline (no evaluation) on generated tables of known structure.
+"""Scale benchmark: the whole pipeline (no evaluation) on generated tables of known structure.
 
 Cases (each in its own process, so peak memory is per case; the Spark session start is excluded):
   a  662,000 x 97, sizes 2-60, a random Bayesian network with up to two parents per column
@@ -42,7 +42,7 @@ CASES = {
     "c8": [(100_000_000, 15)],
     "d": [("adult", 15)],
     "s": [(20_000, 20)],  # a smoke test of the bench itself
-    "w": [(5_000, 150), (5_000, 300)],  # width (issue 24): driver planning and selection on few rows
+    "w": [(5_000, 150), (5_000, 300)],  # width: driver planning and selection on few rows
     "w150": [(5_000, 150)],
     "w300": [(5_000, 300)],
 }

@@ -1,4 +1,4 @@
-"""Pure Spark SQL counting vs the JVM counter jar (issue 14: is a jar-free path within 1.5x?).
+"""Pure Spark SQL counting vs the JVM counter jar (is a jar-free path within 1.5x?).
 
 All 1-way + 2-way marginals of Adult (replicated ``--copies`` times): (a) the engine's JVM backend;
 (b) one Spark SQL pass that explodes every row into its cell of each computed table (offset +

@@ -1,4 +1,4 @@
-"""Utility benchmark: the full pipeline on the Adult sample beside two baselines (issue 7).
+"""Utility benchmark: the full pipeline on the Adult sample beside two baselines.
 
 For each epsilon (delta = 1e-9) and seed, the whole production pipeline runs (``pipeline.run``:
 secure discrete Gaussian noise, DenseMarg selection, estimation, GUM sharded over Spark, decoding,
@@ -42,7 +42,7 @@ too large).
 
 The privacy noise is the secure sampler, so runs are not reproducible bit for bit; ``--seeds`` are
 the synthesis seeds (GUM, decoding, the independent baseline's draws). Prints markdown tables and
-the issue-7 targets at epsilon = 1; asserts nothing.
+the targets at epsilon = 1; asserts nothing.
 
     .venv/bin/python bench/bench_utility.py --seeds 1 --epsilons 1      # one run: a few minutes
     .venv/bin/python bench/bench_utility.py                              # 3 epsilons x 3 seeds: 20+ min
@@ -237,7 +237,7 @@ def print_values(results: dict[tuple[float, int], dict[str, dict]], real: dict) 
 
 def print_targets(results: dict[tuple[float, int], dict[str, dict]], real: dict, vs_train: bool) -> None:
     runs = [res for (e, _), res in results.items() if e == 1.0]
-    print("\n### Targets at epsilon = 1 (issue 7), on the means over seeds\n")
+    print("\n### Targets at epsilon = 1, on the means over seeds\n")
     if not runs:
         print("epsilon = 1 was not run.")
         return

@@ -191,7 +191,7 @@ class SynthModel:
             folder.save_targets(self.run_id, self.targets, self.record.estimation)
         doc = {"run_id": self.run_id, "schema": self.schema.to_document(), "synthesizer": self.synthesizer,
                "settings": self.settings.to_dict(),
-               "record": self.record.releasable()}  # nothing exact of the private table (issue 24, P3)
+               "record": self.record.releasable()}  # nothing exact of the private table
         folder.write_json(doc, MODEL_FILE)
         return uri
 

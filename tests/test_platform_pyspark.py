@@ -1,4 +1,4 @@
-"""Packaging for managed platforms (issue 25): ``pip install privsyn-spark`` leaves the platform's PySpark alone.
+"""Packaging for managed platforms: ``pip install privsyn-spark`` leaves the platform's PySpark alone.
 
 A fresh plain venv (no system site packages) stands in for a platform whose PySpark is another supported
 version than CI's: ``pyspark-client`` 4.1.1, the Connect-only PySpark (2 MB, the ``pyspark`` module of a

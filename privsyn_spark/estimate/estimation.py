@@ -37,7 +37,7 @@ STOP_WINDOW = 5
 """Mirror descent stops on the mean relative loss change over this many iterations."""
 
 STOP_TOL = 3e-4
-"""Mirror descent's default stop: the loss fell by less than this share per iteration (issue 26: on Adult
+"""Mirror descent's default stop: the loss fell by less than this share per iteration (on Adult
 at epsilon 1 it stops after ~250 iterations against ~460 at 1e-4, with the same 1-, 2- and 3-way TVD to
 the real table, paired over 3 seeds; at 1e-3 the 2-way TVD rose 6 %; ``bench/bench_one_way.py --tols``)."""
 

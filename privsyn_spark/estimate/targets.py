@@ -36,7 +36,7 @@ ESTIMATORS = ("auto", "pgm", "consistency")
 
 PAIR_TARGET_WORK = 2e7
 """Default cap on the extra GUM work of unmeasured-pair targets: pairs x rows. All the unmeasured pairs
-become targets when they fit it, none when they do not (issue 26: every pair of the bench's 40,000-row
+become targets when they fit it, none when they do not (every pair of the bench's 40,000-row
 tables, ~6x GUM's CPU there; a capped share of them, 30 of ~4,600 pairs at 662,000 x 97, made GUM run
 every round for no fidelity gain)."""
 MAX_PAIR_TARGETS = 1000

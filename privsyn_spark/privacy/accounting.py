@@ -151,7 +151,7 @@ ONE_WAY_ALLOCATIONS = ("weighted", "uniform")
 class BudgetSplit:
     """Fractions of the run's rho per PrivSyn step.
 
-    Default 0.50 / 0.05 / 0.45 (issue 26: with PrivSyn's 10 %, then 35 %, the 1-way marginals were
+    Default 0.50 / 0.05 / 0.45 (with PrivSyn's 10 %, then 35 %, the 1-way marginals were
     noisier than AIM's at epsilon 0.5; from 35 % to 50 % the fitted 1-ways gain 10-12 % and the 2-ways
     move by under 1 % on the generated table, 5 % on Adult: the 2-way error there is mostly the model's,
     not the pairs' noise; docs/fidelity.md has the bench). PrivSyn Algorithm 3's split is
@@ -182,7 +182,7 @@ class BudgetSplit:
 
 
 PRIVSYN_SPLIT = BudgetSplit(0.1, 0.1, 0.8, one_way_allocation="uniform")
-"""The paper's split and 1-way allocation (PrivSyn Algorithm 3), the default before issue 26."""
+"""The paper's split and 1-way allocation (PrivSyn Algorithm 3)."""
 
 
 class Accountant:

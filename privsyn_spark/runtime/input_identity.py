@@ -1,4 +1,4 @@
-"""A run's input identity: what a run id's fingerprint binds on the input side (issue 25, fingerprinted reuse).
+"""A run's input identity: what a run id's fingerprint binds on the input side (fingerprinted reuse).
 
 - A table location (a path, a URI or a catalog name) is its own identity (a local path made absolute,
   with the run's scope: :mod:`privsyn_spark.runtime.input_scope`). A Delta table's version is recorded

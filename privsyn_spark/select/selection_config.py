@@ -16,7 +16,7 @@ class SelectionConfig:
     """Knobs of PrivSyn's selection steps (defaults as in the paper, but ``combine``)."""
 
     gamma: float = DEFAULT_GAMMA          # combined marginals must have fewer cells than this (Algorithm 2)
-    combine: bool = False                 # run marginal combining (Algorithm 2) at all; off since issue 26: with
+    combine: bool = False                 # run marginal combining (Algorithm 2) at all; off by default: with
                                           # Private-PGM the pairs on their own fit better (docs/fidelity.md)
     theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
     indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise

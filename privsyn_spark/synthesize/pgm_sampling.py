@@ -9,7 +9,7 @@ sampling, ``chunk`` records at a time (systematic rounding inside each chunk), f
 A sampled code the targets' 1-way tables rule out (a zeroed merged value, or one made of absent
 null/``other`` codes only: :mod:`privsyn_spark.estimate.zeroed_values`) is redrawn from those shares, as
 GUM's model start does: the model's fit gives such codes a little mass, and decoding would turn them
-into nulls below the rare-value threshold (issue 24: hundreds per 10^6 records).
+into nulls below the rare-value threshold (hundreds per 10^6 records).
 Each shard's work and memory are linear in its rows and bounded by the chunk, so 10^8 records are
 100 independent tasks. Needs a junction tree within the cell budget; otherwise use `gum`.
 """

@@ -1,4 +1,4 @@
-"""Fingerprinted reuse (issue 25): a run id is bound to its input's identity, not only to its settings.
+"""Fingerprinted reuse: a run id is bound to its input's identity, not only to its settings.
 
 A DataFrame's identity is the hash of its analyzed plan and the folders it reads (never its rows); a
 table location's is the location, with its Delta version recorded. Reusing a run id with another input

@@ -1,4 +1,4 @@
-"""The API's smaller edges (issue 25, item 8): ``OutputConfig(partition_by="income")`` is one column (a real
+"""The API's smaller edges: ``OutputConfig(partition_by="income")`` is one column (a real
 Delta write, read back by delta-rs), Spark's reserved table properties are refused rather than dropped,
 and dicts for the schema, the settings and the output are validated into their dataclasses (a wrong type
 is a UsageError naming the expected one and how to build it)."""

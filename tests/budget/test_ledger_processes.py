@@ -1,4 +1,4 @@
-"""Ledger exclusivity across processes (issue 24, R3): two driver processes race on one local ledger
+"""Ledger exclusivity across processes: two driver processes race on one local ledger
 (the threads test shares one JVM; here each process has its own JVM and Delta log cache), and a ledger
 store that cannot give mutual exclusion (S3 with Delta's default LogStore) is refused at run start."""
 

@@ -1,4 +1,4 @@
-"""Bad input through the real CLI: one case per row of issue 16's table.
+"""Bad input through the real CLI: one case per kind of bad input.
 
 Each case asserts the exit code, the one-line message (no trace), that no budget was charged and
 that no table was written. Failures found before Spark starts run `privsyn-spark` as a subprocess
@@ -131,7 +131,6 @@ BEFORE_SPARK = [
     ("conf-not-key-value", None, ["--conf", "spark.executor.memory"], "--conf expects KEY=VALUE"),
     ("output-non-delta-folder", None, lambda case: ["--output", str(case.dir / "folder")],
      "an existing folder that is not a Delta table and holds files"),
-    # issue 24, items 1, 2 and 7
     ("int-max-beyond-int32", with_column("age", max=1e12), [],
      "column 'age': bounds [18, 1e+12] exceed dtype int ([-2147483648, 2147483647])"),
     ("float-max-beyond-float32", with_column("score", dtype="float", max=1e39), [],

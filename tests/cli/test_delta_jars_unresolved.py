@@ -1,7 +1,7 @@
 """Without setup.sh's cache of the Delta jars, Spark resolves them with Ivy (spark.jars.packages); when that
 fails (here: a Maven repository on a closed loopback port, an empty Ivy home) the CLI (`budget set`: a
 command that starts Spark; `budget show` of a local path reads it without) ends with one line
-saying what to do, not PySpark's JAVA_GATEWAY_EXITED trace (issue 25, item 8)."""
+saying what to do, not PySpark's JAVA_GATEWAY_EXITED trace."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fault test (issue 24, reliability 4): a run killed with kill -9 after its reservation, before any noise,
+"""Fault test: a run killed with kill -9 after its reservation, before any noise,
 costs one charge in all.
 
 A real `privsyn-spark measure` subprocess holds the dataset's reservation and has counted the table; the

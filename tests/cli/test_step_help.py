@@ -1,4 +1,4 @@
-"""Each run step's ``--help`` lists only the options that step reads (issue 25, item 8), while every step
+"""Each run step's ``--help`` lists only the options that step reads, while every step
 still accepts the others, so that the one argument list the Airflow DAG passes serves all of them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write faults through the real CLI (issue 24, item 8): a full disk and a write cut short by kill -9.
+"""Write faults through the real CLI: a full disk and a write cut short by kill -9.
 
 - Disk full: a `privsyn-spark measure` subprocess whose runs dir is an 8 KiB tmpfs (mounted in its own
   user and mount namespace with `unshare`, so no root is needed and nothing outlives the process). Spark's

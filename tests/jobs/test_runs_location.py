@@ -1,4 +1,4 @@
-"""``runs_dir`` on a cluster (issue 25): no silent default on the driver's disk.
+"""``runs_dir`` on a cluster: no silent default on the driver's disk.
 
 The default ``./runs`` is refused in one line on a session whose master is not local: before Spark
 starts when the CLI is given ``--master``, and on the session spark-submit built otherwise (the API and

@@ -1,5 +1,5 @@
 """Numbers at the edges (+-inf, 1e30) are clipped and counted; NaN and unparseable text are counted as what they
-are (issue 24, item 8: they used to be reported as clipped); none crashes a cast."""
+are; none crashes a cast."""
 
 import math
 

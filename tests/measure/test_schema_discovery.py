@@ -50,7 +50,7 @@ def test_adult_draft_at_epsilon_1_finds_the_spikes_and_categories(adult, tmp_pat
     assert text.startswith("# DRAFT schema drafted PRIVATELY") and "epsilon=1, delta=1e-09" in text
     doc = yaml.safe_load(text)
     assert doc["reviewed"] is False and doc["draft"]["epsilon"] == 1.0
-    with pytest.raises(SchemaError, match="unreviewed"):  # a draft as a dict is refused too (issue 24, R6)
+    with pytest.raises(SchemaError, match="unreviewed"):  # a draft as a dict is refused too
         parse_schema(doc)
     assert parse_schema({**doc, "reviewed": True}).schema_hash() == schema.schema_hash()
 
@@ -74,7 +74,7 @@ def test_cli_draft_is_charged_to_the_ledger_with_the_later_run(spark, tmp_path):
     state = dataset_state(spark, ledger, "adult")
     assert [(r.run_id, r.fingerprint["step"]) for r in state.reservations] == [("draft-1", INFER_STEP)]
     assert state.spent_rho == pytest.approx(draft_rho)
-    # issue 24, P4: the partition selections' delta is composed too; the budget keeps its stated delta
+    # the partition selections' delta is composed too; the budget keeps its stated delta
     assert state.spent_extra_delta == pytest.approx(0.5e-9)
     assert state.reservations[0].extra_delta == draft.delta_selection
     assert state.budget_rho() == pytest.approx(rho_from_eps_delta(3.0, 0.5e-9))

@@ -77,7 +77,7 @@ def check(spark: SparkSession, tmp: Path) -> None:
     assert again.measurements.rho == model.measurements.rho
     assert len(deltalake.DeltaTable(ledger).to_pandas()) == len(rows)
 
-    # issue 25, fingerprinted reuse: the plan's identity over Connect (explain and inputFiles, no JVM here)
+    # the plan's identity over Connect (explain and inputFiles, no JVM here)
     rebuilt = synth.measure(spark.read.csv(privsyn_spark.SAMPLE_DATA, header=True))  # built again: reused
     assert rebuilt.measurements.provenance["attempt"] == model.measurements.provenance["attempt"]
     with pytest.raises(UsageError, match="run id 'connect-1' was measured with other settings: input"):

@@ -1,4 +1,4 @@
-"""Regression guard for 1-way fidelity (issue 26): the pipeline's 1-way TVD on the bundled Adult sample.
+"""Regression guard for 1-way fidelity: the pipeline's 1-way TVD on the bundled Adult sample.
 
 The whole pipeline (secure noise, selection, Private-PGM, GUM on Spark, decoding) runs at epsilon 1 with
 three synthesis seeds (each run draws fresh secure noise); the mean over the runs of the mean 1-way TVD

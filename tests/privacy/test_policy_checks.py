@@ -1,4 +1,4 @@
-"""The ``fail`` policies as noisy, charged checks (issue 24, P1): no free oracle on exact tallies."""
+"""The ``fail`` policies as noisy, charged checks: no free oracle on exact tallies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Direct tests of the sampler's uniform integer generator (issue 24, R5): exact uniformity at awkward
+"""Direct tests of the sampler's uniform integer generator: exact uniformity at awkward
 bounds (12!, 2^k +- 1, 3 * 2^30, wide bounds above 2^32), with the power to catch a modulo bias.
 
 A modulo-biased ``below`` (``word % bound``) gives the values under ``2^w mod bound`` (w the word width)
