@@ -20,8 +20,8 @@ CROSS_CUTTING = {
 }
 """Test folders named after no package folder, each with what it holds."""
 
-PACKAGE_WIDE = ("test_base_install.py", "test_doctests.py", "test_package_layout.py", "test_platform_pyspark.py",
-                "test_readme.py", "test_tests_layout.py")
+PACKAGE_WIDE = ("test_base_install.py", "test_docs_names.py", "test_doctests.py", "test_package_layout.py",
+                "test_platform_pyspark.py", "test_readme.py", "test_tests_layout.py")
 """The test modules at the top of tests/: checks of the whole package, its install and its docs."""
 
 
