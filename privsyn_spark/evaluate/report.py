@@ -1,8 +1,10 @@
 """The run report: ``report.json`` (machine-readable) and ``report.html`` (static, no server needed).
 
-The HTML is rendered from the same JSON-ready dict that is written to ``report.json``; every number
-it shows carries ``data-key`` (a JSON pointer into report.json) and ``data-value`` (the JSON value),
-so the two can be checked against each other. Plots are matplotlib PNGs embedded as data URIs; they
+The HTML is rendered from the same JSON-ready dict that is written to ``report.json``, with the Jinja2
+template ``templates/report.html.j2`` (autoescaped): the verdict and summary, then one row per column
+(:mod:`privsyn_spark.evaluate.report_columns`), then each section's other parts. Every number it shows
+carries ``data-key`` (a JSON pointer into report.json) and ``data-value`` (the JSON value), so the two can
+be checked against each other. Plots are matplotlib PNGs embedded as data URIs; they
 need the ``report`` extra (``pip install 'privsyn-spark[report]'``): without matplotlib the page says
 so in place of the plots, and everything else is written.
 """
@@ -17,10 +19,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
 from privsyn_spark.evaluate.evaluation import NOTICE
-from privsyn_spark.evaluate.report_columns import SHOWN, collapsed, column_table
+from privsyn_spark.evaluate.report_columns import SHOWN, column_rows
 from privsyn_spark.evaluate.report_html import at as _at
-from privsyn_spark.evaluate.report_html import attr_label
+from privsyn_spark.evaluate.report_html import attr_label, format_number
 from privsyn_spark.evaluate.report_html import n as _n
 from privsyn_spark.evaluate.report_html import num as _num
 from privsyn_spark.evaluate.report_html import pointer as _pointer
@@ -46,21 +51,13 @@ def is_plotted(pointer: str) -> bool:
 
 FOLD_ROWS = 20  # longer lists are folded into <details>
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
-h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;
-vertical-align:top}th{background:#f4f4f4}.notice{background:#fff3cd;border:1px solid #e0c36c;padding:.8em 1em}
-.flag{color:#a00;font-weight:bold}.verdict{padding:.6em 1em;border:2px solid}
-.verdict-green{background:#e3f4e3;border-color:#3a3}.verdict-amber{background:#fdebc8;border-color:#d08a00}
-.verdict-red{background:#fadcdc;border-color:#c33}.verdict-grey{background:#eee;border-color:#999}
-.warn li{color:#8a4b00}nav ul{columns:3}.num{font-variant-numeric:tabular-nums}figure{display:inline-block;margin:.5em}
-figcaption{font-size:.85em;color:#555}
-"""
-
-
 def _fold(rows: int, body: str) -> str:
-    return f"<details><summary>{rows} rows</summary>{body}</details>" if rows > FOLD_ROWS else body
+    return collapsed(f"{rows} rows", body) if rows > FOLD_ROWS else body
+
+
+def collapsed(summary: str, body: str) -> str:
+    """``body`` in a closed ``<details>`` block titled ``summary`` (HTML)."""
+    return f"<details><summary>{summary}</summary>{body}</details>"
 
 
 def _tuple(items: list, path: str) -> str:
@@ -112,8 +109,8 @@ _HEADLINES = (
 )
 
 
-def _summary(report: Mapping) -> str:
-    """The headline numbers, linked to their place in report.json."""
+def _summary(report: Mapping) -> list[tuple[str, Markup]]:
+    """The headline numbers (title, tagged value), linked to their place in report.json."""
     rows = []
     for title, keys in _HEADLINES:
         node: Any = report
@@ -122,8 +119,8 @@ def _summary(report: Mapping) -> str:
             node = node.get(key) if isinstance(node, Mapping) else None
             path = _pointer(path, key)
         if node is not None:
-            rows.append(f"<tr><th>{html.escape(title)}</th><td>{_value(node, path)}</td></tr>")
-    return f"<h2>Summary</h2><table>{''.join(rows)}</table>" if rows else ""
+            rows.append((title, Markup(_value(node, path))))
+    return rows
 
 
 _GUIDE = """<ul>
@@ -209,9 +206,10 @@ _TITLES = {"metrics": "Metrics (binned and value-level)", "selection": "Measured
 
 
 def _metrics(report: Mapping, metrics: Mapping, plots: bool) -> str:
-    """The metrics below the guide: the per-column table, then each other part in its own collapsed block
-    (its plain values in one small table), the 2-way heat map and the per-column plots collapsed too."""
-    parts = ["<h3>Per column</h3>" + column_table(report)]
+    """The metrics below the guide: each part in its own collapsed block (its plain values in one small
+    table; the per-column parts are in the page's per-column table), the 2-way heat map and the per-column
+    plots collapsed too."""
+    parts = []
     if plots and metrics.get("values"):
         parts.append(collapsed("Value histograms of numeric columns", "".join(value_plots(metrics["values"]))))
     if plots and metrics.get("distributions"):
@@ -230,43 +228,45 @@ def _metrics(report: Mapping, metrics: Mapping, plots: bool) -> str:
     return "".join(parts)
 
 
+_PAGE = Environment(loader=PackageLoader("privsyn_spark.evaluate", "templates"), autoescape=True,
+                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_PAGE.filters.update(number=format_number, json=json.dumps)
+
+
+def _title(section: str) -> str:
+    return _TITLES.get(section, section.replace("_", " ").capitalize())
+
+
+def _section(report: Mapping, section: str, plots: bool) -> str:
+    """One section's body below its heading (HTML): its plots and tables, its per-column parts left out."""
+    body, parts = report[section], []
+    if plots and section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
+        parts.append(budget_plot(body["ledger"]))
+    if section == "selection":
+        parts.append(_marginals_table(report))
+    if section == "timings":
+        return "".join(parts) + _timings_table(report)
+    if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
+        parts.append(rounds_plot(body["rounds"]))
+    if section == "metrics" and isinstance(body, Mapping):
+        return "".join(parts) + _GUIDE + rules_table(body) + _metrics(report, body, plots)
+    return "".join(parts) + _value(body, _pointer("", section))
+
+
 def render_html(report: Mapping) -> str:
     """The report as one self-contained HTML page (``report`` as returned by ``to_jsonable``)."""
     run = report.get("run") or {}
     title = f"privsyn-spark run report: {run.get('dataset') or ''} {run.get('run_id') or ''}".strip()
-    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS] if k in report and k != "verdict"]
-    toc = ["verdict", "summary"] + sections
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f'<p class="notice"><strong>Not differentially private.</strong> {html.escape(NOTICE)} '
-             "Do not publish this report or pass it on with the synthetic table.</p>",
-             "<nav><b>Contents</b><ul>" + "".join(
-                 f'<li><a href="#{k}">{html.escape(_TITLES.get(k, k.replace("_", " ").capitalize()))}</a></li>'
-                 for k in toc) + "</ul></nav>",
-             _verdict(report),
-             _summary(report).replace("<h2>Summary</h2>", '<h2 id="summary">Summary</h2>', 1)]
+    sections = [k for k in list(SECTIONS) + [k for k in report if k not in SECTIONS]
+                if k in report and k != "verdict" and _pointer("", k) not in SHOWN]
+    columns = column_rows(report)
+    toc = [("verdict", "Verdict"), ("summary", "Summary")] + ([("columns", "Per column")] if columns else []) + [
+        (k, _title(k)) for k in sections]
     plots = importlib.util.find_spec("matplotlib") is not None
-    if not plots:
-        parts.append(f'<p class="notice">{html.escape(PLOTS_MISSING)}</p>')
-    for section in sections:
-        body = report[section]
-        parts.append(f'<h2 id="{section}">'
-                     f"{html.escape(_TITLES.get(section, section.replace('_', ' ').capitalize()))}</h2>")
-        if plots and section == "budget" and isinstance(body, Mapping) and body.get("ledger"):
-            parts.append(budget_plot(body["ledger"]))
-        if section == "selection":
-            parts.append(_marginals_table(report))
-        if section == "timings":
-            parts.append(_timings_table(report))
-            continue
-        if plots and section == "synthesis" and isinstance(body, Mapping) and body.get("rounds"):
-            parts.append(rounds_plot(body["rounds"]))
-        if section == "metrics" and isinstance(body, Mapping):
-            parts.append(_GUIDE + rules_table(body) + _metrics(report, body, plots))
-            continue
-        parts.append(_value(body, _pointer("", section)))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    return _PAGE.get_template("report.html.j2").render(
+        title=title, notice=NOTICE, toc=toc, verdict=Markup(_verdict(report)), summary=_summary(report),
+        plots_missing=None if plots else PLOTS_MISSING, columns=columns,
+        sections=[{"id": k, "title": _title(k), "body": Markup(_section(report, k, plots))} for k in sections])
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 
+from privsyn_spark.evaluate import report as report_module
 from privsyn_spark.evaluate.report import write_report
 from privsyn_spark.evaluate.report_html import format_number
 from privsyn_spark.jsonable import to_jsonable
@@ -127,18 +129,47 @@ def test_report_without_warnings_says_none(tmp_path):
     assert "Warnings. None." in re.sub(r"<[^>]+>", "", html_path.read_text())
 
 
-def test_metrics_are_per_column_tables_collapsed(tmp_path):
+def test_the_lower_half_is_per_column_rows_collapsed(tmp_path):
     json_path, html_path = write_report(operator_report(), tmp_path / "out")
     check_report(json_path, html_path, min_images=8)  # every number still shown, each once in its place
     page = html_path.read_text()
-    metrics = page[page.index('<h2 id="metrics">'):]
-    columns = re.search(r"<details><summary>4 columns: 1-way TVD; KS distance and spike shares of numeric "
-                        r"columns</summary>(.*?)</details>", metrics, re.S)
-    assert columns, "the per-column table is not one collapsed block"
-    age = re.search(r"<tr><th>age</th>(.*?)</tr>", columns.group(1)).group(1)
+    assert page.index('id="summary"') < page.index('<h2 id="columns">') < page.index('<h2 id="budget">')
+    block = re.search(r'<h2 id="columns">Per column</h2>\s*<details><summary>4 columns: (.*?)</summary>(.*?)</details>',
+                      page, re.S)
+    assert block, "the per-column table is not one collapsed block"
+    rows = dict(re.findall(r"<tr><th>([^<]+)</th>(.*?)</tr>", block.group(2), re.S))
+    assert list(rows) == ["column", "age", "sex", "in/come", "gain"]  # the header, then a row per column
+    age, sex = rows["age"], rows["sex"]
     assert 'data-key="/metrics/tvd/tvd_1way/age"' in age and 'data-key="/metrics/values/age/ks"' in age
     assert 'class="flag">high' in age and 'data-key="/metrics/values/age/spikes/0/real"' in age
-    assert metrics.count('data-key="/metrics/tvd/tvd_1way/age"') == 1  # not again in a nested dump of report.json
+    assert 'data-key="/domain_handling/age/out_of_domain"' in age and "handling: clip" in age
+    assert 'data-key="/estimation/one_way_fit/attributes/sex/noise_tvd"' in sex
+    lower = page[page.index('<h2 id="columns">'):]  # below the verdict and summary
+    for key in ("/metrics/tvd/tvd_1way/age", "/domain_handling/age/out_of_domain",
+                "/estimation/one_way_fit/attributes/sex/tvd"):
+        assert lower.count(f'data-key="{key}"') == 1  # not again in a nested dump of report.json
+    assert 'id="domain_handling"' not in page  # all of it is per column
+    metrics = page[page.index('<h2 id="metrics">'):]
     blocks = re.findall(r"<details><summary>([^<]+)</summary>", metrics)
     assert {"tvd", "range queries", "privacy smoke", "Value histograms of numeric columns"} <= set(blocks)
     assert "<img" not in re.sub(r"<details>.*?</details>", "", metrics.split("<h3>2-way TVD</h3>")[0], flags=re.S)
+
+
+def test_the_page_escapes_a_hostile_column_name(tmp_path):
+    hostile = '<script>alert("x")</script>&'
+    report = sample_report()
+    report["metrics"]["tvd"]["tvd_1way"][hostile] = 0.03
+    report["domain_handling"][hostile] = {"out_of_domain": 2, "handling": "<b>drop</b>"}
+    json_path, html_path = write_report(report, tmp_path / "out")
+    check_report(json_path, html_path, min_images=6)
+    page = html_path.read_text()
+    assert "<script>" not in page and "<b>drop</b>" not in page
+    assert "<th>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;</th>" in page
+    assert "handling: &lt;b&gt;drop&lt;/b&gt;" in page
+    assert 'data-key="/domain_handling/&lt;script&gt;alert(&#34;x&#34;)&lt;~1script&gt;&amp;/out_of_domain"' in page
+
+
+def test_the_template_ships_with_the_package():
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert '"evaluate/templates/*.j2"' in pyproject and '"jinja2>=3.1,<4"' in pyproject
+    assert (Path(report_module.__file__).parent / "templates" / "report.html.j2").is_file()
