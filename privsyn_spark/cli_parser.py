@@ -19,7 +19,8 @@ READ_BY = {
     "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
     "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
-    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (), "persons_output": (), "people": (),
+    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (), "persons_output": ("synthesize",),
+    "people": ("synthesize",),
 }
 """The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
 other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
@@ -77,8 +78,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
-    io.add_argument("--persons-output", help="a people schema's `run`: the synthetic persons' Delta table (a path "
-                                             "or a catalog table name); their rows go to --output")
+    io.add_argument("--persons-output", help="a people schema: the synthetic persons' Delta table (a path or a "
+                                             "catalog table name); their rows go to --output")
     io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
                     help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
                          "holds rows, before any budget is spent; overwrite: replace it; append: add to it")
@@ -123,8 +124,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
     synth = parser.add_argument_group("synthesis")
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
-    synth.add_argument("--people", type=int, metavar="N",
-                       help="a people schema's `run`: synthetic persons (default: the noisy person count)")
+    synth.add_argument("--people", type=_optional_int, metavar="N",
+                       help="a people schema: synthetic persons (default: the noisy person count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
                        help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
     synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default=None,
