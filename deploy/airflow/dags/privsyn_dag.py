@@ -186,6 +186,7 @@ STEP_ARGS = [
     # a people schema (docs/people.md): the persons' table and how many (empty: the noisy person count)
     "--persons-output={{ params.persons_output }}",
     "--people={{ params.people or '' }}",
+    "--people-split={{ params.people_split }}",
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
@@ -259,6 +260,8 @@ PARAMS = {
                                         "output); empty for any other schema"),
     "people": Param(0, type="integer", minimum=0,
                     description="a people schema: synthetic persons (0: the noisy person count)"),
+    "people_split": Param("", type="string",
+                          description="a people schema: PERSONS,DEGREES,ROWS shares of rho (empty: 0.35,0.05,0.60)"),
     "mode": Param("fit", enum=["fit", "resample"],
                   description="fit: measure + synthesize + evaluate (charged); resample: sample only from the "
                               "dataset's latest fitted run (no input read, nothing charged)"),
