@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from privsyn_spark.config import Settings, refused_property
+from privsyn_spark.config import PeopleSplit, Settings, refused_property
 from privsyn_spark.errors import UsageError
 from privsyn_spark.operations import (
     DECLARED_DTYPES,
@@ -94,7 +94,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The run's :class:`~privsyn_spark.config.Settings`: ``--config``, then each flag of :data:`FLAG_FIELDS`
-    that was given overrides its field (checked as its section is rebuilt; the error names the flag)."""
+    that was given overrides its field (checked as its section is rebuilt; the error names the flag), and
+    ``--people-split`` the people split."""
     settings = Settings.load(args.config) if getattr(args, "config", None) else Settings()
     for flag, (section, name) in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
@@ -105,6 +106,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         except UsageError as err:
             raise UsageError(f"--{flag.replace('_', '-')}: {err}") from None
         settings = dataclasses.replace(settings, **{section: changed})
+    split = getattr(args, "people_split", None)
+    if split:  # empty: a DAG param left unset
+        try:
+            settings = dataclasses.replace(settings, people_split=PeopleSplit.parse(split))
+        except ValueError as err:
+            raise UsageError(f"--people-split: {err}") from None
     return settings
 
 

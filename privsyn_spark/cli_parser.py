@@ -19,7 +19,8 @@ READ_BY = {
     "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
     "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
-    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (), "persons_output": (), "people": (),
+    "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (), "persons_output": ("synthesize",),
+    "people": ("synthesize",), "people_split": ("measure",),
 }
 """The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
 other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
@@ -77,8 +78,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     _scope_args(io)
     io.add_argument("--output", required=step != "measure",
                     help="synthetic Delta table: a path or a catalog table name")
-    io.add_argument("--persons-output", help="a people schema's `run`: the synthetic persons' Delta table (a path "
-                                             "or a catalog table name); their rows go to --output")
+    io.add_argument("--persons-output", help="a people schema: the synthetic persons' Delta table (a path or a "
+                                             "catalog table name); their rows go to --output")
     io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
                     help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
                          "holds rows, before any budget is spent; overwrite: replace it; append: add to it")
@@ -118,13 +119,14 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     privacy.add_argument("--max-rows-per-id", type=_optional_int, metavar="K",
                          help="rows kept per person, chosen at random (the bound every sensitivity follows from; "
                               "default: the schema's, else 1)")
+    _people_split_arg(privacy)
     privacy.add_argument("--log-exact-counts", action="store_true",
                          help="operators only: put exact tallies of the private table in the log and errors")
     privacy.add_argument("--dataset-epsilon", type=float, help=argparse.SUPPRESS)  # refused: see budget set
     synth = parser.add_argument_group("synthesis")
     synth.add_argument("--rows", type=int, help="synthetic rows (default: the noisy row count)")
-    synth.add_argument("--people", type=int, metavar="N",
-                       help="a people schema's `run`: synthetic persons (default: the noisy person count)")
+    synth.add_argument("--people", type=_optional_int, metavar="N",
+                       help="a people schema: synthetic persons (default: the noisy person count)")
     synth.add_argument("--synthesizer", choices=["gum", "pgm"], default="gum",
                        help="gum: PrivSyn's GUM sharded over Spark (default); pgm: sample the graphical model")
     synth.add_argument("--estimator", choices=["auto", "pgm", "consistency"], default=None,
@@ -163,6 +165,12 @@ def _scope_args(group: Any, where: bool = True) -> None:
                            help="extra Spark SQL predicate on the input rows (narrows the input only)")
 
 
+def _people_split_arg(group: Any) -> None:
+    group.add_argument("--people-split", metavar="PERSONS,DEGREES,ROWS",
+                       help="a people schema: the shares of rho of the person table, the degree histogram and the "
+                            "row table, positive and summing to 1 (default 0.35,0.05,0.60; people_split in --config)")
+
+
 def _config_arg(group: Any) -> None:
     group.add_argument("--config", metavar="FILE.yaml",
                        help="rarely used settings (privsyn_spark.config.Settings): sections budget_split, selection, "
@@ -187,6 +195,7 @@ def _plan_parser(sub: Any) -> None:
     _dataset_arg(plan, "dataset key in the ledger")
     plan.add_argument("--no-ledger", action="store_true", help="the run would have no budget ledger")
     plan.add_argument("--max-cells", type=int, default=DEFAULT_MAX_CELLS, help="cap on one engine pass's cells")
+    _people_split_arg(plan)
     _config_arg(plan)
 
 

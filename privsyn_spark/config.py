@@ -12,6 +12,7 @@ override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
     gum: {alpha_0: 0.5}
     sharding: {shard_rows: 1000000, iterations_per_round: 10}
     progress: {quiet: true}
+    people_split: {persons: 0.35, degrees: 0.05, rows: 0.60}
 
 >>> s = Settings.from_dict({"budget_split": {"one_way": 0.2, "indif": 0.1, "selected": 0.7}})
 >>> s.split.one_way, s.selection.gamma == SelectionConfig().gamma
@@ -24,7 +25,8 @@ privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 's
 One home, one name, one default per knob: each section is a frozen dataclass defined beside the stage
 that reads it (``BudgetSplit`` in privacy/accounting.py, ``SelectionConfig`` in select/,
 ``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/plan.py, ``ShardingConfig``
-in synthesize/sharded/context.py, ``ProgressConfig`` in progress.py) and validates itself in
+in synthesize/sharded/context.py, ``ProgressConfig`` in progress.py, ``PeopleSplit`` in privacy/people.py)
+and validates itself in
 ``__post_init__`` (a :class:`UsageError`), so a ``Settings`` that exists is valid;
 :class:`~privsyn_spark.PrivSyn` takes it and passes it down unchanged (nothing copies a field out and
 back). To add a knob:
@@ -51,6 +53,7 @@ from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.privacy.people import PeopleSplit
 from privsyn_spark.progress import ProgressConfig
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
@@ -63,7 +66,7 @@ DEFAULT_DELTA = 1e-9
 """Documented default delta; never derived from the (private) row count."""
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig",
-           "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
+           "PeopleSplit", "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
 
 
 RESERVED_PROPERTIES = {
@@ -136,9 +139,10 @@ class Settings:
     gum: GumConfig = field(default_factory=GumConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)  # stderr lines / notebook bar; quiet
+    people_split: PeopleSplit = field(default_factory=PeopleSplit)  # a people run's rho: persons, degrees, rows
 
     _SECTIONS = {"budget_split": "split", "selection": "selection", "estimation": "estimation", "gum": "gum",
-                 "sharding": "sharding", "progress": "progress"}
+                 "sharding": "sharding", "progress": "progress", "people_split": "people_split"}
     _UNUSED_GUM = {"iterations": "sharding.gum_rounds and sharding.iterations_per_round",
                    "track_errors": "the rounds' errors, always tracked"}
     """GumConfig fields sharded GUM does not read (only the single-process kernel does), and what rules instead."""

@@ -198,7 +198,8 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
             measured = measure_people(tables[0].packed, tables[1].packed, frames.degree_counts, run_id=run_id,
                                       schema_hashes=(person_schema.schema_hash(), row_schema.schema_hash()),
                                       budget=synth.budget, sampler=sampler, record=record, unit=synth.unit,
-                                      split=synth.settings.split, selection=synth.settings.selection,
+                                      people_split=synth.settings.people_split, split=synth.settings.split,
+                                      selection=synth.settings.selection,
                                       max_cells=synth.max_cells, log_exact_counts=synth.log_exact_counts,
                                       progress=progress)
         record.bounding = {**(tables[1].bounding() or {}), "people": frames.stats()}  # operators only

@@ -26,7 +26,8 @@ from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, S
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import REPORT_HTML
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
-from privsyn_spark.people_model import PeopleModel, write_people
+from privsyn_spark.people_model import PeopleModel
+from privsyn_spark.people_steps import check_people_outputs, measured_people, people_report, synthesize_people
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.progress import summary
 from privsyn_spark.run_artifacts import OPERATOR_DIR
@@ -146,8 +147,15 @@ def measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = N
 
 
 def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
-    """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present)."""
-    model = _measure(spark, config)
+    """CLI step `measure`: budget ledger reservation, then the private measurements (reused if present); a
+    people schema's: :meth:`PrivSyn.measure_people` (the person table, the degrees and the row table)."""
+    synth = synthesizer(config)
+    if synth.schema.people is not None:
+        check_people_outputs(synth, spark, None, config.output, config.scope, config.write_mode, config.partition_by)
+        people = synth.measure_people(config.input, config.run_id, config.input_format)
+        _done("measure", config, people.rows, note=f"people measurements in {config.run_location}")
+        return people.measurements
+    model = _measure(spark, config, synth=synth)
     _done("measure", config, model, note=f"measurements in {config.run_location}")
     return model.measurements
 
@@ -165,9 +173,18 @@ def canonical(spark: SparkSession, config: RunConfig, codes: InputCodes | None =
 
 
 def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
-    """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data)."""
+    """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data); a
+    people schema's: the persons to ``--persons-output``, their rows to ``--output`` (returned)."""
     config = canonical(spark, config)
     synth = synthesizer(config)
+    if synth.schema.people is not None:
+        check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
+                             config.partition_by)
+        people = measured_people(synth, config.run_id, config.source, spark)
+        found, persons, rows = synthesize_people(spark, people, config.persons_output, config.output, config.people,
+                                                 config.seed, config.write_mode)
+        _done_people("synthesize", config, people, persons, rows)
+        return found.rows
     model = synth.measured(config.run_id, config.source, spark)
     output = output_for(spark, config)
     synth.check_output(config.output, output, spark)
@@ -180,6 +197,12 @@ def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     """CLI step `evaluate`: metrics of the written synthetic table and the run report."""
     config = canonical(spark, config)
     synth = synthesizer(config)
+    if synth.schema.people is not None:
+        people = measured_people(synth, config.run_id, config.source, spark)
+        report = people_report(spark, synth, people, config.input, config.input_format, config.output,
+                               _run_doc(config), evaluate=True)
+        _done("evaluate", config, people.rows, report=True)
+        return report
     model = synth.measured(config.run_id, config.source, spark)
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
         report = _report(spark, config, model, codes)
@@ -205,26 +228,30 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
 
 
 def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
-    """CLI `run` of a people schema (docs/people.md): the persons to ``--persons-output`` and their rows to
-    ``--output``, two Delta tables of one commit each; both outputs checked before any budget is spent. The
-    fidelity evaluation of people is the bench's (``bench/bench_people.py``), not the run's."""
-    if not config.persons_output:
-        raise UsageError("a people schema's run writes two tables: --persons-output (the persons) and --output "
-                         "(their rows)")
-    if config.scope or config.write_mode == "append" or config.partition_by:
-        raise UsageError("a people run reads its whole input and writes new tables: --partition/--where, --mode "
-                         "append and --partition-by are refused")
-    for target in (config.persons_output, config.output):
-        synth.check_output(target, OutputConfig(mode=config.write_mode), spark)
-    model = synth.fit(config.input, config.run_id, config.input_format)
-    assert isinstance(model, PeopleModel)
-    people = model.sample_people(config.people, config.seed, spark)
-    persons, rows = write_people(people, config.persons_output, config.output, provenance=model,
-                                 mode=config.write_mode)
-    print(summary("run", epsilon=None if config.ledger else config.epsilon,
+    """CLI `run` of a people schema (docs/people.md): the steps measure, synthesize and evaluate in a row
+    (:mod:`privsyn_spark.people_steps`): the persons to ``--persons-output`` and their rows to ``--output``, two
+    Delta tables of one commit each (both checked before any budget is spent), then the run report with the
+    people metrics (unless ``--no-evaluate``)."""
+    check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
+                         config.partition_by)
+    model = synth.measure_people(config.input, config.run_id, config.input_format)
+    _, persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
+                                         config.seed, config.write_mode)
+    report = people_report(spark, synth, model, config.input, config.input_format, config.output,
+                           {**_run_doc(config), "persons_version": persons}, config.evaluate)
+    _done_people("run", config, model, persons, rows, report=True)
+    return report
+
+
+def _done_people(step: str, config: RunConfig, model: PeopleModel, persons: int, rows: int,
+                 report: bool = False) -> None:
+    """A people step's closing line: both tables written (and the run report's location)."""
+    folder = model.rows.run_folder
+    where = folder.location(OPERATOR_DIR, REPORT_HTML) if report and folder is not None else None
+    print(summary(step, ledger=model.record.dataset_ledger, epsilon=None if config.ledger else config.epsilon,
+                  report=where,
                   note=f"wrote synthetic persons to {config.persons_output} (Delta version {persons}) and their "
                        f"rows to {config.output} (Delta version {rows})"), flush=True)
-    return {"run_id": config.run_id, "persons_version": persons, "rows_version": rows}
 
 
 def _measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None,
@@ -275,8 +302,13 @@ def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: In
             written = Scope(config.scope.partition).apply(written).drop(*config.scope.columns)
         with model.record.step("evaluate"):
             model.record.metrics = evaluate(codes, written, model.schema, label=config.label, seed=config.seed).metrics
-    return model.write_report({"run_id": config.run_id, "dataset": config.dataset_id or config.input,
-                               "input": config.input, "output": config.output, "config": _config_dict(config)})
+    return model.write_report(_run_doc(config))
+
+
+def _run_doc(config: RunConfig) -> dict[str, Any]:
+    """What the run report says of the run (its ``run`` section)."""
+    return {"run_id": config.run_id, "dataset": config.dataset_id or config.input, "input": config.input,
+            "output": config.output, "config": _config_dict(config)}
 
 
 def _config_dict(config: RunConfig) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from privsyn_spark.config import Settings
 from privsyn_spark.measure.engine import first_pass_cells
 from privsyn_spark.privacy.accounting import RunBudget, one_way_rhos, split_rho
 from privsyn_spark.privacy.noise import gaussian_sigma
-from privsyn_spark.privacy.people import PeopleSplit, degree_sensitivity, person_sensitivity, row_sensitivity
+from privsyn_spark.privacy.people import degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import count_sensitivity
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.noisy_indif import indif_noise_scale
@@ -49,7 +49,8 @@ class Plan:
     dataset_id: str | None
     privacy_unit: str = "row"
     max_rows_per_id: int = 1
-    people: tuple[tuple[str, float, float], ...] = ()  # a people run's parts: (name, rho, L2 sensitivity)
+    people: tuple[tuple[str, float, float, float, float, float], ...] = ()
+    """A people run's parts: (name, share of rho, rho, L2 sensitivity, smallest and largest sigma of its releases)."""
 
     def __str__(self) -> str:
         lines = [f"budget: epsilon={self.epsilon:g} delta={self.delta:g} -> rho={self.rho:.6g} (zCDP)",
@@ -61,8 +62,9 @@ class Plan:
             lines.insert(1, f"privacy unit: a person of id {self.privacy_unit}, at most {self.max_rows_per_id} rows "
                             f"each (every sensitivity and sigma x{self.max_rows_per_id})")
         if self.people:
-            lines.insert(2, "people: " + ", ".join(f"{name} rho {rho:.6g} (sensitivity {sens:g})"
-                                                   for name, rho, sens in self.people))
+            lines[2:2] = [f"people: {name} share {share:g} rho {rho:.6g} sensitivity {sens:g} sigma "
+                          + (f"{low:.4g}" if low == high else f"{low:.4g}-{high:.4g}")
+                          for name, share, rho, sens, low, high in self.people]
         lines += [f"{name:<32} {rho:>12.6g} {sigma:>10.4g} {cells:>10,}" for name, rho, sigma, cells in self.releases]
         fits = "ok" if self.first_pass_cells <= self.max_cells else "ABOVE the cap: the run stops before noise"
         lines += [f"selected marginals: rho {self.rho_selected:.6g} split by PrivSyn Eq. 1 after selection",
@@ -102,11 +104,11 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
 
 def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells: int,
                 ledger: str | None = None, dataset_id: str | None = None) -> Plan:
-    """The :class:`Plan` of a people run: its rho split by :class:`PeopleSplit` (one accountant), the person
-    table's releases (``persons/...``, sensitivity 1), the degree histogram's and the row table's
+    """The :class:`Plan` of a people run: its rho split by ``settings.people_split`` (one accountant), the
+    person table's releases (``persons/...``, sensitivity 1), the degree histogram's and the row table's
     (``rows/...``, sensitivity K; :mod:`privsyn_spark.privacy.people`)."""
     assert schema.people is not None
-    rhos = PeopleSplit().rhos(budget.rho)
+    rhos, shares = settings.people_split.rhos(budget.rho), settings.people_split.shares()
     persons, rows = (plan_release(table, dataclasses.replace(budget, rho=rhos[part]), settings, max_cells)
                      for table, part in zip(schema.people_tables(), ("persons", "rows")))
     m = schema.people.max_rows_per_person
@@ -114,8 +116,11 @@ def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells
     degrees = ("degrees (rows per person 1..M)", rhos["degrees"], sigma, m)
     releases = (*((f"persons/{n}", r, s, c) for n, r, s, c in persons.releases), degrees,
                 *((f"rows/{n}", r, s, c) for n, r, s, c in rows.releases))
-    parts = (("persons", rhos["persons"], person_sensitivity()), ("degrees", rhos["degrees"], degree_sensitivity()),
-             ("rows", rhos["rows"], row_sensitivity(schema.privacy_unit)))
+    sensitivities = {"persons": person_sensitivity(), "degrees": degree_sensitivity(),
+                     "rows": row_sensitivity(schema.privacy_unit)}
+    sigmas = {part: [s for n, _, s, _ in releases if n.startswith(part)] for part in shares}
+    parts = tuple((part, shares[part], rhos[part], sensitivities[part], min(sigmas[part]), max(sigmas[part]))
+                  for part in shares)
     return dataclasses.replace(rows, rho=budget.rho, rho_one_way=persons.rho_one_way + rows.rho_one_way,
                                rho_indif=persons.rho_indif + rows.rho_indif,
                                rho_selected=persons.rho_selected + rows.rho_selected, releases=releases,

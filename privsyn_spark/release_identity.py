@@ -50,7 +50,7 @@ def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str 
                     input_version: str | None = None, delta_version: int | None = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
     (its identity: :mod:`privsyn_spark.runtime.input_identity`; None: any input, a later step reading the
-    measurements) and the same budget split and selection settings when ``settings`` are not the defaults,
+    measurements) and the same budget split, selection and people split when ``settings`` are not the defaults,
     and the same ``input_version`` of its files when both sides know it (``runtime.input_table.input_version``).
     A Delta input's ``delta_version`` is recorded: a reuse on another version is warned about, not refused."""
     fingerprint: dict[str, Any] = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash}
@@ -62,11 +62,13 @@ def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str 
         fingerprint["input_version"] = input_version
     if delta_version is not None:
         fingerprint["input_delta_version"] = delta_version
-    if settings is not None:  # a non-default budget split or selection changes what is released
+    if settings is not None:  # a non-default budget split, selection or people split changes what is released
         default = Settings()
-        if (settings.split, settings.selection) != (default.split, default.selection):
-            fingerprint["measure_settings"] = {k: v for k, v in settings.to_dict().items()
-                                               if k in ("budget_split", "selection")}
+        keys = {"budget_split", "selection"}
+        if settings.people_split != default.people_split:  # a flat run's fingerprint as before
+            keys.add("people_split")
+        if (settings.split, settings.selection) != (default.split, default.selection) or len(keys) == 3:
+            fingerprint["measure_settings"] = {k: v for k, v in settings.to_dict().items() if k in keys}
     return fingerprint
 
 

@@ -67,10 +67,30 @@ class PeopleSplit:
 
     def __post_init__(self) -> None:
         parts = (self.persons, self.degrees, self.rows)
-        if any(not (isinstance(p, (int, float)) and p > 0) for p in parts):
+        if any(not (isinstance(p, (int, float)) and math.isfinite(p) and p > 0) for p in parts):
             raise ValueError(f"PeopleSplit: every fraction must be > 0, got {parts}")
         if abs(math.fsum(parts) - 1.0) > 1e-9:
             raise ValueError(f"PeopleSplit: fractions must sum to 1, got {math.fsum(parts)}")
+
+    @classmethod
+    def parse(cls, text: str) -> PeopleSplit:
+        """A split from ``PERSONS,DEGREES,ROWS`` (``"0.3,0.1,0.6"``); ``ValueError`` for anything else.
+
+        >>> PeopleSplit.parse("0.3, 0.1, 0.6").degrees
+        0.1
+        """
+        parts = [p.strip() for p in text.split(",")]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) != 3:
+            raise ValueError(f"PeopleSplit: expected PERSONS,DEGREES,ROWS (three numbers), got {text!r}")
+        return cls(*values)
+
+    def shares(self) -> dict[str, float]:
+        """The fraction of each part (:data:`PARTS`)."""
+        return {"persons": self.persons, "degrees": self.degrees, "rows": self.rows}
 
     def rhos(self, rho: float) -> dict[str, float]:
         """The rho of each part (:data:`PARTS`); the rows take the float remainder, so they sum to ``rho``."""

@@ -46,14 +46,14 @@ def test_accountant_parts_share_one_ledger_and_keep_to_their_share():
 def test_plan_of_a_people_run_shows_the_split_and_every_part():
     plan = PrivSyn(people_doc(), epsilon=1.0, no_ledger=True).plan()
     rhos = PeopleSplit().rhos(plan.rho)
-    assert [(n, r, s) for n, r, s in plan.people] == [("persons", rhos["persons"], 1.0),
-                                                      ("degrees", rhos["degrees"], 1.0), ("rows", rhos["rows"], 3.0)]
+    assert [(n, r, s) for n, _, r, s, _, _ in plan.people] == [
+        ("persons", rhos["persons"], 1.0), ("degrees", rhos["degrees"], 1.0), ("rows", rhos["rows"], 3.0)]
     names = [r[0] for r in plan.releases]
     assert "persons/one_way:_degree" in names and "rows/one_way:amount" in names
     assert "persons/one_way:amount" not in names  # a row column is not in the person table
     degree = next(r for r in plan.releases if r[0].startswith("degrees"))
     assert degree[2] == pytest.approx(math.sqrt(1 / (2 * rhos["degrees"])))
-    assert "people: persons rho" in str(plan)
+    assert "people: persons share 0.35 rho" in str(plan)
     persons_sigma = dict((r[0], r[2]) for r in plan.releases)
     rows_sigma_ratio = persons_sigma["rows/one_way:segment"] / math.sqrt(1 / (2 * [
         r[1] for r in plan.releases if r[0] == "rows/one_way:segment"][0]))

@@ -183,6 +183,10 @@ STEP_ARGS = [
     # empty: the schema's privacy_unit (else one row)
     "--privacy-id={{ params.privacy_id }}",
     "--max-rows-per-id={{ params.max_rows_per_id or '' }}",
+    # a people schema (docs/people.md): the persons' table and how many (empty: the noisy person count)
+    "--persons-output={{ params.persons_output }}",
+    "--people={{ params.people or '' }}",
+    "--people-split={{ params.people_split }}",
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
@@ -251,6 +255,13 @@ PARAMS = {
                         description="id column(s) of a person, the privacy unit (empty: the schema's, else one row)"),
     "max_rows_per_id": Param(0, type="integer", minimum=0,
                              description="rows kept per person, the bound K (0: the schema's, else 1)"),
+    "persons_output": Param("", type="string",
+                            description="a people schema: the synthetic persons' Delta table (their rows go to "
+                                        "output); empty for any other schema"),
+    "people": Param(0, type="integer", minimum=0,
+                    description="a people schema: synthetic persons (0: the noisy person count)"),
+    "people_split": Param("", type="string",
+                          description="a people schema: PERSONS,DEGREES,ROWS shares of rho (empty: 0.35,0.05,0.60)"),
     "mode": Param("fit", enum=["fit", "resample"],
                   description="fit: measure + synthesize + evaluate (charged); resample: sample only from the "
                               "dataset's latest fitted run (no input read, nothing charged)"),
