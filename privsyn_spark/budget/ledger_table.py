@@ -30,10 +30,19 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random,
+)
 
 from privsyn_spark.budget.ledger_state import DatasetState, fold
 from privsyn_spark.budget.ledger_store import (
@@ -77,6 +86,16 @@ class LedgerContention(RuntimeError):
     """Too many concurrent writers kept winning the race; nothing was written."""
 
 
+class _CreationRace(Exception):
+    """Another writer is creating the ledger (a commit conflict, or its log folder without a first commit
+    yet): the one condition :func:`ensure_ledger` retries on, until its deadline."""
+
+
+class _LostRace(Exception):
+    """A write lost its ``seq`` to a concurrent writer (a commit conflict, or its MERGE matched the
+    winner's row): the one condition :func:`append_row` retries on."""
+
+
 def _is_creating(ledger: str, exc: BaseException) -> bool:
     """Whether ``exc`` says another writer's creation of the ledger is midway (:data:`_CREATING_MARKERS`;
     a local ledger's ``_delta_log`` is then a folder)."""
@@ -110,26 +129,23 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
     """Create the (empty) ledger if it does not exist (``create``; otherwise :class:`LedgerMissing`);
     several first writers at once all succeed (a loser of the create race waits for the winner's first
     commit, then uses it). An older ledger gets this version's new columns (:data:`LEDGER_COLUMNS`)."""
-    deadline = time.monotonic() + wait_seconds
-    rng = random.Random()
     if not create:
         require_ledger(spark, ledger)
-    while not ledger_ready(spark, ledger):
-        location = ledger_location(ledger)
-        try:
-            create_if_not_exists(spark, location, LEDGER_COLUMNS, "privsyn-spark privacy budget ledger (zCDP rho)")
-            log.info("created the budget ledger %s", location)
-            break
-        except Exception as exc:  # noqa: BLE001 - retried only while another writer is creating it
-            if not (_is_conflict(exc) or _is_creating(ledger, exc)):
-                raise UsageError(f"could not create the budget ledger at {location}: "
-                                 f"{str(exc).strip().splitlines()[0][:300]}") from None
-            if time.monotonic() > deadline:
-                raise UsageError(f"the budget ledger at {location} was still being created by another writer "
-                                 f"after {wait_seconds:g} s (its _delta_log has no first commit): if no writer "
-                                 f"is running, remove that empty _delta_log folder") from None
-            log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(exc).__name__)
-            time.sleep(0.2 + 0.3 * rng.random())
+    location = ledger_location(ledger)
+
+    def waiting(retry: RetryCallState) -> None:
+        lost = retry.outcome.exception() if retry.outcome else None
+        cause = lost.__cause__ if lost is not None else None
+        log.info("ledger %s: concurrent creation (%s); waiting for it", location, type(cause).__name__)
+
+    retrying = Retrying(retry=retry_if_exception_type(_CreationRace), stop=stop_after_delay(wait_seconds),
+                        wait=wait_random(0.2, 0.5), before_sleep=waiting)
+    try:
+        retrying(_create_unless_ready, spark, ledger)
+    except RetryError:
+        raise UsageError(f"the budget ledger at {location} was still being created by another writer "
+                         f"after {wait_seconds:g} s (its _delta_log has no first commit): if no writer "
+                         f"is running, remove that empty _delta_log folder") from None
     columns = list(delta_frame(spark, ledger_location(ledger)).columns)
     names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
     if columns != names[:len(columns)]:
@@ -138,6 +154,21 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
                          f"use a new ledger location")
     if len(columns) < len(names):
         _add_columns(spark, ledger, names[len(columns):])
+
+
+def _create_unless_ready(spark: SparkSession, ledger: str) -> None:
+    """Create the ledger unless it is there; :class:`_CreationRace` while another writer is creating it."""
+    if ledger_ready(spark, ledger):
+        return
+    location = ledger_location(ledger)
+    try:
+        create_if_not_exists(spark, location, LEDGER_COLUMNS, "privsyn-spark privacy budget ledger (zCDP rho)")
+    except Exception as exc:  # retried only while another writer is creating it
+        if _is_conflict(exc) or _is_creating(ledger, exc):
+            raise _CreationRace() from exc
+        raise UsageError(f"could not create the budget ledger at {location}: "
+                         f"{str(exc).strip().splitlines()[0][:300]}") from None
+    log.info("created the budget ledger %s", location)
 
 
 def _add_columns(spark: SparkSession, ledger: str, names: list[str]) -> None:
@@ -201,36 +232,50 @@ def append_row(spark: SparkSession, ledger: str, dataset_id: str, decide: Decisi
     check_exclusive(spark, ledger)
     ensure_ledger(spark, ledger, create=create)
     rng = random.Random()
-    for attempt in range(1, max_attempts + 1):
-        state = dataset_state(spark, ledger, dataset_id)
-        row = decide(state)
-        if row is None:
-            return None, state
-        full: dict[str, Any] = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
-        full.update(row, dataset_id=dataset_id, seq=state.next_seq,
-                    recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
-        source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
-        try:
-            metrics = merge_insert(spark, ledger_location(ledger), source,
-                                   "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
-            inserted = _inserted_rows(metrics)
-        except Exception as exc:
-            if not _is_conflict(exc):
-                raise
-            log.info("ledger %s: a write for dataset %s lost a commit race (attempt %d): %s",
-                     ledger, dataset_id, attempt, type(exc).__name__)
-            inserted = 0
-        if inserted is None:  # no metrics from MERGE: look for our row instead
-            from pyspark.sql import functions as F
 
-            inserted = (read_ledger(spark, ledger, dataset_id)
-                        .where((F.col("seq") == full["seq"]) & (F.col("kind") == full["kind"])
-                               & F.col("attempt").eqNullSafe(full["attempt"])).count())
-        if inserted == 1:
-            return full, state
-        time.sleep(backoff_seconds * min(attempt, 10) * (0.5 + rng.random()))
-    raise LedgerContention(f"could not write to ledger {ledger} for dataset {dataset_id!r}: "
-                           f"{max_attempts} attempts lost to concurrent writers")
+    def backoff(retry: RetryCallState) -> float:
+        return backoff_seconds * min(retry.attempt_number, 10) * (0.5 + rng.random())
+
+    retrying = Retrying(retry=retry_if_exception_type(_LostRace), stop=stop_after_attempt(max_attempts), wait=backoff)
+    try:
+        for attempt in retrying:
+            with attempt:
+                written = _insert_once(spark, ledger, dataset_id, decide, attempt.retry_state.attempt_number)
+    except RetryError:
+        raise LedgerContention(f"could not write to ledger {ledger} for dataset {dataset_id!r}: "
+                               f"{max_attempts} attempts lost to concurrent writers") from None
+    return written
+
+
+def _insert_once(spark: SparkSession, ledger: str, dataset_id: str, decide: Decision,
+                 attempt: int) -> tuple[dict | None, DatasetState]:
+    """One read-decide-insert of :func:`append_row`; :class:`_LostRace` when a concurrent writer took the seq."""
+    state = dataset_state(spark, ledger, dataset_id)
+    row = decide(state)
+    if row is None:
+        return None, state
+    full: dict[str, Any] = {c.split()[0]: None for c in LEDGER_COLUMNS.split(", ")}
+    full.update(row, dataset_id=dataset_id, seq=state.next_seq,
+                recorded_at=datetime.now(timezone.utc).replace(tzinfo=None))
+    source = spark.createDataFrame([tuple(full.values())], LEDGER_COLUMNS)
+    try:
+        metrics = merge_insert(spark, ledger_location(ledger), source, "t.dataset_id = s.dataset_id AND t.seq >= s.seq")
+        inserted = _inserted_rows(metrics)
+    except Exception as exc:
+        if not _is_conflict(exc):
+            raise
+        log.info("ledger %s: a write for dataset %s lost a commit race (attempt %d): %s",
+                 ledger, dataset_id, attempt, type(exc).__name__)
+        raise _LostRace() from exc
+    if inserted is None:  # no metrics from MERGE: look for our row instead
+        from pyspark.sql import functions as F
+
+        inserted = (read_ledger(spark, ledger, dataset_id)
+                    .where((F.col("seq") == full["seq"]) & (F.col("kind") == full["kind"])
+                           & F.col("attempt").eqNullSafe(full["attempt"])).count())
+    if inserted != 1:
+        raise _LostRace()
+    return full, state
 
 
 def _inserted_rows(metrics: Any) -> int | None:
