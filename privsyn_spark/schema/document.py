@@ -52,7 +52,7 @@ DEFAULT_MAX_COLUMN_CODES = 5000
 
 TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit", "rules", "people")
 COLUMN_KEYS = {
-    "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
+    "categorical": ("name", "type", "dtype", "values", "unseen", "nulls", "hierarchy"),
     "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "spikes", "out_of_range", "nulls"),
     "timestamp": ("name", "type", "dtype", "start", "end", "parts", "out_of_range", "nulls"),
     "drop": ("name", "type"),
@@ -176,7 +176,22 @@ def _categorical(name: str, spec: Mapping[str, Any]) -> CategoricalColumn:
     if len(set(map(repr, values))) != len(values):
         raise SchemaError(f"column {name!r}: 'values' has duplicates")
     return CategoricalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
-                             values=tuple(values), unseen=_policy(name, spec, "unseen", CATEGORY_POLICIES))
+                             values=tuple(values), unseen=_policy(name, spec, "unseen", CATEGORY_POLICIES),
+                             hierarchy=_hierarchy(name, dtype, spec.get("hierarchy")))
+
+
+def _hierarchy(name: str, dtype: str, spec: Any) -> tuple[int, ...]:
+    """A categorical ``hierarchy: {prefix: [3, 1]}``: string values, prefix lengths >= 1, longest first."""
+    if spec is None:
+        return ()
+    lengths = spec.get("prefix") if isinstance(spec, Mapping) and set(spec) == {"prefix"} else None
+    if not isinstance(lengths, list) or not lengths:
+        raise SchemaError(f"column {name!r}: hierarchy must be {{prefix: [lengths, longest first]}}, got {spec!r}")
+    lengths = [_whole_number(f"column {name!r}", "hierarchy prefix", n, 1) for n in lengths]
+    if dtype != "string" or any(b >= a for a, b in zip(lengths, lengths[1:])):
+        raise SchemaError(f"column {name!r}: hierarchy prefixes need string values and lengths longest first, "
+                          f"got {lengths} ({dtype})")
+    return tuple(lengths)
 
 
 _INT_RANGE = {"int": (-2 ** 31, 2 ** 31 - 1), "long": (-2 ** 63, 2 ** 63 - 1)}
