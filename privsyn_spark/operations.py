@@ -35,11 +35,11 @@ from privsyn_spark.measure.draft_schema import (
     DECLARED_DTYPES,
     WARNING_HEADER,
     PrivateDraft,
+    check_dtypes,
     commit_draft,
     draft_schema_privately,
     infer_schema,
     reserve_draft_budget,
-    with_declared_types,
 )
 from privsyn_spark.measure.engine import check_first_pass
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
@@ -155,12 +155,15 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
                 dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
                 artifact: str | None = None, null_tokens: Sequence[str] = (), bins: int = 16,
                 bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
-                privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None) -> PrivateDraft:
+                privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None,
+                dtypes: Mapping[str, str] | None = None, test_types: bool = False) -> PrivateDraft:
     """A private draft of ``df``'s schema at (``epsilon``, ``delta``), its rho reserved in the ledger first
     (:meth:`Schema.draft <privsyn_spark.Schema.draft>` and ``infer-schema --epsilon``: one drafting).
-    ``df``'s column types are the declared ones (a CSV read with all strings drafts categories only);
+    ``df``'s column types are the declared ones and ``dtypes``'s (``--dtype``); with ``test_types`` (what
+    ``infer-schema`` does) its other string columns get a noisy type test within the draft's budget;
     ``artifact``: where the draft is written, as the ledger records it."""
     check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
+    check_dtypes(df.columns, dtypes or {})
     draft_id = run_id or uuid.uuid4().hex[:12]
     ids = tuple(privacy_id)
     if ids:  # a missing id column or a K of noise only: refused before the draft's budget is reserved
@@ -173,7 +176,8 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
     held = reserve_draft_budget(df.sparkSession, ledger, dataset_id, draft_id, epsilon, delta, artifact, ids,
                                 max_rows_per_id) if ledger and dataset_id else None
     draft = draft_schema_privately(df, epsilon, delta, null_tokens=tuple(null_tokens), bins=bins, bounds=bounds,
-                                   spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id)
+                                   spike_share=spike_share, privacy_id=ids, max_rows_per_id=max_rows_per_id,
+                                   dtypes=dtypes, test_types=test_types)
     if held is not None:
         commit_draft(df.sparkSession, str(ledger), held, draft, artifact)
     return draft
@@ -202,10 +206,11 @@ def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: st
                     header=WARNING_HEADER + REVIEW_NOTE, reviewed=False)
         log.warning("wrote a DRAFT schema to %s: it is NOT private, review it before a private run", out)
         return
-    table = with_declared_types(read_table(spark, source, input_format, infer_types=False), dtypes or {})
+    table = read_table(spark, source, input_format, infer_types=False)
     draft = draft_frame(table, epsilon, delta, ledger=ledger, dataset_id=dataset_id, no_ledger=no_ledger,
                         run_id=draft_id, artifact=out, null_tokens=null_tokens, bins=bins, bounds=bounds,
-                        spike_share=spike_share, privacy_id=privacy_id, max_rows_per_id=max_rows_per_id)
+                        spike_share=spike_share, privacy_id=privacy_id, max_rows_per_id=max_rows_per_id,
+                        dtypes=dtypes, test_types=True)
     draft.write(out)
     log.info("wrote a private DRAFT schema to %s (epsilon=%g, delta=%g); review it and set reviewed: true",
              out, epsilon, delta)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from privsyn_spark.privacy.draft_range import drafted_edges
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.schema import discovery as counts
+from privsyn_spark.schema.time_parts import DAY, iso_day
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 #: Bounds assumed for a numeric column without declared ones, by dtype (stated in the draft's header).
 ASSUMED_BOUNDS = {"int": (-2.0 ** 31, 2.0 ** 31 - 1), "long": (-2.0 ** 53, 2.0 ** 53), "double": (-1e15, 1e15),
                   "date": (-2208988800.0, 4102444800.0), "timestamp": (-2208988800.0, 4102444800.0)}
+
+PARTS_MAX_DAYS = 3660
+"""A drafted timestamp spanning at most this many days (ten years) is proposed as day and hour parts."""
 
 OUTSIDE_WARNING_SHARE = 0.01
 """A drafted column whose noisy share of rows outside its range is above this (and above ``EMPTY_SIGMAS``
@@ -84,8 +88,22 @@ def draft_numeric_columns(df: DataFrame, numeric: Mapping[str, str], bounds: Map
                 "nulls": "value" if release.null_noisy >= dp.EMPTY_SIGMAS * release.sigmas[0] else "none"}
         if spikes:
             spec["spikes"] = [_edge(v, grid.integer) for v in spikes]
-        specs[name] = spec
+        specs[name] = _as_parts(spec, edges, notes)
     return specs, outside
+
+
+def _as_parts(spec: dict[str, Any], edges: Sequence[float], notes: list[str]) -> dict[str, Any]:
+    """A drafted timestamp without spikes whose range spans at most ``PARTS_MAX_DAYS`` days, as ``type: timestamp``
+    with ``parts: [day, hour]`` over the range's days (:mod:`privsyn_spark.schema.time_parts`); else ``spec``."""
+    first, last = (math.floor(e / DAY) for e in (edges[0], edges[-1]))
+    if spec["dtype"] != "timestamp" or "spikes" in spec:
+        return spec
+    if last - first + 1 > PARTS_MAX_DAYS:
+        notes.append(f"column {spec['name']!r}: its range spans more than {PARTS_MAX_DAYS} days, so it is drafted "
+                     f"as bins; declare its days (--bounds) to get day and hour parts")
+        return spec
+    return {"name": spec["name"], "type": "timestamp", "dtype": "timestamp", "start": iso_day(first),
+            "end": iso_day(last), "parts": ["day", "hour"], "out_of_range": "clip", "nulls": spec["nulls"]}
 
 
 def _edge(value: float, integer: bool) -> float | int:

@@ -31,6 +31,7 @@ from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
+from privsyn_spark.privacy.type_test import TYPE_CANDIDATES, TYPE_TEST_SHARE, release_type
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.schema import discovery as counts
 from privsyn_spark.schema.columns import SchemaError
@@ -162,19 +163,38 @@ DECLARED_DTYPES = ("int", "long", "double", "float", "date", "timestamp", "boole
 """Types ``--dtype`` may declare for a private draft."""
 
 
-def with_declared_types(df: Any, dtypes: Mapping[str, str]) -> Any:
-    """``df`` with the operator's declared column types (``--dtype``): a value that does not parse as its
-    type becomes a null (counted with the nulls, like encoding does). The other columns keep the table's
-    declared types (CSV read untyped: strings), so no type is ever decided from the values."""
-    from pyspark.sql import functions as F
-
-
-    unknown = sorted(set(dtypes) - set(df.columns))
+def check_dtypes(columns: Sequence[str], dtypes: Mapping[str, str]) -> None:
+    """Refuse ``--dtype`` for a column the table lacks (before any budget is reserved)."""
+    unknown = sorted(set(dtypes) - set(columns))
     if unknown:
         raise SchemaError(f"--dtype names columns the table lacks: {unknown}")
-    casts = {name: F.trim(F.col(f"`{name}`").cast("string")).try_cast(spark_type(dtype))
-             for name, dtype in dtypes.items()}
+
+
+def with_declared_types(df: Any, dtypes: Mapping[str, str]) -> Any:
+    """``df`` with the operator's declared column types (``--dtype``, or a private type test's): a value that
+    does not parse as its type becomes a null (counted with the nulls, like encoding does). The other columns
+    keep the table's declared types (CSV read untyped: strings)."""
+    from pyspark.sql import functions as F
+
+    check_dtypes(df.columns, dtypes)
+    casts = {name: counts.parsed_text(F.col(f"`{name}`"), spark_type(dtype)) for name, dtype in dtypes.items()}
     return df.select(*[(casts[c] if c in casts else F.col(f"`{c}`")).alias(c) for c in df.columns])
+
+
+def _tested_types(df: DataFrame, names: list[str], tokens: Sequence[str], rho: float, unit: PrivacyUnit,
+                  accountant: Accountant, sampler: Any, notes: list[str]) -> dict[str, str]:
+    """The types of the untyped columns ``names`` that a noisy test finds (``privacy.type_test``), each at
+    ``rho / len(names)``; the rest stay strings."""
+    exact = counts.type_counts(df, names, [(t, spark_type(t)) for t in TYPE_CANDIDATES],
+                               list(dict.fromkeys([*tokens, *COMMON_NULL_TOKENS])))
+    found = {}
+    for name in names:
+        dtype = release_type(exact.pop(name), rho / len(names), accountant=accountant, sampler=sampler,
+                             name=f"infer:{name}", unit=unit)
+        if dtype:
+            found[name] = dtype
+            notes.append(f"column {name!r}: read as {dtype} (a noisy type test of its text; --dtype overrides)")
+    return found
 
 
 def _number_dtype(spark_type: str) -> str | None:
@@ -188,7 +208,8 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
                            bins: int = 16, bounds: Mapping[str, tuple[float, float]] | None = None,
                            max_categories: int = 200, spike_share: float | None = None,
                            sampler: Any = None, privacy_id: Sequence[str] = (),
-                           max_rows_per_id: int | None = None) -> PrivateDraft:
+                           max_rows_per_id: int | None = None, dtypes: Mapping[str, str] | None = None,
+                           test_types: bool = False) -> PrivateDraft:
     """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
 
     The budget's rho is split evenly over the columns; ``bounds`` declares public outer bounds of
@@ -196,8 +217,12 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     the header). ``sampler`` defaults to the secure discrete Gaussian. With ``privacy_id`` (a person
     is the unit) the draft first proposes K (``max_rows_per_id`` when not given) from a DP quantile
     of rows per id (``measure/draft_bounding``), then drafts the columns on the table bounded
-    to K rows per id once, every sensitivity K; the draft's ``privacy_unit`` says so.
+    to K rows per id once, every sensitivity K; the draft's ``privacy_unit`` says so. ``dtypes`` declares
+    column types (``--dtype``); with ``test_types``, the other string columns get a noisy type test
+    (``privacy.type_test``: ``TYPE_TEST_SHARE`` of the columns' rho) and are read as the type it finds.
     """
+    dtypes = dict(dtypes or {})
+    df = with_declared_types(df, dtypes)
     bounds = dict(bounds or {})
     unknown = sorted(set(bounds) - set(df.columns))
     if unknown:
@@ -214,6 +239,11 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
             df, unit, rho_columns = scope.enter_context(
                 bounded_for_draft(df, ids, max_rows_per_id, budget.rho, accountant, sampler, notes))
         columns = [n for n in df.columns if n not in ids]
+        untyped = [n for n, t in df.dtypes if t == "string" and n not in ids and n not in dtypes]
+        if test_types and untyped:
+            rho_types, rho_columns = TYPE_TEST_SHARE * rho_columns, (1 - TYPE_TEST_SHARE) * rho_columns
+            df = with_declared_types(df, _tested_types(df, untyped, null_tokens, rho_types, unit, accountant,
+                                                       sampler, notes))
         types = {n: t for n, t in df.dtypes if n not in ids}
         numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
         categorical = [n for n in columns if n not in numeric]

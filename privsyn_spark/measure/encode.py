@@ -23,6 +23,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn
 from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.schema import Schema
+from privsyn_spark.schema.time_parts import TimestampColumn
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column as SparkColumn
@@ -45,7 +46,8 @@ class EncodedTable:
     schema: Schema
     domain: Domain
     extra: tuple[Column, ...] = ()
-    """Columns of the synthesis domain beyond the schema's (the rules' compound attributes), also in ``df``."""
+    """Columns of the synthesis domain beyond the schema's (the rules' compound attributes, the timestamps'
+    parts), also in ``df``."""
 
     @property
     def columns(self) -> list[str]:
@@ -241,12 +243,13 @@ def encode(df: DataFrame, schema: Schema, keep: tuple[str, ...] = ()) -> Encoded
 
 
 def with_rule_codes(encoded: EncodedTable) -> EncodedTable:
-    """``encoded`` plus a column per compound attribute of the schema's rules, over the synthesis domain
-    (:mod:`privsyn_spark.schema.synthesis_view`): the form measurement counts. Unchanged without rules."""
+    """``encoded`` plus a column per compound attribute of the schema's rules and per part of a timestamp
+    declared with parts, over the synthesis domain (:mod:`privsyn_spark.schema.synthesis_view`): the form
+    measurement counts. Unchanged without either."""
     from pyspark.sql import functions as F
 
     view = encoded.schema.view
-    if not encoded.schema.rules:
+    if not encoded.schema.rules and not view.parts:
         return encoded
     df = encoded.df
     for compound in view.compounds:
@@ -256,4 +259,12 @@ def with_rule_codes(encoded: EncodedTable) -> EncodedTable:
         lut = F.split(F.lit(",".join(str(int(v)) for v in compound.lut)), ",").cast("array<int>")
         kind = "smallint" if (compound.size << STATUS_BITS) < 2 ** 15 else "int"
         df = df.withColumn(compound.name, F.element_at(lut, cell.cast("int") + 1).cast(kind))
-    return EncodedTable(df, encoded.schema, view.domain(), view.compounds)
+    for part in view.parts:  # TimestampColumn.part_codes in Spark; the column's status stays on the column
+        source = encoded.schema.column(part.source)
+        assert isinstance(source, TimestampColumn)
+        code, hours = F.shiftright(F.col(f"`{part.source}`"), STATUS_BITS), source.hours
+        value = (F.floor(code / hours) if part.part == "day"
+                 else F.when(code >= source.base_size, hours).otherwise(code % hours))
+        kind = "smallint" if (part.size << STATUS_BITS) < 2 ** 15 else "int"
+        df = df.withColumn(part.name, (value * (1 << STATUS_BITS)).cast(kind))
+    return EncodedTable(df, encoded.schema, view.domain(), (*view.compounds, *view.parts))

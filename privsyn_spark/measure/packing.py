@@ -123,7 +123,7 @@ class PackedCodes:
         columns = [F.shiftright(F.col(f"w{word}"), offset).bitwiseAND((1 << bits) - 1).cast(
                    "smallint" if bits < 16 else "int").alias(name)
                    for name, (word, offset, bits) in self.fields.items() if name in self.schema.names]
-        domain = self.schema.domain() if self.schema.rules else self.domain  # the schema's columns only
+        domain = self.schema.domain() if self.schema.rules or self.extra else self.domain  # the schema's columns only
         return EncodedTable(self.df.select(*columns), self.schema, domain)
 
 

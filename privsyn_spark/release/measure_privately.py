@@ -67,7 +67,8 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                       sampler: NoiseSampler | None = None,
                       unit: PrivacyUnit = PrivacyUnit(),
                       policy_counts: Mapping[str, int] | None = None,
-                      budget: RunBudget | None = None, accountant: Accountant | None = None) -> Measurements:
+                      budget: RunBudget | None = None, accountant: Accountant | None = None,
+                      hierarchies: Mapping[str, Sequence[np.ndarray]] | None = None) -> Measurements:
     """Run PrivSyn's private steps on exact counts and return the measurements artifact.
 
     ``one_way_counts``: exact int counts per attribute on the original domain, keyed ``(attr,)``;
@@ -78,7 +79,8 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     ``SecureDiscreteGaussian``. ``accountant``: a part of a larger release's accountant
     (:meth:`~privsyn_spark.privacy.accounting.Accountant.part`, of this budget's rho). Reusing a run's
     measurements (nothing spent) is the ledger's job:
-    :mod:`privsyn_spark.release_guard`.
+    :mod:`privsyn_spark.release_guard`. ``hierarchies``: public prefix levels of categorical attributes,
+    where rare values merge first (:func:`~privsyn_spark.privacy.rare_values.merge_attribute`).
     """
     if len(domain) == 0:
         raise ValueError("measure_privately: the domain has no attributes")
@@ -116,7 +118,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
                                                                 sensitivity=sensitivity, **unit_record)
 
     # 2. Rare-value merging (Algorithm 3, line 2): post-processing of the noisy 1-way counts, theta per column.
-    merged = merge_rare_values(one_way_noisy, domain, sigma_one_way, selection.theta_sigmas)
+    merged = merge_rare_values(one_way_noisy, domain, sigma_one_way, selection.theta_sigmas, hierarchies)
     mdomain = merged.domain
     logger.info("rare-value merging: %d -> %d cells over %d attributes",
                 sum(domain.sizes), sum(mdomain.sizes), d)

@@ -26,6 +26,7 @@ from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.schema.columns import CategoricalColumn
 from privsyn_spark.select.selection_config import SelectionConfig
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ def measure_table(packed: PackedCodes, *, run_id: str, schema_hash: str, budget:
     progress.say(f"measure: noise and selection over {pairs} attribute pairs (InDif of each)")
     measurements = measure_privately(one_way, scores, engine, packed.domain, run_id=run_id, schema_hash=schema_hash,
                                      budget=budget, sampler=sampler, split=split, selection=selection,
-                                     unit=unit, policy_counts=tallies, accountant=accountant)
+                                     unit=unit, policy_counts=tallies, accountant=accountant,
+                                     hierarchies={c.name: c.prefix_levels() for c in packed.schema.view.columns
+                                                  if isinstance(c, CategoricalColumn) and c.hierarchy})
     record.timings["noise+select"] = time.perf_counter() - start - counting[0]
     return measurements

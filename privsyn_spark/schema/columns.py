@@ -78,6 +78,9 @@ class CategoricalColumn(Column):
 
     values: tuple[Any, ...] = ()
     unseen: str = "other"
+    hierarchy: tuple[int, ...] = ()
+    """Public prefix lengths, longest first (``hierarchy: {prefix: [3, 1]}``): a value too rare to keep is merged
+    with its parent's rare values (:func:`privsyn_spark.privacy.rare_values.merge_attribute`)."""
 
     kind: ClassVar[str] = "categorical"
 
@@ -93,9 +96,22 @@ class CategoricalColumn(Column):
         """The value each code decodes to (``other`` and null decode to None)."""
         return list(self.values) + [None] * (self.size - len(self.values))
 
+    def prefix_levels(self) -> list[np.ndarray]:
+        """Per prefix length of :attr:`hierarchy`: each code's group (values sharing that prefix), -1 for the
+        ``other`` and null codes."""
+        levels = []
+        for length in self.hierarchy:
+            prefixes = [str(v)[:length] for v in self.values]
+            index = {p: i for i, p in enumerate(dict.fromkeys(prefixes))}
+            levels.append(np.asarray([index[p] for p in prefixes] + [-1] * (self.size - len(self.values))))
+        return levels
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.kind, "dtype": self.dtype, "values": list(self.values),
-                "unseen": self.unseen, "nulls": self.nulls}
+        doc: dict[str, Any] = {"name": self.name, "type": self.kind, "dtype": self.dtype,
+                               "values": list(self.values), "unseen": self.unseen, "nulls": self.nulls}
+        if self.hierarchy:  # only then: a flat column keeps its schema's hash
+            doc["hierarchy"] = {"prefix": list(self.hierarchy)}
+        return doc
 
 
 @dataclass(frozen=True)

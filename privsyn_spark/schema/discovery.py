@@ -37,6 +37,37 @@ def as_number(col: Column, temporal: bool) -> Any:
     return col.try_cast("double")
 
 
+def parsed_text(col: Column, sql_type: str) -> Any:
+    """The trimmed text of ``col`` as ``sql_type`` (null when it does not parse): the one parse of a declared
+    (``--dtype``) or tested type of an untyped column."""
+    from pyspark.sql import functions as F
+
+    return F.trim(col.cast("string")).try_cast(sql_type)
+
+
+def type_counts(df: DataFrame, names: Sequence[str], types: Sequence[tuple[str, str]],
+                null_tokens: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per column of ``names``: its non-null values (``null_tokens`` are null), then per ``(dtype, sql_type)`` of
+    ``types`` the values that do not parse as it (a ``date`` also when the text holds more than a date), in one
+    aggregation."""
+    from pyspark.sql import functions as F
+
+    aggregates = []
+    for i, name in enumerate(names):
+        col = cleaned(name, null_tokens)
+        present = col.isNotNull()
+        aggregates.append(F.count_if(present).alias(f"n{i}"))
+        for j, (dtype, sql_type) in enumerate(types):
+            fits = parsed_text(col, sql_type).isNotNull()
+            if dtype == "date":
+                fits = fits & (F.length(F.trim(col.cast("string"))) <= 10)
+            aggregates.append(F.count_if(present & ~fits).alias(f"m{i}_{j}"))
+    row = df.agg(*aggregates).first()
+    assert row is not None  # a global aggregation has one row
+    return {name: np.asarray([row[f"n{i}"] or 0] + [row[f"m{i}_{j}"] or 0 for j in range(len(types))],
+                             dtype=np.int64) for i, name in enumerate(names)}
+
+
 def category_counts(df: DataFrame, name: str, null_tokens: Sequence[str], boolean: bool = False) -> tuple[dict, int]:
     """Exact count of every (trimmed) value of a column, and its null count (one Spark job)."""
     from pyspark.sql import functions as F

@@ -9,6 +9,7 @@ A YAML or JSON document::
       - {name: age, type: numerical, dtype: int, min: 17, max: 90, bins: 16}
       - {name: income, type: numerical, dtype: double, edges: [0, 1000, 10000, 1e6]}
       - {name: workclass, type: categorical, values: [Private, State-gov], unseen: other}
+      - {name: visit, type: timestamp, start: "2024-01-01", end: "2024-03-31", parts: [day, hour]}
       - {name: person_id, type: drop}
 
 Per column: ``nulls`` is ``value`` (own code, default), ``fail`` or ``none`` (declared non-null: no
@@ -45,13 +46,15 @@ from privsyn_spark.schema.columns import (
     with_spike_bins,
 )
 from privsyn_spark.schema.rules import Rule, parse_rules
+from privsyn_spark.schema.time_parts import TimestampColumn, timestamp_column
 
 DEFAULT_MAX_COLUMN_CODES = 5000
 
 TOP_KEYS = ("columns", "null_tokens", "max_column_codes", "reviewed", "draft", "privacy_unit", "rules", "people")
 COLUMN_KEYS = {
-    "categorical": ("name", "type", "dtype", "values", "unseen", "nulls"),
+    "categorical": ("name", "type", "dtype", "values", "unseen", "nulls", "hierarchy"),
     "numerical": ("name", "type", "dtype", "min", "max", "bins", "edges", "spikes", "out_of_range", "nulls"),
+    "timestamp": ("name", "type", "dtype", "start", "end", "parts", "out_of_range", "nulls"),
     "drop": ("name", "type"),
 }
 """The keys a schema document may use, at the top and per column type."""
@@ -103,10 +106,15 @@ def parse_document(doc: Mapping[str, Any]) -> tuple[tuple[Column, ...], tuple[st
             col: Column = _categorical(name, spec)
         elif kind == "numerical":
             col = _numerical(name, spec)
+        elif kind == "timestamp":
+            col = _timestamp(name, spec)
         else:
-            raise SchemaError(f"column {name!r}: unknown type {kind!r} (use categorical, numerical or drop)")
-        if col.size > max_codes:
-            raise SchemaError(f"column {name!r}: {col.size} codes is too many cells (max_column_codes = "
+            raise SchemaError(f"column {name!r}: unknown type {kind!r} (use categorical, numerical, timestamp "
+                              f"or drop)")
+        measured = col.part_columns(set()) if isinstance(col, TimestampColumn) and col.split else (col,)
+        codes = max(c.size for c in measured)  # a timestamp's parts are the attributes measured
+        if codes > max_codes:
+            raise SchemaError(f"column {name!r}: {codes} codes is too many cells (max_column_codes = "
                               f"{max_codes}); declare fewer values or bins, or drop the column")
         kept.append(col)
     if not kept:
@@ -168,7 +176,22 @@ def _categorical(name: str, spec: Mapping[str, Any]) -> CategoricalColumn:
     if len(set(map(repr, values))) != len(values):
         raise SchemaError(f"column {name!r}: 'values' has duplicates")
     return CategoricalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
-                             values=tuple(values), unseen=_policy(name, spec, "unseen", CATEGORY_POLICIES))
+                             values=tuple(values), unseen=_policy(name, spec, "unseen", CATEGORY_POLICIES),
+                             hierarchy=_hierarchy(name, dtype, spec.get("hierarchy")))
+
+
+def _hierarchy(name: str, dtype: str, spec: Any) -> tuple[int, ...]:
+    """A categorical ``hierarchy: {prefix: [3, 1]}``: string values, prefix lengths >= 1, longest first."""
+    if spec is None:
+        return ()
+    lengths = spec.get("prefix") if isinstance(spec, Mapping) and set(spec) == {"prefix"} else None
+    if not isinstance(lengths, list) or not lengths:
+        raise SchemaError(f"column {name!r}: hierarchy must be {{prefix: [lengths, longest first]}}, got {spec!r}")
+    lengths = [_whole_number(f"column {name!r}", "hierarchy prefix", n, 1) for n in lengths]
+    if dtype != "string" or any(b >= a for a, b in zip(lengths, lengths[1:])):
+        raise SchemaError(f"column {name!r}: hierarchy prefixes need string values and lengths longest first, "
+                          f"got {lengths} ({dtype})")
+    return tuple(lengths)
 
 
 _INT_RANGE = {"int": (-2 ** 31, 2 ** 31 - 1), "long": (-2 ** 63, 2 ** 63 - 1)}
@@ -253,6 +276,17 @@ def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
     return NumericalColumn(name=name, dtype=dtype, nulls=_policy(name, spec, "nulls", NULL_POLICIES),
                            edges=edges, out_of_range=_policy(name, spec, "out_of_range", NUMBER_POLICIES),
                            spikes=spikes)
+
+
+def _timestamp(name: str, spec: Mapping[str, Any]) -> TimestampColumn:
+    """A ``type: timestamp`` column (:mod:`privsyn_spark.schema.time_parts`): public days ``start``/``end``."""
+    for key in ("start", "end"):
+        if key not in spec:
+            raise SchemaError(f"column {name!r}: type timestamp needs public days 'start' and 'end'")
+    return timestamp_column(name, spec.get("dtype", "timestamp"), _bound(name, "start", spec["start"], True),
+                            _bound(name, "end", spec["end"], True), spec.get("parts"),
+                            _policy(name, spec, "nulls", NULL_POLICIES),
+                            _policy(name, spec, "out_of_range", NUMBER_POLICIES))
 
 
 def _bound(name: str, key: str, value: Any, dated: bool) -> float:

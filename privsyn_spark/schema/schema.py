@@ -123,7 +123,8 @@ class Schema:
         DP histograms for bounds, bins and spikes; docs/user-guide.md, infer-schema), its rho reserved
         first in ``ledger`` for ``dataset_id`` (or ``no_ledger=True``). Options as the command's:
         ``delta``, ``run_id``, ``null_tokens``, ``bins``, ``bounds``, ``spike_share``, ``privacy_id``,
-        ``max_rows_per_id``. Returns the draft (``.schema``, its cost ``.record()``, ``.write(path)``: a
+        ``max_rows_per_id``, ``dtypes``, ``test_types`` (string columns not in ``dtypes`` get a noisy type
+        test, as ``infer-schema`` does). Returns the draft (``.schema``, its cost ``.record()``, ``.write(path)``: a
         ``reviewed: false`` file); review it before a private run uses its ``.schema``."""
         if DRAFTER is None:  # pragma: no cover - bound by privsyn_spark.operations on the package's import
             raise RuntimeError("Schema.draft needs privsyn_spark.operations (import privsyn_spark)")

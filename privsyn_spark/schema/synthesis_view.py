@@ -11,13 +11,15 @@ Without rules it is the schema's own columns. With rules (:mod:`privsyn_spark.sc
   any estimator) can produce one: the rule holds by construction, and its cells are structural zeros
   of every marginal over the compound. An input row that breaks a rule is outside the declared
   domain: it is counted (the run report's ``domain_handling``) and encoded as the allowed cell that
-  keeps the most leading columns of the group (:attr:`CompoundColumn.lut`).
+  keeps the most leading columns of the group (:attr:`CompoundColumn.lut`);
+- a timestamp declared with parts (:mod:`privsyn_spark.schema.time_parts`) is its parts, one attribute each
+  (:attr:`SynthesisView.parts`), recomposed into the column at decode; no rule may name it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import ClassVar
 
@@ -26,6 +28,7 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.schema.columns import Column, SchemaError
 from privsyn_spark.schema.rules import Derivation, Rule, derivations
+from privsyn_spark.schema.time_parts import PartColumn, TimestampColumn
 
 MAX_GROUP_CELLS = 1_000_000
 """Largest product of the columns' codes a group of linked rules may span."""
@@ -70,6 +73,7 @@ class SynthesisView:
     derivations: tuple[Derivation, ...] = ()
     inequalities: tuple[tuple[str, str], ...] = ()
     rules: tuple[Rule, ...] = ()
+    parts: tuple[PartColumn, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -80,7 +84,30 @@ class SynthesisView:
 
 
 def synthesis_view(columns: Sequence[Column], rules: Sequence[Rule], max_column_codes: int) -> SynthesisView:
-    """The view of kept ``columns`` under ``rules`` (identity without rules); raises SchemaError."""
+    """The view of kept ``columns`` under ``rules``, timestamps declared with parts split into them (identity
+    without either); raises SchemaError."""
+    split = [c for c in columns if isinstance(c, TimestampColumn) and c.split]
+    named = sorted({x for r in rules for x in r.columns} & {c.name for c in split})
+    if named:
+        raise SchemaError(f"rules name {named}, declared as timestamp parts: a rule on a timestamp's parts is not "
+                          f"supported (declare it type: numerical)")
+    view = _rules_view(columns, rules, max_column_codes)
+    if not split:
+        return view
+    taken = {c.name for c in columns} | set(view.names)
+    out: list[Column] = []
+    parts: list[PartColumn] = []
+    for c in view.columns:
+        if isinstance(c, TimestampColumn) and c.split:
+            parts += c.part_columns(taken)
+            taken.update(p.name for p in parts)
+            out += parts[-len(c.parts):]
+        else:
+            out.append(c)
+    return replace(view, columns=tuple(out), parts=tuple(parts))
+
+
+def _rules_view(columns: Sequence[Column], rules: Sequence[Rule], max_column_codes: int) -> SynthesisView:
     if not rules:
         return SynthesisView(tuple(columns))
     by_name = {c.name: c for c in columns}

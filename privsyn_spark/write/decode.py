@@ -27,6 +27,7 @@ from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, int
 from privsyn_spark.schema.rules import bin_value_bounds
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.synthesis_view import CompoundColumn
+from privsyn_spark.schema.time_parts import TimestampColumn
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -94,7 +95,8 @@ class Decoder:
         return out
 
     def column_codes(self, merged_codes: np.ndarray, uniforms: RowUniforms) -> dict[str, np.ndarray]:
-        """Original codes of every kept column of the schema (compounds split, derived columns generated)."""
+        """Original codes of every kept column of the schema (compounds split, timestamps' parts recomposed,
+        derived columns generated)."""
         codes: dict[str, np.ndarray] = {}
         for j, column in enumerate(self.schema.view.columns):
             c = np.asarray(merged_codes[:, j], dtype=np.int64)
@@ -105,6 +107,11 @@ class Decoder:
                 codes.update(zip(column.members, column.cells[c].T))
             else:
                 codes[column.name] = c
+        for source in dict.fromkeys(p.source for p in self.schema.view.parts):
+            column = self.schema.column(source)
+            assert isinstance(column, TimestampColumn)
+            day, hour = (codes.pop(p.name) for p in self.schema.view.parts if p.source == source)
+            codes[source] = column.recompose(day, hour)
         for d in self.schema.view.derivations:  # sources first
             codes[d.column] = d.codes[codes[d.source]]
         return codes

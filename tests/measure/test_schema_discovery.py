@@ -119,9 +119,10 @@ def _ages_csv(path, unknown: bool) -> str:
 
 
 @pytest.mark.slow
-def test_a_private_draft_never_takes_types_from_the_values(spark, tmp_path):
+def test_one_odd_value_never_turns_a_drafts_type(spark, tmp_path):
     """Issue 24, P2: one row age="unknown" used to turn `age` from numerical into categorical (Spark's
-    CSV inferSchema reads every value). Types come from --dtype (or a typed table), never the values."""
+    CSV inferSchema reads every value). Types come from --dtype, or a noisy type test (issue 39) that one
+    value cannot move: it is read as null."""
     kinds = {}
     for unknown in (False, True):
         csv = _ages_csv(tmp_path / f"ages-{unknown}.csv", unknown)
@@ -131,9 +132,8 @@ def test_a_private_draft_never_takes_types_from_the_values(spark, tmp_path):
             assert main(["infer-schema", "--input", csv, "--out", str(out), "--epsilon", "1", "--no-ledger",
                          *extra]) == 0
             age = next(c for c in yaml.safe_load(out.read_text())["columns"] if c["name"] == "age")
-            kinds[unknown, declared] = age["type"]
-    assert kinds[False, True] == kinds[True, True] == "numerical"
-    assert kinds[False, False] != "numerical" and kinds[True, False] != "numerical"  # strings: never numeric
+            kinds[unknown, declared] = age["type"], age["dtype"]
+    assert set(kinds.values()) == {("numerical", "int")}
 
 
 def test_dtype_and_bounds_options_are_checked_before_spark(tmp_path, capsys):
