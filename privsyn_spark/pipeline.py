@@ -72,6 +72,7 @@ class RunConfig:
     synth_rows: int | None = None        # default: the noisy total
     people: int | None = None            # a people schema: synthetic persons (default: the noisy person count)
     persons_output: str = ""             # a people schema: the persons' table (their rows go to ``output``)
+    parents: str = ""                    # a people schema's parent-child form: the parent table (``input``: the child)
     synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
     write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
@@ -193,6 +194,8 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
     synth = synthesizer(config)
     if synth.schema.people is not None:
         return run_people(spark, config, synth)
+    if config.parents:
+        raise UsageError("--parents needs a schema whose people section has form: parent_child")
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
         config = canonical(spark, config, codes)
         output = output_for(spark, config, codes)
@@ -216,7 +219,7 @@ def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
                          "append and --partition-by are refused")
     for target in (config.persons_output, config.output):
         synth.check_output(target, OutputConfig(mode=config.write_mode), spark)
-    model = synth.fit(config.input, config.run_id, config.input_format)
+    model = synth.fit(config.input, config.run_id, config.input_format, parents=config.parents or None)
     assert isinstance(model, PeopleModel)
     people = model.sample_people(config.people, config.seed, spark)
     persons, rows = write_people(people, config.persons_output, config.output, provenance=model,

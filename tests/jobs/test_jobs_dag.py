@@ -110,6 +110,7 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
                                                                        "hdfs:///privsyn/runs")
         assert (config.privacy_id, config.max_rows_per_id) == (None, None)  # empty params: the schema's unit
         assert "--privacy-id=" in args and "--max-rows-per-id=" in args
+        assert config.parents == "" and "--parents=" in args  # empty param: no parent table
 
 
 # Runs the DAG's operator class on scripts exiting with a given code (spark-submit on local[1]).

@@ -183,6 +183,7 @@ STEP_ARGS = [
     # empty: the schema's privacy_unit (else one row)
     "--privacy-id={{ params.privacy_id }}",
     "--max-rows-per-id={{ params.max_rows_per_id or '' }}",
+    "--parents={{ params.parents }}",  # empty: no parent table (a people schema's parent-child form needs one)
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
@@ -251,6 +252,9 @@ PARAMS = {
                         description="id column(s) of a person, the privacy unit (empty: the schema's, else one row)"),
     "max_rows_per_id": Param(0, type="integer", minimum=0,
                              description="rows kept per person, the bound K (0: the schema's, else 1)"),
+    "parents": Param("", type="string",
+                     description="a people schema's parent-child form: the parent table, read like input (then the "
+                                 "child table); empty: none"),
     "mode": Param("fit", enum=["fit", "resample"],
                   description="fit: measure + synthesize + evaluate (charged); resample: sample only from the "
                               "dataset's latest fitted run (no input read, nothing charged)"),
