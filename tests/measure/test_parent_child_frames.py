@@ -11,7 +11,11 @@ import pytest
 from privsyn_spark.measure.engine import count_marginals, one_and_two_way
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.measure.people_frames import linked_table, people_frames
+from privsyn_spark.privacy.accounting import RunBudget
+from privsyn_spark.privacy.noise import SecureDiscreteGaussian, seeded_noise_for_tests_only
 from privsyn_spark.privacy.people import degree_sensitivity, person_sensitivity, row_sensitivity
+from privsyn_spark.release.measure_people import measure_people
+from privsyn_spark.run_record import RunRecord
 from privsyn_spark.sample.keyed_people import SCHEMA_PATH, keyed_people, keyed_people_tables
 from privsyn_spark.schema.people import degree_label
 from privsyn_spark.schema.schema import Schema, parse_schema
@@ -124,3 +128,36 @@ def test_removing_one_parent_with_its_rows_moves_each_vector_within_its_sensitiv
             moved[part] = max(moved[part], change)
         assert moved["persons"] == 1.0 and moved["degrees"] == 1.0  # one person row, one degree cell
         assert moved["rows"] == {"REALID-2-XQZ": float(k), "REALID-5-XQZ": 0.0}.get(removed, moved["rows"])
+
+
+@pytest.mark.slow
+def test_the_generators_two_forms_give_the_same_noisy_measurements_under_seeded_noise(spark, tmp_path):
+    """The flat form's frames, encoded in the parent-child form's tables (its ``_degree`` domain has the bin
+    ``0``, which no generated person uses), and the parent-child form's frames give the same artifact (at most
+    K rows a person: the bounding to K keeps every row, no random choice)."""
+    flat_schema = Schema.load(SCHEMA_PATH)
+    linked_schema = parse_schema({**flat_schema.to_document(), "people": {**flat_schema.people.to_document(),
+                                                                           "form": "parent_child"}})
+    k = flat_schema.privacy_unit.bound
+    persons, orders = keyed_people_tables(spark, people=25, seed=2, max_rows=k)
+    both = {"flat": (people_frames(keyed_people(spark, people=25, seed=2, max_rows=k), flat_schema.people), True),
+            "linked": (people_frames(linked_table(persons, orders, linked_schema.people), linked_schema.people),
+                       False)}
+    tables = linked_schema.people_tables()
+    budget = RunBudget.of(4.0, 1e-9)
+    artifacts = {}
+    for name, (frames, pad) in both.items():
+        codes = [InputCodes(spark, df, None, table, str(tmp_path / f"{name}-{part}"))
+                 for df, table, part in zip((frames.persons, frames.rows), tables, ("persons", "rows"))]
+        def counts(f=frames, p=pad):
+            return np.concatenate([[0] * p, f.degree_counts()]).astype(np.int64)
+
+        with seeded_noise_for_tests_only(7):
+            artifacts[name] = measure_people(codes[0].packed, codes[1].packed, counts, run_id="same",
+                                             schema_hashes=(tables[0].schema_hash(), tables[1].schema_hash()),
+                                             budget=budget, sampler=SecureDiscreteGaussian(), record=RunRecord(),
+                                             unit=linked_schema.privacy_unit)
+        for c in codes:
+            c.close()
+    assert artifacts["flat"].to_bytes() == artifacts["linked"].to_bytes()
+    assert len(artifacts["linked"].degrees.values) == 101
