@@ -303,26 +303,32 @@ class PrivSyn:
         return measurements, record
 
     def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
-                       reuse: str = "check") -> PeopleModel:
+                       reuse: str = "check", parents: Frame | str | None = None) -> PeopleModel:
         """:meth:`measure` of a schema with a ``people:`` section (docs/people.md): the person table, the
-        degree histogram and the row table, under one reservation; ``data``: a DataFrame or a table location."""
+        degree histogram and the row table, under one reservation; ``data``: a DataFrame or a table location
+        (the child table in the parent-child form, ``parents`` the parent table, read like ``data``)."""
         if reuse not in REUSE:
             raise UsageError(f"reuse must be one of {REUSE}, got {reuse!r}")
         if self.schema.people is None:
             raise UsageError("measure_people() needs a schema with a people: section (or PrivSyn(people=...))")
-        return measure_people_run(self, data, run_id, input_format, reuse)
+        if parents is not None:
+            data, parents = (t if isinstance(t, str) else _spark_frame(t) for t in (data, parents))
+        return measure_people_run(self, data, run_id, input_format, reuse, parents)
 
     def fit(self, data: Data, run_id: str | None = None, input_format: str | None = None,
-            reuse: str = "check") -> SynthModel | PeopleModel:
+            reuse: str = "check", parents: Frame | str | None = None) -> SynthModel | PeopleModel:
         """:meth:`measure` (:meth:`measure_people` with people: a :class:`PeopleModel`), then estimate the
         targets (and the Private-PGM model): post-processing from here on.
 
         ``data``: a Spark DataFrame of the raw table (or a pandas DataFrame, read through a local
         SparkSession: small tables only; or a table location, or :meth:`open`'s input). ``reuse``:
         ``"check"`` refuses a run id measured on another input, ``"force"`` reuses its measurements anyway.
+        ``parents``: the parent table of a people schema's parent-child form (``data`` is then the child).
         """
         if self.schema.people is not None:
-            return self.measure_people(data, run_id, input_format, reuse).estimate()
+            return self.measure_people(data, run_id, input_format, reuse, parents).estimate()
+        if parents is not None:
+            raise UsageError("parents=... needs a people section with form: parent_child")
         return self.measure(data, run_id, input_format, reuse).estimate()
 
     def measured(self, run_id: str | None = None, source: str | None = None,

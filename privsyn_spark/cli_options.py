@@ -82,6 +82,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
         synth_rows=args.rows, people=getattr(args, "people", None), persons_output=getattr(args, "persons_output",
                                                                                            None) or "",
+        parents=getattr(args, "parents", None) or "",
         synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
         partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
         table_comment=args.comment, table_properties=_table_properties(args.table_property),

@@ -20,7 +20,7 @@ READ_BY = {
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
     "shard_rows": ("synthesize",), "gum_rounds": ("synthesize",), "gum_sweeps": ("synthesize",),
     "keep_scratch": ("synthesize",), "label": ("evaluate",), "no_evaluate": (), "persons_output": ("synthesize",),
-    "people": ("synthesize",), "people_split": ("measure",),
+    "people": ("synthesize",), "people_split": ("measure",), "parents": ("measure", "evaluate"),
 }
 """The run options only some steps read (argparse destination -> those steps; `run` reads them all, every
 other option is read by every step). A step's ``--help`` lists only its own; it accepts the others and
@@ -80,6 +80,8 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
                     help="synthetic Delta table: a path or a catalog table name")
     io.add_argument("--persons-output", help="a people schema: the synthetic persons' Delta table (a path or a "
                                              "catalog table name); their rows go to --output")
+    io.add_argument("--parents", help="a people schema's parent-child form: the parent table (one row per id, read "
+                                      "like --input, which is then the child table)")
     io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
                     help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
                          "holds rows, before any budget is spent; overwrite: replace it; append: add to it")

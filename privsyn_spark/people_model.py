@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 from privsyn_spark.config import Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.input_codes import InputCodes
-from privsyn_spark.measure.people_frames import people_frames
+from privsyn_spark.measure.people_frames import linked_table, people_frames
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements, NoisyMarginal
 from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_people import measure_people
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
+from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.preflight import check_delta
-from privsyn_spark.schema.people import DEGREE, mode_name
+from privsyn_spark.schema.people import DEGREE, check_parent_child, degree_bins, degree_label, mode_name
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import check_width
 from privsyn_spark.synth_model import MODEL_FILE, SynthModel, _active, _session
@@ -120,9 +121,11 @@ class PeopleModel:
             raise UsageError(f"n_people must be >= 1, got {n}")
         spark = spark or _session()
         sampled = key_persons(self.persons.sample(n, 2 * int(seed), spark), spec.id)
-        labels = F.array(*(F.lit(label) for label in spec.degree_labels))
-        binned = sampled.withColumn(_BIN, F.array_position(labels, F.col(DEGREE)) - 1)
-        persons = draw_degrees(binned, _BIN, self.degrees.values, int(seed)).drop(_BIN).cache()
+        labels = F.array(*(F.lit(degree_label(*b)) for b in degree_bins(spec.max_rows_per_person)))  # 1..M
+        binned = sampled.withColumn(_BIN, F.array_position(labels, F.col(DEGREE)) - 1)  # the bin "0": -1
+        hist = self.degrees.values[spec.lowest_degree == 0:]  # the parent-child form's cell 0: no rows to draw
+        persons = draw_degrees(binned.where(F.col(_BIN) >= 0), _BIN, hist, int(seed)).unionByName(
+            binned.where(F.col(_BIN) < 0).withColumn(ROWS_COLUMN, F.lit(0))).drop(_BIN).cache()
         summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
         total = (summed[0] if summed is not None else 0) or 0
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
@@ -143,6 +146,18 @@ def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | No
         raise UsageError(f"{uri} holds no measurements (measurements/{ARTIFACT_FILE} is missing)")
     return PeopleModel.of(Measurements.from_bytes(data), Schema.from_dict(doc["schema"]), doc["synthesizer"],
                           Settings.from_dict(doc["settings"]), RunRecord(), None)
+
+
+def linked_input(child: Any, parents: Any, input_format: str | None, schema: Schema) -> DataFrame:
+    """The parent-child form's two tables (DataFrames or locations read with ``input_format``) as one keyed
+    table (:func:`~privsyn_spark.measure.people_frames.linked_table`), their column names checked first."""
+    frames = [t for t in (child, parents) if not isinstance(t, str)]
+    spark = frames[0].sparkSession if frames else _session()
+    child, parents = (read_table(spark, t, input_format, infer_types=False) if isinstance(t, str) else t
+                      for t in (child, parents))
+    assert schema.people is not None
+    check_parent_child(schema.people, schema.names, list(parents.columns), list(child.columns))
+    return linked_table(parents, child, schema.people)
 
 
 @dataclass
@@ -169,9 +184,10 @@ def write_people(people: People, persons_target: str, rows_target: str,
 
 
 def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: str | None,
-                       reuse: str) -> PeopleModel:
+                       reuse: str, parents: Any = None) -> PeopleModel:
     """:meth:`privsyn_spark.PrivSyn.measure_people` (module docstring): ``synth`` is the
-    :class:`~privsyn_spark.PrivSyn` (the API's floor imports this one), ``data`` its input."""
+    :class:`~privsyn_spark.PrivSyn` (the API's floor imports this one), ``data`` its input (the child table
+    in the parent-child form, ``parents`` the parent table: Spark DataFrames or locations)."""
     schema = synth.schema
     assert schema.people is not None
     person_schema, row_schema = schema.people_tables()
@@ -180,6 +196,12 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
     if isinstance(data, InputCodes):
         raise UsageError("a people run reads its input itself (two tables of it): pass the DataFrame or the "
                          "table's location, not PrivSyn.open's input")
+    if schema.people.parent_child != (parents is not None):
+        raise UsageError("the schema's people section declares form: parent_child: pass the parent table too "
+                         "(parents=..., --parents LOCATION)" if parents is None else "parents=... (--parents) "
+                         "needs a people section with form: parent_child")
+    if parents is not None:  # before any budget: the two tables' column names (no rows read)
+        data = linked_input(data, parents, input_format, schema)
     run_id = run_id or synth.run_id or uuid.uuid4().hex[:12]
     codes = synth.open(data, input_format, run_id)
     spark = codes.spark

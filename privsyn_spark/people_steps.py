@@ -88,11 +88,29 @@ def _typed(df: DataFrame, cols: PeopleColumns) -> DataFrame:
     return df.withColumns({**cast, cols.amount: F.col(f"`{cols.amount}`").cast("double")})
 
 
+def _keyed_input(spark: SparkSession, schema: Schema, source: str, parents: str | None,
+                 input_format: str | None) -> DataFrame:
+    """The real rows with their key and person columns: the input ``source``, or in the parent-child form its
+    child rows joined to their parent in ``parents`` (as measured: a duplicated parent id is one person with
+    the smallest value of each person column, an orphan row is left out)."""
+    from pyspark.sql import functions as F
+
+    rows = read_table(spark, source, input_format, infer_types=False)
+    spec = schema.people
+    if parents is None or spec is None or spec.foreign_key is None:
+        return rows
+    persons = read_table(spark, parents, input_format, infer_types=False).groupBy(f"`{spec.id}`").agg(
+        *(F.min(f"`{c}`").alias(c) for c in spec.person_columns))
+    rows = rows.drop(*(c for c in (*spec.person_columns, spec.id) if c != spec.foreign_key))
+    return rows.withColumnRenamed(spec.foreign_key, spec.id).join(persons, spec.id)
+
+
 def people_report(spark: SparkSession, synth: PrivSyn, model: PeopleModel, source: str, input_format: str | None,
-                  output: str, run: Mapping[str, Any], evaluate: bool) -> dict:
+                  output: str, run: Mapping[str, Any], evaluate: bool, parents: str | None = None) -> dict:
     """The run report of a people run (``operator/report.json``, NOT private): with ``evaluate``, the people
-    metrics of the rows written to ``output`` against the input ``source`` (both reduced to one row per key in
-    Spark; only aggregates reach the driver), under ``metrics.people``."""
+    metrics of the rows written to ``output`` against the input ``source`` (the child table of the parent
+    table ``parents`` in the parent-child form; both reduced to one row per key in Spark; only aggregates reach
+    the driver), under ``metrics.people``."""
     if evaluate:
         cols = people_columns(synth.schema)
         with model.record.step("evaluate"):
@@ -101,7 +119,7 @@ def people_report(spark: SparkSession, synth: PrivSyn, model: PeopleModel, sourc
                                                                        "a numerical row column"}
             else:
                 real, written = (_typed(df, cols) for df in (
-                    read_table(spark, source, input_format, infer_types=False),
+                    _keyed_input(spark, synth.schema, source, parents, input_format),
                     read_table(spark, output, "delta" if is_path(output) else "table")))
                 model.record.metrics = {"people": people_metrics(real, written, cols)}
     return model.rows.write_report(dict(run))

@@ -73,6 +73,7 @@ class RunConfig:
     synth_rows: int | None = None        # default: the noisy total
     people: int | None = None            # a people schema: synthetic persons (default: the noisy person count)
     persons_output: str = ""             # a people schema: the persons' table (their rows go to ``output``)
+    parents: str = ""                    # a people schema's parent-child form: the parent table (``input``: the child)
     synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
     write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
@@ -152,7 +153,8 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     synth = synthesizer(config)
     if synth.schema.people is not None:
         check_people_outputs(synth, spark, None, config.output, config.scope, config.write_mode, config.partition_by)
-        people = synth.measure_people(config.input, config.run_id, config.input_format)
+        people = synth.measure_people(config.input, config.run_id, config.input_format,
+                                      parents=config.parents or None)
         _done("measure", config, people.rows, note=f"people measurements in {config.run_location}")
         return people.measurements
     model = _measure(spark, config, synth=synth)
@@ -200,7 +202,7 @@ def run_evaluate(spark: SparkSession, config: RunConfig) -> dict:
     if synth.schema.people is not None:
         people = measured_people(synth, config.run_id, config.source, spark)
         report = people_report(spark, synth, people, config.input, config.input_format, config.output,
-                               _run_doc(config), evaluate=True)
+                               _run_doc(config), evaluate=True, parents=config.parents or None)
         _done("evaluate", config, people.rows, report=True)
         return report
     model = synth.measured(config.run_id, config.source, spark)
@@ -216,6 +218,8 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
     synth = synthesizer(config)
     if synth.schema.people is not None:
         return run_people(spark, config, synth)
+    if config.parents:
+        raise UsageError("--parents needs a schema whose people section has form: parent_child")
     with synth.open(config.input, config.input_format, config.run_id, spark, config.scope) as codes:
         config = canonical(spark, config, codes)
         output = output_for(spark, config, codes)
@@ -234,11 +238,12 @@ def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
     people metrics (unless ``--no-evaluate``)."""
     check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
                          config.partition_by)
-    model = synth.measure_people(config.input, config.run_id, config.input_format)
+    model = synth.measure_people(config.input, config.run_id, config.input_format, parents=config.parents or None)
     _, persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
                                          config.seed, config.write_mode)
     report = people_report(spark, synth, model, config.input, config.input_format, config.output,
-                           {**_run_doc(config), "persons_version": persons}, config.evaluate)
+                           {**_run_doc(config), "persons_version": persons}, config.evaluate,
+                           config.parents or None)
     _done_people("run", config, model, persons, rows, report=True)
     return report
 

@@ -111,9 +111,9 @@ def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells
     rhos, shares = settings.people_split.rhos(budget.rho), settings.people_split.shares()
     persons, rows = (plan_release(table, dataclasses.replace(budget, rho=rhos[part]), settings, max_cells)
                      for table, part in zip(schema.people_tables(), ("persons", "rows")))
-    m = schema.people.max_rows_per_person
+    low, m = schema.people.lowest_degree, schema.people.max_rows_per_person
     sigma = gaussian_sigma(degree_sensitivity(), rhos["degrees"])
-    degrees = ("degrees (rows per person 1..M)", rhos["degrees"], sigma, m)
+    degrees = (f"degrees (rows per person {low}..M)", rhos["degrees"], sigma, m + 1 - low)
     releases = (*((f"persons/{n}", r, s, c) for n, r, s, c in persons.releases), degrees,
                 *((f"rows/{n}", r, s, c) for n, r, s, c in rows.releases))
     sensitivities = {"persons": person_sensitivity(), "degrees": degree_sensitivity(),

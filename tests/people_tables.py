@@ -39,3 +39,31 @@ def keyed_table(people: int = 40, seed: int = 0) -> pd.DataFrame:
             rows.append({"customer_id": f"REALID-{p}-XQZ", "segment": segment, "region": drifted,
                          "channel": channel, "amount": float(rng.integers(0, 100))})
     return pd.DataFrame(rows)
+
+
+PARENT_CHILD = {**PEOPLE, "form": "parent_child", "foreign_key": "customer_ref"}
+"""The people section of the parent-child form: the child's foreign key is ``customer_ref``."""
+
+
+def parent_child(flat: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A keyed table's parent-child form: one parent row per id (its first segment and region) and the
+    child rows (``customer_ref``, channel, amount)."""
+    parents = flat.groupby("customer_id", sort=False)[["segment", "region"]].first().reset_index()
+    child = flat[["customer_id", "channel", "amount"]].rename(columns={"customer_id": "customer_ref"})
+    return parents, child.reset_index(drop=True)
+
+
+def awkward_parent_child() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Parents and children with every case the parent-child form handles: a duplicate parent id whose region
+    varies, a parent with no child rows, a parent whose id is null, a person above M = 10 rows, orphan child
+    rows and a child row whose key is null."""
+    parents = pd.DataFrame({"customer_id": ["REALID-0-XQZ", "REALID-1-XQZ", "REALID-1-XQZ", "REALID-2-XQZ",
+                                            "REALID-3-XQZ", "REALID-4-XQZ", "REALID-5-XQZ", None],
+                            "segment": ["a", "b", "b", "a", "b", "a", "b", "a"],
+                            "region": ["n", "s", "n", "s", "n", "s", "n", "s"]})
+    keys = ["REALID-0-XQZ"] * 3 + ["REALID-1-XQZ"] * 2 + ["REALID-2-XQZ"] * 12 + ["REALID-3-XQZ", "REALID-4-XQZ"] \
+        + ["REALID-9-XQZ"] * 2 + [None]
+    rng = np.random.default_rng(5)
+    child = pd.DataFrame({"customer_ref": keys, "channel": rng.choice(["web", "shop"], len(keys)),
+                          "amount": rng.integers(0, 100, len(keys)).astype(float)})
+    return parents, child

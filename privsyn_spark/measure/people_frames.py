@@ -9,6 +9,14 @@
   bounding (:func:`~privsyn_spark.measure.input_codes.bounded_codes` drops it after).
 
 Each is read by the job that writes its scratch codes: two scans of the input in all, none to the driver.
+
+The parent-child form (a parent table, one row per id, and a child table with a foreign key) is first
+stacked into one keyed table (:func:`linked_table`: each row marked parent or child) and read by the same
+code: a person is an id with a parent row, its degree the number of its child rows (0 for a parent with
+none; the degree histogram then covers 0..M). The parent rows of one id are one person: a person column
+that varies among them takes its smallest value, and such ids are counted as duplicates. Child rows whose
+key is null or names no parent (orphans) and parents whose id is null are left out, counted for the
+operator report only (exact, NOT private).
 A person column that is not constant for an id takes its smallest value (nulls ignored; all null stays
 null); such ids are counted for the operator report only (exact, NOT private), as are the rows whose id
 is null: they are no one's rows and are left out of both tables (a row unit of its own removed: no
@@ -22,12 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privsyn_spark.schema.people import DEGREE, PeopleSpec, degree_bins, degree_label, mode_name
+from privsyn_spark.schema.people import DEGREE, PeopleSpec, degree_label, mode_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-_ROWS = "__privsyn_person_rows"
+_ROWS, _PARENTS = "__privsyn_person_rows", "__privsyn_person_parents"
+_PARENT, _CHILD = "__privsyn_parent_row", "__privsyn_child_row"
 
 
 @dataclass
@@ -37,70 +46,110 @@ class PeopleFrames:
     persons: DataFrame
     rows: DataFrame
     observations: tuple[Any, ...]
-    max_rows: int
+    spec: PeopleSpec
 
     def degree_counts(self) -> np.ndarray:
-        """The exact degree histogram: persons with 1..M rows (a person of more than M rows counts at M), an
-        int64 array of length M. Only after a DataFrame action over :attr:`persons` (its scratch write)."""
+        """The exact degree histogram: persons with 1..M rows (0..M in the parent-child form; a person of more
+        than M rows counts at M), an int64 array. Only after a DataFrame action over :attr:`persons` (its
+        scratch write)."""
         got = self.observations[0].get
-        return np.array([int(got.get(f"d{d}") or 0) for d in range(1, self.max_rows + 1)], dtype=np.int64)
+        degrees = range(self.spec.lowest_degree, self.spec.max_rows_per_person + 1)
+        return np.array([int(got.get(f"d{d}") or 0) for d in degrees], dtype=np.int64)
 
     def stats(self) -> dict[str, Any]:
         """What building the frames found (exact, NOT private: the operator report only)."""
-        got = self.observations[1].get
-        return {"private": False, "persons": int(got.get("persons") or 0),
-                "persons_not_constant": int(got.get("not_constant") or 0),
-                "persons_above_max_rows": int(got.get("above") or 0),
-                "null_id_rows": int(self.observations[2].get.get("null_ids") or 0),
-                "not_constant_rule": "a person column that varies within an id takes its smallest value"}
+        got, nulls = self.observations[1].get, self.observations[2].get
+        out = {"private": False, "persons": int(got.get("persons") or 0),
+               "persons_above_max_rows": int(got.get("above") or 0),
+               "null_id_rows": int(nulls.get("null_ids") or 0)}
+        if not self.spec.parent_child:
+            return {**out, "persons_not_constant": int(got.get("not_constant") or 0),
+                    "not_constant_rule": "a person column that varies within an id takes its smallest value"}
+        return {**out, "duplicate_parent_ids": int(got.get("not_constant") or 0),
+                "null_id_parents": int(nulls.get("null_id_parents") or 0),
+                "orphan_rows": int(self.observations[3].get.get("rows") or 0),
+                "duplicates_rule": "the parent rows of one id are one person; a person column that varies "
+                                   "among them takes its smallest value",
+                "left_out_rule": "child rows whose key is null or names no parent, and parents whose id is null, "
+                                 "are no one's and are left out"}
 
 
 def degree_bin(rows: Column, spec: PeopleSpec) -> Column:
-    """``_degree``: the label of the bin of min(``rows``, M) (:func:`~privsyn_spark.schema.people.degree_bins`)."""
+    """``_degree``: the label of the bin of min(``rows``, M) (:attr:`~privsyn_spark.schema.people.PeopleSpec.bins`)."""
     from pyspark.sql import functions as F
 
     capped = F.least(rows, F.lit(spec.max_rows_per_person))
     out: Any = F
-    for low, high in degree_bins(spec.max_rows_per_person):
+    for low, high in spec.bins:
         out = out.when(capped <= high, F.lit(degree_label(low, high)))
     return out
 
 
+def linked_table(parents: DataFrame, child: DataFrame, spec: PeopleSpec) -> DataFrame:
+    """The parent-child form as one keyed table for :func:`people_frames` (lazy, no job runs): the parent
+    rows (the id, the person columns) and the child rows (the foreign key as the id, the other child columns),
+    stacked, each marked by its side; the key takes the parent id's type."""
+    from pyspark.sql import functions as F
+
+    assert spec.foreign_key is not None
+    key_type = parents.schema[spec.id].dataType
+    side = parents.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns),
+                          F.lit(1).alias(_PARENT))
+    rows = child.select(F.col(f"`{spec.foreign_key}`").cast(key_type).alias(spec.id),
+                        *(F.col(f"`{c}`") for c in child.columns if c not in (spec.foreign_key, spec.id)),
+                        F.lit(1).alias(_CHILD))
+    return side.unionByName(rows, allowMissingColumns=True)
+
+
 def people_frames(raw: DataFrame, spec: PeopleSpec) -> PeopleFrames:
-    """The person frame and the row frame of the keyed table ``raw`` (module docstring); lazy, no job runs."""
+    """The person frame and the row frame of the keyed table ``raw`` (module docstring; in the parent-child
+    form ``raw`` is :func:`linked_table`'s); lazy, no job runs."""
     from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
-    key = F.col(f"`{spec.id}`")
+    key, linked = F.col(f"`{spec.id}`"), spec.parent_child
     nulls = Observation("privsyn_people_null_ids")
-    keyed = raw.observe(nulls, F.sum(F.when(key.isNull(), 1).otherwise(0)).alias("null_ids")).where(key.isNotNull())
+    side = (lambda marker: F.col(marker).isNotNull()) if linked else (lambda marker: F.lit(True))
+    keyed = raw.observe(nulls, *(F.sum(F.when(key.isNull() & side(m), 1).otherwise(0)).alias(n) for n, m in (
+        ("null_ids", _CHILD), ("null_id_parents", _PARENT))[:1 + linked])).where(key.isNotNull())
+    parents = F.count(F.col(_PARENT))
+    extra = [_PARENTS] * linked
 
     def attributes(window: Any) -> list[Column]:
         over = (lambda c: c.over(window)) if window is not None else (lambda c: c)
         cols = [over(F.min(F.col(f"`{c}`"))).alias(c) for c in spec.person_columns]
-        cols.append(over(F.count(F.lit(1))).alias(_ROWS))
+        cols.append(over(F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS))
+        cols += [over(parents).alias(_PARENTS)] * linked
         return cols + [over(F.mode(F.col(f"`{c}`"), True)).alias(mode_name(c)) for c in spec.summaries]
 
-    grouped = keyed.groupBy(key).agg(*attributes(None), *(
+    varies = [parents > 1] if linked else [  # a duplicate parent id; a person column that is not constant
         (F.min(F.col(f"`{c}`")) != F.max(F.col(f"`{c}`")))
         | ((F.count(F.col(f"`{c}`")) > 0) & (F.count(F.col(f"`{c}`")) < F.count(F.lit(1)))) for c in
-        spec.person_columns)).toDF(spec.id, *spec.person_columns, _ROWS, *(mode_name(c) for c in spec.summaries),
-                                   *(f"__privsyn_varies_{j}" for j in range(len(spec.person_columns))))
-    varies = F.lit(False)
-    for j in range(len(spec.person_columns)):
-        varies = varies | F.col(f"__privsyn_varies_{j}")
+        spec.person_columns]
+    grouped = keyed.groupBy(key).agg(*attributes(None), *varies).toDF(
+        spec.id, *spec.person_columns, _ROWS, *extra, *(mode_name(c) for c in spec.summaries),
+        *(f"__privsyn_varies_{j}" for j in range(len(varies))))
+    varying = F.lit(False)
+    for j in range(len(varies)):
+        varying = varying | F.col(f"__privsyn_varies_{j}")
+    orphans = Observation("privsyn_people_orphans")
+    if linked:  # a child key that names no parent: no one's rows
+        grouped = grouped.observe(orphans, F.sum(F.when(F.col(_PARENTS) == 0, F.col(_ROWS)).otherwise(0))
+                                  .alias("rows")).where(F.col(_PARENTS) > 0)
     degrees, tallies = Observation("privsyn_people_degrees"), Observation("privsyn_people_tallies")
     capped = F.least(F.col(_ROWS), F.lit(spec.max_rows_per_person))
     observed = grouped.observe(degrees, *(F.sum(F.when(capped == d, 1).otherwise(0)).alias(f"d{d}")
-                                          for d in range(1, spec.max_rows_per_person + 1)))
+                                          for d in range(spec.lowest_degree, spec.max_rows_per_person + 1)))
     observed = observed.observe(tallies, F.count(F.lit(1)).alias("persons"),
-                                F.sum(F.when(varies, 1).otherwise(0)).alias("not_constant"),
+                                F.sum(F.when(varying, 1).otherwise(0)).alias("not_constant"),
                                 F.sum(F.when(F.col(_ROWS) > spec.max_rows_per_person, 1).otherwise(0)).alias("above"))
     person_attrs = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
     persons = observed.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).select(*(F.col(f"`{c}`")
                                                                                    for c in person_attrs))
     window = Window.partitionBy(key)
-    own = [c for c in raw.columns if c not in spec.person_columns]
-    rows = keyed.select(*(F.col(f"`{c}`") for c in own), *attributes(window))
-    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS)
-    return PeopleFrames(persons, rows, (degrees, tallies, nulls), spec.max_rows_per_person)
+    own = [c for c in raw.columns if c not in (*spec.person_columns, _PARENT, _CHILD)]
+    rows = keyed.select(*(F.col(f"`{c}`") for c in own), *attributes(window), *(F.col(c) for c in (_CHILD,) * linked))
+    if linked:  # the child's rows of a parent
+        rows = rows.where(F.col(_CHILD).isNotNull() & (F.col(_PARENTS) > 0)).drop(_CHILD)
+    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS, *extra)
+    return PeopleFrames(persons, rows, (degrees, tallies, nulls, orphans), spec)

@@ -9,7 +9,11 @@ one accountant, one ledger reservation):
    one person row, so every count table changes by 1 in one cell (L2 sensitivity 1, :func:`person_sensitivity`);
    the summaries are attributes of that row, so they are measured at that sensitivity too;
 2. the degree histogram over 1..M (a person's rows, capped at M): one person is in exactly one cell
-   (L2 sensitivity 1, :func:`degree_sensitivity`);
+   (L2 sensitivity 1, :func:`degree_sensitivity`). In the parent-child form (a parent table, one row per
+   id, and a child table) the unit is the parent's id with all its child rows, and the histogram covers
+   0..M: a parent with no child rows is in cell 0, so removing one parent with its child rows still
+   removes exactly one count from one cell (L2 sensitivity 1); the person table and the row table are
+   as above (a parent is one person row; its child rows are at most K bounded rows);
 3. the row table: the input bounded to K rows per person, each row carrying its person's attributes,
    the id dropped: one person changes at most K rows, so a count table changes by ``c_j`` in cell j with
    ``sum_j c_j <= K`` (L2 sensitivity K, :func:`row_sensitivity`; :mod:`privsyn_spark.privacy.unit`).

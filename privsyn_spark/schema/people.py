@@ -8,10 +8,15 @@ A YAML or JSON section, next to the privacy unit it needs::
       person_columns: [segment, region]   # constant per id: schema columns
       max_rows_per_person: 50          # M >= K: the public cap on a person's rows (degree)
       summaries: [channel]             # categorical row columns: a person's most frequent value
+      form: parent_child               # optional: two inputs, a parent table (one row per id, the person
+      foreign_key: customer_id         # columns) and a child table (the row columns) whose foreign key
+                                       # (default: the id's name) names its parent
 
 Each person gets derived attributes: ``_degree``, the bin of min(rows, M) (:func:`degree_bins`), and
 ``_mode_<col>`` per summary column. Those names are reserved in a people schema. The declaration is
-public and checked here, before Spark starts and before any budget is spent; no data is read.
+public and checked here, before Spark starts and before any budget is spent; no data is read. In the
+parent-child form a parent with no child rows is a person of degree 0: the bins start with ``0``
+(:meth:`PeopleSpec.bins`), and :func:`check_parent_child` checks the two tables' column names.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ DEGREE = "_degree"
 """The derived person attribute holding a person's degree bin."""
 MODE_PREFIX = "_mode_"
 """``_mode_<col>``: the derived person attribute holding a person's most frequent value of ``col``."""
-PEOPLE_KEYS = ("id", "person_columns", "max_rows_per_person", "summaries")
+PEOPLE_KEYS = ("id", "person_columns", "max_rows_per_person", "summaries", "form", "foreign_key")
+FORMS = ("flat", "parent_child")
+"""``flat``: one keyed table; ``parent_child``: a parent table (one row per id) and a child table."""
 MAX_DEGREE = 2**31 - 1
 """The largest M: a degree is compared with a Spark int count."""
 
@@ -67,13 +74,15 @@ def mode_name(column: str) -> str:
 @dataclass(frozen=True)
 class PeopleSpec:
     """The people declaration: the person ``id`` (the privacy id), the ``person_columns`` constant per id,
-    ``max_rows_per_person`` M (the public cap on a person's degree, M >= K) and the ``summaries``
-    (categorical row columns whose per-person mode becomes a person attribute)."""
+    ``max_rows_per_person`` M (the public cap on a person's degree, M >= K), the ``summaries``
+    (categorical row columns whose per-person mode becomes a person attribute) and, in the parent-child
+    form, the child table's ``foreign_key`` column (None: the flat form)."""
 
     id: str
     person_columns: tuple[str, ...]
     max_rows_per_person: int
     summaries: tuple[str, ...] = ()
+    foreign_key: str | None = None
 
     @classmethod
     def from_document(cls, section: Any) -> PeopleSpec:
@@ -96,13 +105,42 @@ class PeopleSpec:
         m = section["max_rows_per_person"]
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_DEGREE:
             raise SchemaError(f"people: max_rows_per_person must be a whole number in [1, {MAX_DEGREE}], got {m!r}")
+        form = section.get("form", "flat")
+        if form not in FORMS:
+            raise SchemaError(f"people: form must be one of {list(FORMS)}, got {form!r}")
+        foreign_key = section.get("foreign_key")
+        if foreign_key is not None and form != "parent_child":
+            raise SchemaError("people: foreign_key is the child table's column in the parent-child form: declare "
+                              "form: parent_child")
+        if foreign_key is not None and (not isinstance(foreign_key, str) or not foreign_key):
+            raise SchemaError(f"people: foreign_key must be one column name, got {foreign_key!r}")
         return cls(key, _names("person_columns", section["person_columns"]), m,
-                   _names("summaries", section.get("summaries") or []))
+                   _names("summaries", section.get("summaries") or []),
+                   (foreign_key or key) if form == "parent_child" else None)
 
     def to_document(self) -> dict[str, Any]:
         """The ``people:`` section (round-trips through :meth:`from_document`)."""
-        return {"id": self.id, "person_columns": list(self.person_columns),
-                "max_rows_per_person": self.max_rows_per_person, "summaries": list(self.summaries)}
+        doc = {"id": self.id, "person_columns": list(self.person_columns),
+               "max_rows_per_person": self.max_rows_per_person, "summaries": list(self.summaries)}
+        if self.parent_child:  # only then: a flat schema keeps its hash
+            doc.update(form="parent_child", foreign_key=self.foreign_key)
+        return doc
+
+    @property
+    def parent_child(self) -> bool:
+        """Whether the people come as a parent table and a child table (else one keyed table)."""
+        return self.foreign_key is not None
+
+    @property
+    def bins(self) -> list[tuple[int, int]]:
+        """The degree bins: :func:`degree_bins` over 1..M, after a bin ``(0, 0)`` in the parent-child form
+        (a parent with no child rows)."""
+        return [(0, 0)] * self.parent_child + degree_bins(self.max_rows_per_person)
+
+    @property
+    def lowest_degree(self) -> int:
+        """The smallest degree: 0 in the parent-child form, else 1 (a person of the flat form has a row)."""
+        return 0 if self.parent_child else 1
 
     @property
     def derived(self) -> tuple[str, ...]:
@@ -112,7 +150,7 @@ class PeopleSpec:
     @property
     def degree_labels(self) -> tuple[str, ...]:
         """The categories of ``_degree``, in bin order."""
-        return tuple(degree_label(lo, hi) for lo, hi in degree_bins(self.max_rows_per_person))
+        return tuple(degree_label(lo, hi) for lo, hi in self.bins)
 
     def check(self, columns: tuple[Column, ...], unit: PrivacyUnit) -> None:
         """:class:`SchemaError` (one line) unless the declaration fits the schema's ``columns`` and ``unit``."""
@@ -138,16 +176,46 @@ class PeopleSpec:
         if not_categorical:
             raise SchemaError(f"people: summary {not_categorical[0]!r} is not a categorical column (a summary is a "
                               f"person's most frequent value)")
+        if self.parent_child and self.foreign_key != self.id and self.foreign_key in names:
+            raise SchemaError(f"people: foreign_key {self.foreign_key!r} is a column the schema keeps; it holds real "
+                              f"ids: declare it type: drop or leave it out of the schema")
         if self.max_rows_per_person < unit.bound:
             raise SchemaError(f"people: max_rows_per_person (M = {self.max_rows_per_person}) must be >= the privacy "
                               f"unit's max_rows_per_id (K = {unit.bound})")
 
     def derived_columns(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
         """The derived attributes as columns: ``_degree`` (its bin labels, never null) and each ``_mode_<col>``
-        (``col``'s declaration under the new name)."""
+        (``col``'s declaration under the new name; in the parent-child form its nulls are a value: a person
+        with no rows has no most frequent value)."""
         by_name = {c.name: c for c in columns}
         degree = CategoricalColumn(name=DEGREE, dtype="string", nulls="none", values=self.degree_labels)
-        return (degree, *(dataclasses.replace(by_name[c], name=mode_name(c)) for c in self.summaries))
+        modes = (dataclasses.replace(by_name[c], name=mode_name(c)) for c in self.summaries)
+        if self.parent_child:
+            modes = (dataclasses.replace(c, nulls="value") for c in modes)
+        return (degree, *modes)
+
+
+def check_parent_child(spec: PeopleSpec, names: tuple[str, ...], parent: list[str], child: list[str]) -> None:
+    """:class:`SchemaError` (one line) unless a parent table of columns ``parent`` and a child table of columns
+    ``child`` fit ``spec``'s parent-child form over the schema's column ``names`` (column names only: no data)."""
+    assert spec.foreign_key is not None
+    if spec.id not in parent:
+        raise SchemaError(f"people: the parent table has no id column {spec.id!r}")
+    if spec.foreign_key not in child:
+        raise SchemaError(f"people: the child table has no foreign key column {spec.foreign_key!r} "
+                          f"(people.foreign_key; default: the id's name)")
+    absent = [c for c in spec.person_columns if c not in parent]
+    if absent:
+        raise SchemaError(f"people: person column {absent[0]!r} is not a column of the parent table")
+    both = [c for c in names if c in parent and c in child and c != spec.id]
+    if both:
+        what = "a person column" if both[0] in spec.person_columns else "a row column"
+        raise SchemaError(f"people: column {both[0]!r} is in both the parent and the child table: it would be a "
+                          f"person column (the parent's) and a row column (the child's); the schema lists it as "
+                          f"{what}: drop it from the other table")
+    rows = [c for c in names if c not in spec.person_columns and c not in child and c != spec.id]
+    if rows:
+        raise SchemaError(f"people: row column {rows[0]!r} is not a column of the child table")
 
 
 def _names(key: str, value: Any) -> tuple[str, ...]:

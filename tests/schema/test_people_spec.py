@@ -7,9 +7,9 @@ import pytest
 from privsyn_spark import PrivSyn
 from privsyn_spark.errors import UsageError
 from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.schema.people import PeopleSpec, degree_bins, degree_label
+from privsyn_spark.schema.people import PeopleSpec, check_parent_child, degree_bins, degree_label
 from privsyn_spark.schema.schema import parse_schema
-from tests.people_tables import PEOPLE, people_doc
+from tests.people_tables import PARENT_CHILD, PEOPLE, people_doc
 
 
 def test_a_people_section_parses_round_trips_and_changes_the_hash():
@@ -66,3 +66,50 @@ def test_degree_bins_cover_one_to_m_once_with_doubling_widths(m):
     expected = [1, 1, 1, 1] + [w for k in range(1, 20) for w in (2 ** k, 2 ** k)]
     assert widths == expected[:len(widths)]
     assert degree_label(*bins[0]) == "1" and (len(bins) < 5 or degree_label(*bins[4]) in ("5-6", "5"))
+
+
+def test_the_parent_child_form_parses_round_trips_and_has_a_degree_0_bin():
+    schema = parse_schema(people_doc(PARENT_CHILD))
+    spec = schema.people
+    assert spec.parent_child and spec.foreign_key == "customer_ref" and spec.lowest_degree == 0
+    assert parse_schema(schema.to_document()) == schema
+    assert schema.schema_hash() != parse_schema(people_doc()).schema_hash()
+    assert spec.bins == [(0, 0), *degree_bins(10)] and spec.degree_labels[:2] == ("0", "1")
+    degree, mode = spec.derived_columns(schema.columns)
+    assert degree.values[0] == "0" and mode.nulls == "value"  # a person of no rows has no most frequent value
+    default = PeopleSpec.from_document({**PEOPLE, "form": "parent_child"})
+    assert default.foreign_key == "customer_id"
+    assert not parse_schema(people_doc()).people.parent_child and parse_schema(people_doc()).people.bins[0] == (1, 1)
+
+
+@pytest.mark.parametrize("people, extra, message", [
+    ({**PEOPLE, "foreign_key": "customer_ref"}, (), "foreign_key is the child table's column .* form: parent_child"),
+    ({**PEOPLE, "form": "nested"}, (), r"form must be one of \['flat', 'parent_child'\]"),
+    ({**PARENT_CHILD, "foreign_key": ""}, (), "foreign_key must be one column name"),
+    (PARENT_CHILD, ({"name": "customer_ref", "type": "categorical", "values": ["x"]},),
+     "foreign_key 'customer_ref' is a column the schema keeps"),
+])
+def test_bad_parent_child_declarations_are_one_line_schema_errors(people, extra, message):
+    with pytest.raises(SchemaError, match=message) as err:
+        parse_schema(people_doc(people, None, extra))
+    assert "\n" not in str(err.value)
+
+
+PARENT = ["customer_id", "segment", "region"]
+CHILD = ["customer_ref", "channel", "amount"]
+
+
+@pytest.mark.parametrize("parent, child, message", [
+    (["segment", "region"], CHILD, "the parent table has no id column 'customer_id'"),
+    (PARENT, ["customer_id", "channel", "amount"], "the child table has no foreign key column 'customer_ref'"),
+    (["customer_id", "segment"], CHILD, "person column 'region' is not a column of the parent table"),
+    (PARENT, [*CHILD, "region"], "column 'region' is in both .* lists it as a person column"),
+    ([*PARENT, "amount"], CHILD, "column 'amount' is in both .* lists it as a row column"),
+    (PARENT, ["customer_ref", "channel"], "row column 'amount' is not a column of the child table"),
+])
+def test_the_two_tables_columns_are_checked_each_a_one_line_error(parent, child, message):
+    schema = parse_schema(people_doc(PARENT_CHILD))
+    with pytest.raises(SchemaError, match=message) as err:
+        check_parent_child(schema.people, schema.names, parent, child)
+    assert "\n" not in str(err.value)
+    check_parent_child(schema.people, schema.names, PARENT + ["extra"], CHILD + ["customer_id", "note"])

@@ -187,6 +187,7 @@ STEP_ARGS = [
     "--persons-output={{ params.persons_output }}",
     "--people={{ params.people or '' }}",
     "--people-split={{ params.people_split }}",
+    "--parents={{ params.parents }}",  # empty: no parent table (a people schema's parent-child form needs one)
 ]
 BUDGET_CHECK_ARGS = [
     "check", "--epsilon", "{{ params.epsilon }}", "--delta", "{{ params.delta }}", "--run-id", RUN_ID,
@@ -262,6 +263,9 @@ PARAMS = {
                     description="a people schema: synthetic persons (0: the noisy person count)"),
     "people_split": Param("", type="string",
                           description="a people schema: PERSONS,DEGREES,ROWS shares of rho (empty: 0.35,0.05,0.60)"),
+    "parents": Param("", type="string",
+                     description="a people schema's parent-child form: the parent table, read like input (then the "
+                                 "child table); empty: none"),
     "mode": Param("fit", enum=["fit", "resample"],
                   description="fit: measure + synthesize + evaluate (charged); resample: sample only from the "
                               "dataset's latest fitted run (no input read, nothing charged)"),
