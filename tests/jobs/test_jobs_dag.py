@@ -112,6 +112,8 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
         assert "--privacy-id=" in args and "--max-rows-per-id=" in args
         assert (config.persons_output, config.people) == ("", None)  # empty params: not set (a flat schema)
         assert "--persons-output=" in args and "--people=" in args
+    sample = build_parser().parse_args(["sample", *dag_info["args"]["sample"]])
+    assert (sample.persons_output, sample.people) == ("", None)  # the resample mode of a flat schema
 
 
 # Runs the DAG's operator class on scripts exiting with a given code (spark-submit on local[1]).
