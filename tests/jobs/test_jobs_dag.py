@@ -160,6 +160,8 @@ def test_jobs_scripts_call_the_cli_with_their_step():
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, done.stderr
         assert f"privsyn-spark {step}" in done.stdout
+        if step in ("run", "synthesize", "sample"):  # a people schema's flags reach the CLI through the jobs
+            assert "--persons-output" in done.stdout and "--people N" in done.stdout
 
 
 @pytest.mark.airflow
