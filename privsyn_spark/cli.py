@@ -224,7 +224,8 @@ def _sample_config(args: argparse.Namespace) -> SampleConfig:
                           runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
                           dataset_id=args.dataset_id or None, rows=args.rows, seed=args.seed,
                           synthesizer=args.synthesizer, scope=Scope.parse(args.partition),
-                          settings=settings_from_args(args), mode=args.mode)
+                          settings=settings_from_args(args), mode=args.mode,
+                          persons_output=args.persons_output or None, people=args.people)
     config.check()
     if config.schema:
         config.scope.check_schema(load_schema(config.schema).names)

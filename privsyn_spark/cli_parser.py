@@ -314,6 +314,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     sample.add_argument("--mode", choices=WRITE_MODES[:2], default="error",
                         help="error (default): refuse an --output (a --partition of it) that holds rows; overwrite: "
                              "replace it")
+    sample.add_argument("--persons-output", help="a people run: the synthetic persons' Delta table (their rows go "
+                                                 "to --output)")
+    sample.add_argument("--people", type=_optional_int, metavar="N",
+                        help="a people run: synthetic persons (default: the noisy person count)")
     sample.add_argument("--rows", type=int, help="synthetic rows (default: the run's noisy row count)")
     sample.add_argument("--seed", type=int, default=0, help="seed of synthesis (another seed: other rows)")
     sample.add_argument("--synthesizer", choices=["gum", "pgm"],

@@ -3,7 +3,8 @@
 A :class:`RunConfig` is what the command line (or a job) asks for; each step turns it into a
 :class:`~privsyn_spark.PrivSyn` and calls it: ``measure`` -> ``PrivSyn.measure``, ``synthesize`` ->
 ``PrivSyn.measured`` + ``SynthModel.sample`` + ``write_delta``, ``evaluate`` -> ``evaluate`` +
-``SynthModel.write_report``; ``run`` does all of it on one read of the input.
+``SynthModel.write_report``; ``run`` does all of it on one read of the input (a people schema's steps:
+:mod:`privsyn_spark.people_steps`).
 
 Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop file system URI, see
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),

@@ -6,7 +6,8 @@ recorded, checked against its hash; without: the runs dir's), and its estimated 
 folder holds them; ``--from-run latest`` (with a ledger) the dataset's most recently committed run of
 this schema. ``--model PATH`` loads a :meth:`~privsyn_spark.SynthModel.save`'d model. The output is
 written like a run's (``--partition``: into that partition, replaceWhere) and its commit's
-provenance says ``privsyn.mode=resample`` and which run's measurements it re-sampled.
+provenance says ``privsyn.mode=resample`` and which run's measurements it re-sampled. A people run's
+(docs/people.md) writes new persons to ``--persons-output`` and their rows to ``--output``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from privsyn_spark.api import PrivSyn, write_delta
 from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
+from privsyn_spark.people_model import PeopleModel, load_people, write_people
 from privsyn_spark.progress import summary
 from privsyn_spark.release_artifact import find_committed, local_artifact
 from privsyn_spark.run_artifacts import RunArtifacts
@@ -56,6 +58,8 @@ class SampleConfig:
     scope: Scope = field(default_factory=Scope)
     settings: Settings = field(default_factory=Settings)
     mode: str = "error"                  # "error" refuses an output (partition) holding rows; or "overwrite"
+    persons_output: str | None = None    # a people run: the persons' table (their rows go to ``output``)
+    people: int | None = None            # a people run: synthetic persons (default: the noisy person count)
 
     def check(self) -> None:
         """One-line :class:`UsageError` for every bad combination (no Spark needed)."""
@@ -69,6 +73,8 @@ class SampleConfig:
             raise UsageError("--ledger needs --dataset-id")
         if self.model is not None and self.ledger:
             raise UsageError("sample --model reads a saved model; --ledger is for --from-run")
+        if self.people is not None and self.people < 1:
+            raise UsageError(f"--people must be >= 1, got {self.people}")
         if self.rows is not None and self.rows < 1:
             raise UsageError(f"--rows must be >= 1, got {self.rows}")
         if self.scope.where:
@@ -87,9 +93,12 @@ def latest_run(state: DatasetState, schema_hash: str) -> RunReservation:
     return max(runs, key=lambda r: r.seq)
 
 
-def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
+def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel | PeopleModel:
     """The fitted model to sample (module docstring); reads artifacts only, never the input."""
     if config.model is not None:
+        people = load_people(config.model, spark)
+        if people is not None:
+            return people
         model = SynthModel.load(config.model, spark)
         if config.synthesizer is not None:  # given: it overrides the saved choice; not given: the saved one
             model.synthesizer = config.synthesizer
@@ -116,9 +125,13 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel:
         if local is None:
             raise UsageError(f"run {run_id!r} has no measurements under {config.runs_dir}")
         measurements = local
-    if measurements.schema_hash != schema.schema_hash():
+    measured = schema.people_tables()[1] if schema.people is not None else schema  # a people run's: its row table
+    if measurements.schema_hash != measured.schema_hash():
         raise UsageError(f"--schema is not the schema run {run_id!r} was measured with")
     folder = RunArtifacts(config.runs_dir, run_id, spark)
+    if schema.people is not None:
+        return PeopleModel.of(measurements, schema, config.synthesizer or "gum", config.settings,
+                              RunRecord.from_state(folder.read_state()), folder)
     return SynthModel(measurements, schema, synthesizer=config.synthesizer or "gum", settings=config.settings,
                       record=RunRecord.from_state(folder.read_state()), run_folder=folder)
 
@@ -128,6 +141,8 @@ def run_sample(spark: SparkSession, config: SampleConfig) -> int:
     Nothing is read of the input and nothing is charged: the model is the released artifact."""
     config.check()
     model = load_model(spark, config)
+    if isinstance(model, PeopleModel):
+        return sample_people(spark, config, model)
     output = OutputConfig(config.mode, partition=config.scope.partition)
     PrivSyn(model.schema, no_ledger=True).check_output(config.output, output, spark)
     provenance = {"privsyn.mode": "resample", "privsyn.resampled_from": model.run_id}
@@ -139,3 +154,22 @@ def run_sample(spark: SparkSession, config: SampleConfig) -> int:
     print(summary("sample", rows=model.record.synthesis["rows"], table=config.output, version=version,
                   note=f"re-sampled run {model.run_id}: no input read, nothing charged"), flush=True)
     return version
+
+
+def sample_people(spark: SparkSession, config: SampleConfig, model: PeopleModel) -> int:
+    """`sample` of a people run: new persons to ``config.persons_output`` and their rows to ``config.output``
+    (each checked before anything is sampled); returns the rows' Delta version."""
+    if not config.persons_output:
+        raise UsageError(f"run {model.run_id!r} is a people run: sample writes --persons-output (the persons) "
+                         f"and --output (their rows)")
+    if config.scope.partition:
+        raise UsageError("a people run writes whole tables: --partition is refused")
+    for target in (config.persons_output, config.output):
+        PrivSyn(model.schema, no_ledger=True).check_output(target, OutputConfig(config.mode), spark)
+    provenance = {**model.provenance(config.seed), "privsyn.mode": "resample", "privsyn.resampled_from": model.run_id}
+    people = model.estimate().sample_people(config.people, config.seed, spark)
+    persons, rows = write_people(people, config.persons_output, config.output, provenance, config.mode)
+    print(summary("sample", note=f"re-sampled people run {model.run_id} into {config.persons_output} (Delta "
+                                 f"version {persons}) and {config.output} (Delta version {rows}): no input read, "
+                                 f"nothing charged"), flush=True)
+    return rows

@@ -1,5 +1,6 @@
 """The steps of a people run one at a time: `measure` charges once, `synthesize` samples persons and their rows
-from the measured run, `evaluate` writes the run report with the people metrics."""
+from the measured run, `evaluate` writes the run report with the people metrics, `sample --from-run` writes new
+persons and rows charging nothing."""
 
 from __future__ import annotations
 
@@ -56,3 +57,18 @@ def test_measure_synthesize_evaluate_of_a_people_schema(spark, tmp_path):
     assert report["budget"]["dataset_ledger"]["spent_rho"] == pytest.approx(state.reservations[0].rho)
     assert "REALID" not in result.stdout + result.stderr
     assert len(dataset_state(spark, str(tmp_path / "ledger"), "orders").reservations) == 1
+
+    sample = ["sample", "--from-run", "steps", "--schema", str(tmp_path / "schema.yaml"), "--ledger",
+              str(tmp_path / "ledger"), "--dataset-id", "orders", "--runs-dir", str(tmp_path / "runs"), "--master",
+              "local[2]", "--output", str(tmp_path / "rows2")]
+    missing = cli(sample)
+    assert missing.returncode == EXIT_USAGE and "--persons-output" in one_error_line(missing.stderr)
+    result = cli([*sample, "--persons-output", str(tmp_path / "persons2"), "--people", "8", "--seed", "3"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = spark.read.format("delta").load(str(tmp_path / "persons2")).toPandas()
+    again_rows = spark.read.format("delta").load(str(tmp_path / "rows2"))
+    assert len(again) == 8 and set(again.customer_id).isdisjoint(persons.customer_id)  # fresh keys
+    assert again_rows.join(spark.createDataFrame(again[["customer_id"]]), "customer_id", "left_anti").count() == 0
+    meta = spark.sql(f"DESCRIBE DETAIL delta.`{tmp_path / 'rows2'}`").first().properties
+    assert (meta["privsyn.mode"], meta["privsyn.resampled_from"]) == ("resample", "steps")
+    assert len(dataset_state(spark, str(tmp_path / "ledger"), "orders").reservations) == 1  # nothing charged

@@ -113,6 +113,8 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
         assert (config.persons_output, config.people) == ("", None)  # empty params: not set (a flat schema)
         assert "--persons-output=" in args and "--people=" in args
         assert config.parents == "" and "--parents=" in args  # empty param: no parent table
+    sample = build_parser().parse_args(["sample", *dag_info["args"]["sample"]])
+    assert (sample.persons_output, sample.people) == ("", None)  # the resample mode of a flat schema
 
 
 # Runs the DAG's operator class on scripts exiting with a given code (spark-submit on local[1]).
@@ -159,6 +161,8 @@ def test_jobs_scripts_call_the_cli_with_their_step():
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, done.stderr
         assert f"privsyn-spark {step}" in done.stdout
+        if step in ("run", "synthesize", "sample"):  # a people schema's flags reach the CLI through the jobs
+            assert "--persons-output" in done.stdout and "--people N" in done.stdout
 
 
 @pytest.mark.airflow

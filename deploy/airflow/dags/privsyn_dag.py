@@ -166,6 +166,10 @@ LEDGER_ARGS = [  # empty values mean "not set": the CLI then refuses the run (ex
     "--ledger={{ params.ledger }}",
 ]
 SCOPE_ARGS = ["--partition={{ " + PARTITION + " }}"]  # empty: an unscoped run
+PEOPLE_ARGS = [  # a people schema (docs/people.md): the persons' table and how many (empty: the noisy count)
+    "--persons-output={{ params.persons_output }}",
+    "--people={{ params.people or '' }}",
+]
 STEP_ARGS = [
     "--input", "{{ params.input }}",
     "--schema", "{{ params.schema }}",
@@ -183,9 +187,7 @@ STEP_ARGS = [
     # empty: the schema's privacy_unit (else one row)
     "--privacy-id={{ params.privacy_id }}",
     "--max-rows-per-id={{ params.max_rows_per_id or '' }}",
-    # a people schema (docs/people.md): the persons' table and how many (empty: the noisy person count)
-    "--persons-output={{ params.persons_output }}",
-    "--people={{ params.people or '' }}",
+    *PEOPLE_ARGS,
     "--people-split={{ params.people_split }}",
     "--parents={{ params.parents }}",  # empty: no parent table (a people schema's parent-child form needs one)
 ]
@@ -197,7 +199,7 @@ SAMPLE_ARGS = [  # resample: the dataset's latest fitted run, a seed of its own 
     "--from-run", "latest", "--schema", "{{ params.schema }}", "--output", "{{ params.output }}", "--mode", "overwrite",
     "--runs-dir", "{{ params.runs_dir }}", "--synthesizer", "{{ params.synthesizer }}",
     "--seed", "{{ (params.seed ~ '/' ~ " + PARTITION_VALUE + ") | stable_seed }}",
-    *LEDGER_ARGS, *SCOPE_ARGS,
+    *LEDGER_ARGS, *SCOPE_ARGS, *PEOPLE_ARGS,
 ]
 
 
