@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluate", ("evaluate",)),
     ("api", ("config", "plan", "run_artifacts", "release_identity", "release_artifact", "release_guard", "synth_model",
              "people_model", "table_measure", "evaluation_report", "api", "operations", "")),
-    ("cli/jobs", ("people_steps", "pipeline", "cli_parser", "cli_options", "cli")),
+    ("cli/jobs", ("people_steps", "pipeline", "cli_flags", "cli_commands", "cli_parser", "cli_options", "cli")),
 )
 """The package's floors in pipeline order, lowest first: a module imports only from its own floor or
 below (module-level, function-level and TYPE_CHECKING imports alike). Entries are module or folder
