@@ -28,24 +28,15 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
-from privsyn_spark.budget.ledger import dataset_state
-from privsyn_spark.budget.ledger_summary import ledger_summary
-from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings, as_output
 from privsyn_spark.errors import UsageError
-from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
-from privsyn_spark.evaluate.report import render_html
-from privsyn_spark.evaluate.run_report import build_report
-from privsyn_spark.evaluate.verdict import verdict as make_verdict
-from privsyn_spark.jsonable import to_jsonable
+from privsyn_spark.evaluation_report import Report, evaluate
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
@@ -53,33 +44,24 @@ from privsyn_spark.people_model import PeopleModel, load_people, measure_people_
 from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.bound_choice import implausible_bound
-from privsyn_spark.privacy.noise import SecureDiscreteGaussian
-from privsyn_spark.privacy.policy_checks import check_policies
-from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
-from privsyn_spark.progress import Progress
-from privsyn_spark.release.measure_table import measure_table
-from privsyn_spark.release_artifact import committed_measurements, forced_reuse, local_artifact
-from privsyn_spark.release_guard import Draw, guarded_measure
+from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.release_artifact import committed_measurements, local_artifact
+from privsyn_spark.release_guard import Draw, guarded_run
 from privsyn_spark.release_identity import Release, check_same_run, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
-from privsyn_spark.runtime.input_identity import (
-    StaleInputWarning,
-    delta_version,
-    files_version,
-    frame_identity,
-    moved_version,
-)
+from privsyn_spark.runtime.input_identity import delta_version, files_version
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
 from privsyn_spark.runtime.output_check import check_output_table, check_run_id
 from privsyn_spark.runtime.preflight import check_delta, preflight
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
+from privsyn_spark.schema.given_schema import as_schema, with_people, with_privacy_unit
 from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
-from privsyn_spark.select.selection_config import check_width
-from privsyn_spark.synth_model import SynthModel, _active, _session
+from privsyn_spark.synth_model import SynthModel, _active, _session, _spark_frame
 from privsyn_spark.synthesize.records import SYNTHESIZERS
+from privsyn_spark.table_measure import measure_table_run
 from privsyn_spark.write.decode import output_ddl
 from privsyn_spark.write.delta_output import check_mode, partition_column_types, table_exists
 from privsyn_spark.write.delta_output import write_delta as write
@@ -88,9 +70,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from privsyn_spark.measure.input_codes import InputCodes
     from privsyn_spark.privacy.measurements import Measurements
-    from privsyn_spark.privacy.noise import NoiseSampler
 
     Frame: TypeAlias = DataFrame | pd.DataFrame
     Data: TypeAlias = DataFrame | pd.DataFrame | str | InputCodes
@@ -245,62 +225,13 @@ class PrivSyn:
         if self.schema.people is not None:
             raise UsageError("a schema with people is measured by measure_people() (or fit()), which returns its "
                              "PeopleModel")
-        check_width(len(self.schema.view.domain()), self.settings.selection)  # before Spark reads anything
-        run_id = run_id or self.run_id or uuid.uuid4().hex[:12]
-        codes = data if isinstance(data, InputCodes) else self.open(data, input_format, run_id)
-        spark = codes.spark
-        release = self.release(run_id, codes.scope.values())
-        folder, record, drawn = self.run_folder(run_id, spark), RunRecord(), []
-        progress = Progress(self.settings.progress)
-        codes.check_columns()  # a missing id column: refused before any budget is reserved
-
-        def draw(sampler: NoiseSampler, provenance: dict) -> Measurements:
-            drawn.append(True)
-            with record.step("measure"):
-                with record.step("read+encode"), progress.phase("measure: reading and encoding the input (one scan)"):
-                    packed = codes.packed()  # the one scan of the input; both passes read these persisted codes
-                measured = measure_table(packed, run_id=run_id, schema_hash=self.schema.schema_hash(),
-                                         budget=self.budget, sampler=sampler, record=record,
-                                         split=self.settings.split, selection=self.settings.selection,
-                                         max_cells=self.max_cells, log_exact_counts=self.log_exact_counts,
-                                         unit=self.unit, progress=progress)
-            record.bounding = codes.bounding() or {}
-            return dataclasses.replace(measured, provenance=provenance)
-
-        try:
-            measurements, record = self.guarded(codes, release, draw, reuse, record, drawn)
-        finally:
-            if codes is not data:
-                codes.close()
-        model = self._model(measurements, record, folder)
-        model.save_state()
-
-        check_policies(measurements.policy_checks)  # after the commit: a `fail` stop is charged, never refunded
-        return model
+        return measure_table_run(self, data, run_id, input_format, reuse)
 
     def guarded(self, codes: InputCodes, release: Release, draw: Draw, reuse: str, record: RunRecord,
                 drawn: list) -> tuple[Measurements, RunRecord]:
-        """The measurements of the input ``codes`` for ``release``: drawn once by ``draw`` under the ledger's
-        reservation, or reused (:func:`~privsyn_spark.release_guard.guarded_measure`; ``reuse="force"`` takes
-        the held run's input identity), and the run's record: ``record`` when ``draw`` ran (it appends to
-        ``drawn``), else the one the drawing step kept, with the dataset's ledger after the run."""
-        spark, run_id = codes.spark, release.run_id
-        fingerprint = self.fingerprint(codes.label or frame_identity(codes.raw()), spark, getattr(codes, "fmt", None),
-                                       codes.source if isinstance(codes.source, str) else None, codes.files)
-        if reuse == "force":
-            fingerprint = forced_reuse(spark, release, fingerprint)
-        measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
-        if not drawn:  # reused: what the step that drew them found
-            record = RunRecord.from_state(self.run_folder(run_id, spark).read_state())
-            stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
-            if stale:
-                warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
-                              stacklevel=3)
-        if self.ledger:
-            record.dataset_ledger = ledger_summary(dataset_state(spark, *release.ledger_key()), self.ledger,
-                                                   str(self.dataset_id), run_id, codes.scope.values(),
-                                                   codes.scope.label() if codes.scope.partition else None)
-        return measurements, record
+        """The measurements of the input ``codes`` for ``release`` and the run's record
+        (:func:`~privsyn_spark.release_guard.guarded_run`)."""
+        return guarded_run(self, codes, release, draw, reuse, record, drawn)
 
     def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
                        reuse: str = "check", parents: Frame | str | None = None) -> PeopleModel:
@@ -372,60 +303,6 @@ class PrivSyn:
                           record=record, run_folder=folder)
 
 
-def as_schema(schema: Schema | str | Path | Mapping[str, Any]) -> Schema:
-    """``schema`` as a :class:`Schema`: a schema file is loaded, a dict (the file's document) validated."""
-    if isinstance(schema, Schema):
-        return schema
-    if isinstance(schema, Mapping):
-        return Schema.from_dict(schema)
-    if isinstance(schema, (str, Path)):
-        return Schema.load(schema)
-    raise UsageError(f"schema must be a Schema (Schema.load(path), Schema.from_dict({{'columns': [...]}})), a "
-                     f"schema file or a schema document (dict), got {type(schema).__name__}")
-
-
-def with_privacy_unit(schema: Schema, privacy_id: str | tuple[str, ...] | None,
-                      max_rows_per_id: int | None) -> Schema:
-    """``schema`` with the unit asked for: ``privacy_id``/``max_rows_per_id`` when given (K defaults to the
-    schema's when it declares the same id, else 1), else the schema's own ``privacy_unit:``."""
-    declared = schema.privacy_unit
-    if privacy_id is None and max_rows_per_id is None:
-        return schema
-    try:
-        if privacy_id is None:
-            if declared.is_row:
-                raise PrivacyUnitError("max_rows_per_id needs a privacy id (privacy_id=... or the schema's "
-                                       "privacy_unit: section)")
-            unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id)  # type: ignore[arg-type]
-        else:
-            unit = PrivacyUnit.of(privacy_id, max_rows_per_id)
-            if unit.id_columns == declared.id_columns:  # the schema's unit (its null_ids), with the K asked for
-                unit = dataclasses.replace(declared, max_rows_per_id=max_rows_per_id or declared.bound)
-    except PrivacyUnitError as err:
-        raise UsageError(str(err)) from None
-    if not declared.is_row and unit.id_columns != declared.id_columns:
-        raise UsageError(f"privacy id {list(unit.id_columns)} is not the schema's privacy_unit id "
-                         f"{list(declared.id_columns)}")
-    return dataclasses.replace(schema, privacy_unit=unit)
-
-
-def with_people(schema: Schema, people: PeopleSpec | Mapping[str, Any] | None) -> Schema:
-    """``schema`` with the ``people`` declaration when given (checked against its columns and unit), else as is."""
-    if people is None:
-        return schema
-    return dataclasses.replace(schema, people=PeopleSpec.from_document(people))
-
-
-def as_output(output: OutputConfig | Mapping[str, Any]) -> OutputConfig:
-    """``output`` as an :class:`OutputConfig` (a dict of its fields is validated into one)."""
-    if isinstance(output, OutputConfig):
-        return output
-    if isinstance(output, Mapping):
-        return OutputConfig.from_dict(output)
-    raise UsageError(f"output must be an OutputConfig (privsyn_spark.OutputConfig(mode=..., partition_by=...)) "
-                     f"or a dict of its fields, got {type(output).__name__}")
-
-
 def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str, str] | None = None,
                 output: OutputConfig | Mapping[str, Any] = OutputConfig()) -> int:
     """Write a synthetic DataFrame as a Delta table (path or catalog name) in one commit; returns its
@@ -440,69 +317,6 @@ def write_delta(df: DataFrame, target: str, provenance: SynthModel | Mapping[str
     return write(df, target, output.mode, properties={**output.properties, **props}, user_metadata=props,
                  partition_by=output.partition_by, comment=output.comment, partition=output.partition,
                  partition_types=output.partition_types)
-
-
-@dataclass
-class Report:
-    """Fidelity metrics of a synthetic table against the real one. NOT differentially private.
-
-    With the ``model`` the table was sampled from, the page also shows the run's budget, selection,
-    estimation and the dataset's ledger (as the run report does)."""
-
-    metrics: dict[str, Any]
-    model: SynthModel | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.metrics
-
-    def _page(self) -> dict[str, Any]:
-        if self.model is None:
-            return to_jsonable({"metrics": self.metrics})
-        record = dataclasses.replace(self.model.record, metrics=self.metrics)
-        run = {"run_id": self.model.run_id, "dataset": (record.dataset_ledger or {}).get("dataset_id")}
-        return build_report(run, self.model.measurements, record)
-
-    def verdict(self) -> dict[str, Any]:
-        """The fit-for-use call, its checks against the stated thresholds, the warnings and notes
-        (:mod:`privsyn_spark.evaluate.verdict`; report.json's ``verdict``)."""
-        return make_verdict(self._page()).to_dict()
-
-    def to_html(self, path: str | Path | None = None) -> str:
-        """The report as one HTML page (written to ``path`` when given)."""
-        text = render_html(self._page())
-        if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
-
-
-def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, label: str | None = None,
-             seed: int = 0, model: SynthModel | None = None) -> Report:
-    """Compare ``synthetic`` with ``real`` (Spark or pandas DataFrames of ``schema``, or
-    :meth:`PrivSyn.open`'s input: its persisted codes): TVD, range queries, a privacy smoke check
-    and, with ``label``, ML efficacy; ``model`` (the one ``synthetic`` was sampled from) adds its budget
-    and the dataset's ledger to the page. Reads the private table: the result is NOT
-    differentially private (an operator's check, not something to publish)."""
-    schema = schema if isinstance(schema, Schema) else Schema.load(schema)
-    synthetic = _spark_frame(synthetic)
-    if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table
-        raw = real.rows()  # bounded to K rows per id like the counts (the source itself for a row unit)
-        return Report(evaluate_tables(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
-                                      real_values=raw), model)
-    real = _spark_frame(real)
-    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed), model)
-
-
-def _spark_frame(df: Frame) -> DataFrame:
-    """A Spark DataFrame as it is; a pandas DataFrame through the active or a local session."""
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        pd = None
-    if pd is not None and isinstance(df, pd.DataFrame):
-        return _session().createDataFrame(df)
-    if not hasattr(df, "sparkSession"):
-        raise UsageError(f"expected a Spark or pandas DataFrame, got {type(df).__name__}")
-    return df
 
 
 __all__ = ["PrivSyn", "SynthModel", "Plan", "Report", "evaluate", "write_delta", "SAMPLE_SCHEMA", "SAMPLE_DATA"]

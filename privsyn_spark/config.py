@@ -129,6 +129,16 @@ class OutputConfig:
         return _section("output", cls, doc, "output")
 
 
+def as_output(output: OutputConfig | Mapping[str, Any]) -> OutputConfig:
+    """``output`` as an :class:`OutputConfig` (a dict of its fields is validated into one)."""
+    if isinstance(output, OutputConfig):
+        return output
+    if isinstance(output, Mapping):
+        return OutputConfig.from_dict(output)
+    raise UsageError(f"output must be an OutputConfig (privsyn_spark.OutputConfig(mode=..., partition_by=...)) "
+                     f"or a dict of its fields, got {type(output).__name__}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """The rarely changed knobs of a run (defaults: the papers')."""

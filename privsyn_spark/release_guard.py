@@ -27,6 +27,7 @@ import logging
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,15 +36,20 @@ import numpy as np
 
 from privsyn_spark.budget import ledger as L
 from privsyn_spark.budget.ledger_state import RunReservation
+from privsyn_spark.budget.ledger_summary import ledger_summary
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.privacy.measurements import Measurements, content_hash
-from privsyn_spark.privacy.noise import NoiseSampler, sampled_sigma, sampler_name
-from privsyn_spark.release_artifact import ArtifactLost, find_committed, local_artifact
+from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, sampled_sigma, sampler_name
+from privsyn_spark.release_artifact import ArtifactLost, find_committed, forced_reuse, local_artifact
 from privsyn_spark.release_identity import Release, check_same_run
 from privsyn_spark.run_artifacts import RunArtifacts
+from privsyn_spark.run_record import RunRecord
+from privsyn_spark.runtime.input_identity import StaleInputWarning, frame_identity, moved_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from privsyn_spark.measure.input_codes import InputCodes
 
 log = logging.getLogger(__name__)
 
@@ -192,4 +198,29 @@ def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler
     artifacts.storage.write(artifacts.measurements, measurements.to_bytes(), overwrite=overwrite)
     return measurements
 
+
+def guarded_run(synth: Any, codes: InputCodes, release: Release, draw: Draw, reuse: str, record: RunRecord,
+                drawn: list) -> tuple[Measurements, RunRecord]:
+    """The measurements of the input ``codes`` for ``release`` (``synth``: the :class:`~privsyn_spark.PrivSyn`,
+    whose floor imports this one): drawn once by ``draw`` under the ledger's reservation, or reused
+    (:func:`guarded_measure`; ``reuse="force"`` takes the held run's input identity), and the run's record:
+    ``record`` when ``draw`` ran (it appends to ``drawn``), else the one the drawing step kept, with the
+    dataset's ledger after the run."""
+    spark, run_id = codes.spark, release.run_id
+    fingerprint = synth.fingerprint(codes.label or frame_identity(codes.raw()), spark, getattr(codes, "fmt", None),
+                                    codes.source if isinstance(codes.source, str) else None, codes.files)
+    if reuse == "force":
+        fingerprint = forced_reuse(spark, release, fingerprint)
+    measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
+    if not drawn:  # reused: what the step that drew them found
+        record = RunRecord.from_state(synth.run_folder(run_id, spark).read_state())
+        stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
+        if stale:
+            warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
+                          stacklevel=4)
+    if synth.ledger:
+        record.dataset_ledger = ledger_summary(L.dataset_state(spark, *release.ledger_key()), synth.ledger,
+                                               str(synth.dataset_id), run_id, codes.scope.values(),
+                                               codes.scope.label() if codes.scope.partition else None)
+    return measurements, record
 

@@ -234,3 +234,16 @@ def _unit_properties(unit: dict) -> dict[str, str]:
 def _session() -> SparkSession:
     """The active SparkSession as it is, or a local one (``getOrCreate``; nothing reconfigured)."""
     return _active() or build_spark_session(delta=False)
+
+
+def _spark_frame(df: DataFrame | pd.DataFrame) -> DataFrame:
+    """A Spark DataFrame as it is; a pandas DataFrame through the active or a local session."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None
+    if pd is not None and isinstance(df, pd.DataFrame):
+        return _session().createDataFrame(df)
+    if not hasattr(df, "sparkSession"):
+        raise UsageError(f"expected a Spark or pandas DataFrame, got {type(df).__name__}")
+    return df

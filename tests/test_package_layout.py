@@ -31,8 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("write", ("write",)),
     ("evaluate", ("evaluate",)),
     ("api", ("config", "plan", "run_artifacts", "release_identity", "release_artifact", "release_guard", "synth_model",
-             "people_model", "api", "operations", "")),
-    ("cli/jobs", ("people_steps", "pipeline", "cli_parser", "cli_options", "cli")),
+             "people_model", "table_measure", "evaluation_report", "api", "operations", "")),
+    ("cli/jobs", ("people_steps", "pipeline", "cli_flags", "cli_commands", "cli_parser", "cli_options", "cli")),
 )
 """The package's floors in pipeline order, lowest first: a module imports only from its own floor or
 below (module-level, function-level and TYPE_CHECKING imports alike). Entries are module or folder
