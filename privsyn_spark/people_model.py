@@ -126,7 +126,7 @@ class PeopleModel:
         summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
         total = (summed[0] if summed is not None else 0) or 0
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
-        signature = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
+        signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
         rows = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)))
