@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 
     from privsyn_spark.privacy.noise import NoiseSampler
 
-POOL_FACTOR = 1.2
-"""The pool of synthetic rows dealt to the persons: this many times the rows their degrees ask for."""
+POOL_FACTOR = 0.5
+"""The pool of synthetic rows dealt to the persons: this many times the rows their degrees ask for (the persons
+of a signature share its rows; a person only needs as many as its degree)."""
 _BIN = "__privsyn_degree_bin"
 PEOPLE_SCRATCH = ("persons", "rows")
 """The scratch tables of a people run's two measured tables, under the run's ``scratch/``."""
@@ -109,7 +110,7 @@ class PeopleModel:
     def sample_people(self, n_people: int | None = None, seed: int = 0, spark: SparkSession | None = None) -> People:
         """``n_people`` synthetic persons (default: the noisy person count) and their rows, lazily in Spark
         (:mod:`privsyn_spark.synthesize.people_rows`): persons sampled from the person model, each with a fresh
-        random key and a degree drawn in its ``_degree`` bin from the noisy histogram; a pool of about
+        random key and a degree drawn in its ``_degree`` bin from the noisy histogram; a pool of
         ``POOL_FACTOR`` times their rows sampled from the row model and dealt out by signature. The same
         seed gives the same people (the keys aside: fresh on every call)."""
         from pyspark.sql import functions as F
@@ -129,7 +130,7 @@ class PeopleModel:
         summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
         total = (summed[0] if summed is not None else 0) or 0
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
-        signature = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
+        signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
         rows = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)))

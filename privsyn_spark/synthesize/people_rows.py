@@ -11,13 +11,15 @@ beyond the noisy degree histogram.
   and recomputing the persons gives the same keys as long as their rows come in the same order.
 - :func:`draw_degrees`: a person's degree inside its ``_degree`` bin, from the noisy degree histogram
   (:mod:`privsyn_spark.privacy.people`).
-- :func:`deal_rows`: each person takes ``degree`` rows of the pool whose signature (the person columns,
-  ``_degree``, ``_mode_*``) equals its own; when no pool row has it, the signature backs off by
-  dropping its last column, then the next, down to the whole pool. Within a signature, the persons
-  (in a random order) take consecutive slots of the pool rows (in a random order): no row is used
-  twice while the pool has enough, and they cycle through it when it is short (sampling with
-  replacement, evenly). The person's own columns are then copied onto its rows and the derived
-  ``_*`` columns dropped.
+- :func:`deal_rows`: each person takes ``degree`` rows of the pool whose signature (``_mode_*``, the
+  person columns, ``_degree``) equals its own, unless that signature has fewer pool rows than the degree
+  of a person of the signature: then the signature backs off by dropping its last column, then the next, down to the
+  whole pool. Within the chosen signature, the persons (in a random order) take consecutive slots of the
+  pool rows (in a random order), cycling through them when the persons ask for more rows than there are
+  (sampling with replacement across persons, evenly), so no person gets a pool row twice while the pool
+  holds its degree. Dealing a person more rows than its signature holds would repeat rows within the
+  person: identical rows, too few distinct values and an inflated share of persons whose rows share one
+  value. The person's own columns are then copied onto its rows and the derived ``_*`` columns dropped.
 
 Randomness after the keys is a hash of the row and the seed (``xxhash64``), never of the partitioning:
 the same persons, pool and seed give the same output. Every step is a join, an aggregation or a window
@@ -134,16 +136,18 @@ def _at_levels(df: DataFrame, signature: Sequence[str], levels: Sequence[int], *
 
 
 def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> DataFrame:
-    """Per signature of the persons (``__sig0``): the finest back-off (``__sig``, level ``__lvl``) that has
-    pool rows, and their number (``__pool``)."""
+    """Per signature of the persons (``__sig0``): the finest back-off (``__sig``, level ``__lvl``) whose pool
+    rows (``__pool``) are at least the degree of each of its persons; else the whole pool."""
     from pyspark.sql import functions as F
 
     levels = range(len(signature) + 1)
     pool_sigs = pool.groupBy(*[f"`{c}`" for c in signature]).agg(F.count(F.lit(1)).alias("__n"))
     counts = _at_levels(pool_sigs, signature, levels, "__n").groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
-    mine = persons.select(*[f"`{c}`" for c in signature]).distinct().withColumn("__sig0", _signature(signature, 0))
-    found = _at_levels(mine, signature, levels, "__sig0").join(counts, ["__sig", "__lvl"])
-    return found.groupBy("__sig0").agg(F.min(F.struct("__lvl", "__sig", "__pool")).alias("__m")) \
+    mine = persons.groupBy(*[f"`{c}`" for c in signature]).agg(F.max(DEGREE).alias("__d")) \
+        .withColumn("__sig0", _signature(signature, 0))
+    covered = _at_levels(mine, signature, levels, "__sig0", "__d").join(counts, ["__sig", "__lvl"]) \
+        .where((F.col("__pool") >= F.col("__d")) | (F.col("__lvl") == len(signature)))
+    return covered.groupBy("__sig0").agg(F.min(F.struct("__lvl", "__sig", "__pool")).alias("__m")) \
         .select("__sig0", *[F.col(f"__m.{c}").alias(c) for c in ("__lvl", "__sig", "__pool")])
 
 
@@ -152,7 +156,7 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
 
     ``persons``: ``key``, the person columns, the derived ``_*`` columns and ``degree``; ``pool``: rows
     with every column of the output, the person columns and the derived columns. ``signature``: columns
-    of both, coarsest last to go (person columns, ``_degree``, ``_mode_*``). Out: ``key``, then the pool's
+    of both, the one kept longest first (``_mode_*``, the person columns, ``_degree``). Out: ``key``, then the pool's
     columns in its order without the derived ``_*`` ones, the person columns taken from the person.
     ``persons`` and ``pool`` are each read twice (once here for the back-off, once by the output's
     action): pass materialised frames when recomputing them is costly.

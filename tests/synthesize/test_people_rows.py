@@ -56,8 +56,9 @@ def test_degrees_fall_in_their_bin_and_follow_the_noisy_histogram(spark):
 
 
 def hand_built(spark):
-    """Persons with a signature the pool has fully (A: enough rows; B: one row), one it has down to
-    ``_degree`` (C), one down to ``seg`` (D) and one not at all (E); ``amount`` tells the pool rows apart."""
+    """Persons with a signature the pool covers (A: 40 rows), one it has with fewer rows than its degree
+    (B: 1 row for 3, down to ``seg`` 1: 3 rows), one it has down to ``_degree`` (C), one down to ``seg`` (D)
+    and one not at all (E); ``amount`` tells the pool rows apart."""
     persons = pd.DataFrame([
         ("a1", 0, "n", 1, 2, 2), ("a2", 0, "n", 1, 2, 3),     # A: pool of 40 rows
         ("b1", 1, "s", 0, 0, 3),                             # B: pool of 1 row
@@ -87,10 +88,10 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
     amount = rows.groupby("key").amount.apply(sorted).to_dict()
     assert all(100 <= a < 140 for a in amount["a1"] + amount["a2"])  # its own signature
     assert len(set(amount["a1"] + amount["a2"])) == 5                # enough rows: none used twice
-    assert amount["b1"] == [200, 200, 200]                           # one row: used again
-    assert set(amount["c1"]) <= set(range(100, 140)) | {300, 301, 302}  # backed off to (0, n, 1)
-    assert len(set(amount["c1"])) == 4                                   # 43 rows there: none used twice
-    assert all(a in (200, 400, 401) for a in amount["d1"]) and len(set(amount["d1"])) == 2  # seg 1
+    assert set(amount["c1"]) <= set(range(100, 140)) | {300, 301, 302}  # backed off to (0, n, 1): 43 for 9
+    assert len(set(amount["c1"])) == 4                                   # none used twice
+    assert amount["b1"] == [200, 400, 401]  # 1 row for degree 3: backed off to seg 1 (3 rows), none twice
+    assert set(amount["d1"]) <= {200, 400, 401} and len(set(amount["d1"])) == 2  # seg 1 too: shared, cycled
     assert amount["e1"][0] in set(frame.amount)
     channel = rows.set_index("amount").channel.to_dict()  # row columns come with their pool row
     assert all(channel[a] == frame.set_index("amount").channel[a] for a in channel)
@@ -98,6 +99,15 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
         deal_rows(persons, pool.drop("seg"), SIGNATURE, "key", seed=1)
     with pytest.raises(ValueError, match="the pool has a column 'key'"):
         deal_rows(persons, pool.withColumn("key", pool.seg), SIGNATURE, "key", seed=1)
+
+
+def test_a_short_whole_pool_is_dealt_evenly_with_replacement(spark):
+    persons = spark.createDataFrame(pd.DataFrame({"key": ["p", "q"], "seg": [0, 0], "degree": [5, 2]}))
+    pool = spark.createDataFrame(pd.DataFrame({"seg": [0, 0, 1], "amount": [1, 2, 3]}))
+    rows = deal_rows(persons, pool, ["seg"], "key", seed=3).toPandas()  # seg 0 has 2 rows for 5: the whole pool
+    assert rows.groupby("key").size().to_dict() == {"p": 5, "q": 2}
+    assert sorted(rows.amount.value_counts().tolist()) == [2, 2, 3]  # each row 7 // 3 or 7 // 3 + 1 times
+    assert (rows.seg == 0).all()  # the person's own, whatever the pool row's
 
 
 @pytest.mark.slow
