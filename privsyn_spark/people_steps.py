@@ -104,7 +104,7 @@ def _keyed_input(spark: SparkSession, schema: Schema, source: str, parents: str 
     persons = read_table(spark, parents, input_format, infer_types=False).groupBy(f"`{spec.id}`").agg(
         *(F.min(f"`{c}`").alias(c) for c in spec.person_columns))
     rows = rows.drop(*(c for c in (*spec.person_columns, spec.id) if c != spec.foreign_key))
-    return rows.withColumnRenamed(spec.foreign_key, spec.id).join(persons, spec.id)
+    return rows.withColumnRenamed(spec.foreign_key, spec.id).join(persons.hint("merge"), spec.id)  # grows with persons
 
 
 def people_report(spark: SparkSession, synth: PrivSyn, model: PeopleModel, source: str, input_format: str | None,

@@ -24,8 +24,10 @@ beyond the noisy degree histogram.
 Randomness after the keys is a hash of the row and the seed (``xxhash64``), never of the partitioning:
 the same persons, pool and seed give the same output. Every step is a join, an aggregation or a window
 over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in rows and no signature
-lands whole in one task. The back-off choice (one row per signature of the persons) is computed when
-:func:`deal_rows` is called and kept with ``localCheckpoint``; the rows stay lazy.
+lands whole in one task. Every join is hinted to a sort-merge join: both sides grow with the persons and
+rows, and Spark's size estimate after an aggregation can be far below the truth, so a broadcast could
+exhaust the driver's memory (it did at 10^6 persons). The back-off choice (one row per signature of the
+persons) is computed when :func:`deal_rows` is called and kept with ``localCheckpoint``; the rows stay lazy.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: S
     buckets = buckets.select(group, "__b", (F.sum("__bw").over(before) - F.col("__bw")).alias("__off"))
     inside = Window.partitionBy(group, "__b").orderBy("__h", *[f"`{c}`" for c in ties]) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    df = df.withColumn("__in", F.sum("__w").over(inside) - F.col("__w")).join(buckets, [group, "__b"])
+    df = df.withColumn("__in", F.sum("__w").over(inside) - F.col("__w")).join(buckets.hint("merge"), [group, "__b"])
     return df.withColumn("__pos", F.col("__off") + F.col("__in")).drop("__w", "__h", "__b", "__bw", "__off", "__in")
 
 
@@ -145,7 +147,7 @@ def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> D
     counts = _at_levels(pool_sigs, signature, levels, "__n").groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
     mine = persons.groupBy(*[f"`{c}`" for c in signature]).agg(F.max(DEGREE).alias("__d")) \
         .withColumn("__sig0", _signature(signature, 0))
-    covered = _at_levels(mine, signature, levels, "__sig0", "__d").join(counts, ["__sig", "__lvl"]) \
+    covered = _at_levels(mine, signature, levels, "__sig0", "__d").join(counts.hint("merge"), ["__sig", "__lvl"]) \
         .where((F.col("__pool") >= F.col("__d")) | (F.col("__lvl") == len(signature)))
     return covered.groupBy("__sig0").agg(F.min(F.struct("__lvl", "__sig", "__pool")).alias("__m")) \
         .select("__sig0", *[F.col(f"__m.{c}").alias(c) for c in ("__lvl", "__sig", "__pool")])
@@ -173,7 +175,7 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     used = sorted(r["__lvl"] for r in choice.select("__lvl").distinct().collect())  # synthetic metadata: a few ints
     if not used and pool.isEmpty():
         raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
-    placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice, "__sig0")
+    placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice.hint("merge"), "__sig0")
     placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
     slots = placed.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig", "__pos", "__pool", F.explode(
         F.when(F.col(DEGREE) > 0, F.sequence(F.lit(0), F.col(DEGREE) - 1))).alias("__j"))
@@ -183,7 +185,8 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
     ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM))
     leveled = _at_levels(ordered, signature, used or [0], "__o", *pool.columns)  # [0]: no persons, nothing to deal
-    leveled = leveled.join(choice.select("__sig"), "__sig", "left_semi")
+    leveled = leveled.join(choice.select("__sig").hint("merge"), "__sig", "left_semi")
     numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
-    rows = slots.join(numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]), ["__sig", "__pos"])
+    numbered = numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]).hint("merge")
+    rows = slots.join(numbered, ["__sig", "__pos"])
     return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")])

@@ -110,6 +110,15 @@ def test_a_short_whole_pool_is_dealt_evenly_with_replacement(spark):
     assert (rows.seg == 0).all()  # the person's own, whatever the pool row's
 
 
+def test_dealing_never_broadcasts_a_side_that_grows_with_the_persons(spark):
+    """Spark would broadcast a small-looking side (its estimate after an aggregation can be far below the
+    truth: at 10^6 persons it exhausted the driver's memory); every join of the dealing is a sort-merge join."""
+    persons, pool, _ = hand_built(spark)
+    plan = deal_rows(persons, pool, SIGNATURE, "key", seed=1)._jdf.queryExecution().executedPlan().toString()
+    assert "SortMergeJoin" in plan
+    assert "Broadcast" not in plan
+
+
 @pytest.mark.slow
 def test_dealing_is_deterministic_for_a_seed_and_refuses_an_empty_pool(spark):
     persons, pool, _ = hand_built(spark)
