@@ -110,3 +110,15 @@ def test_the_diff_names_a_leaking_field_and_lets_noisy_ones_differ(tmp_path):
     assert leaks(*fields) == [
         "delta/0/metaData/configuration/privsyn.rows: '400' != '401'",
         "log: lines in one run only: ['INFO x: 400 rows read in <time>', 'INFO x: 401 rows read in <time>']"]
+
+
+def test_the_people_checks_name_a_report_value_and_a_real_id_but_not_an_image(tmp_path):
+    """The report's exact metrics are named by their spellings (0.2 is no mark); a real id's mark in a file
+    is named, one inside an image embedded in the report's page is not."""
+    metrics = {"rows_per_person_tvd": 0.46490610328638493, "one_value_share_real": 0.2, "workload_queries": 15.0}
+    assert E.report_values({"metrics": {"people": metrics}}) == ["0.4649", "0.46490610328638493"]
+    assert E.report_values({"metrics": {}}) == ["<the report has no people metrics>"]
+    (tmp_path / "report.html").write_text('<img src="data:image/png;base64,iVBORw0KXQZ+/a=="><p>ok</p>')
+    assert E._real_ids(tmp_path, {"log": "no id here"}, None, written=False) == []
+    (tmp_path / "state.json").write_text('{"id": "REALID-3-XQZ"}')
+    assert E._real_ids(tmp_path, {"log": "XQZ"}, None, written=False) == ["<dir>/state.json", "XQZ"]
