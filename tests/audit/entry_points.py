@@ -5,12 +5,14 @@ process (``cli.main``; its exit code, stdout and log captured here, so a module-
 it) or, once, in a process of its own (``tests/audit/seeded_cli.py``: Spark's own stderr too); the API
 path is ``PrivSyn.plan``/``fit``, ``SynthModel.sample`` and ``write_delta``. A people run (a schema with a
 ``people:`` section) hands on two tables of synthetic persons and rows, whose fresh random keys are masked;
-:data:`REAL_IDS` names the files of its case that hold a real id (none may)."""
+:data:`REAL_IDS` names the files of its case that hold a real id (none may); its steps' case also lists
+in :data:`OPERATOR_ONLY` the exact values of the run report found in a handed-on field (none may)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import re
@@ -22,13 +24,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from privsyn_spark import cli
 from privsyn_spark.budget.ledger import set_budget
 from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
 from privsyn_spark.runtime.input_identity import files_version
-from tests.api.test_people_sample import MARKS, files_holding_real_ids
+from tests.api.test_people_sample import MARKS
 from tests.audit.release_diff import handed_on
 from tests.cli.test_bad_input import COLUMNS, DATASET, people, write_parquet
 from tests.people_tables import keyed_table, people_doc
@@ -56,6 +59,13 @@ KEY = people_doc()["people"]["id"]
 PEOPLE_CANARY = {KEY: f"{MARKS[0]}-canary-{MARKS[1]}", "segment": "z", "region": "z", "channel": "z",
                  "amount": 500.0}
 """A row of the people run's canary person: every value outside its declared domain."""
+PEOPLE_OUTPUTS = ["--output", "{dir}/rows", "--persons-output", "{dir}/persons"]
+"""The people runs' two tables: the rows and the persons."""
+PEOPLE_SPLIT = "0.2,0.1,0.7"
+"""A non-default people split (persons, degrees, rows): each part's rho, and so its sigma, moves."""
+OPERATOR_ONLY = "operator_only"
+"""The handed-on field listing the exact values of the people run report (operator only, NOT private)
+found in any other handed-on field."""
 REAL_IDS = "real_ids"
 """The handed-on field listing the files of a people case (its input aside) that hold a real id, the real
 ids' marks in any handed-on field and the output keys that are not fresh 32-hex values."""
@@ -171,19 +181,71 @@ def person_run(folder: Path, spark: Any) -> dict[str, Any]:
     return handed_on(folder, run_id="p1", output=folder / "out", ledger=folder / "ledger", **result)
 
 
-def people_run(folder: Path, spark: Any) -> dict[str, Any]:
-    """``run`` of a people schema: the persons to ``--persons-output``, their rows to ``--output`` (two Delta
-    tables, each prefixed by its name); :data:`REAL_IDS` lists the case's files holding a real id."""
-    result = cli_step(folder, ["run", *RUN, "--run-id", "pp1", "--output", "{dir}/rows", "--persons-output",
-                               "{dir}/persons"])
-    fields = handed_on(folder, run_id="pp1", output=folder / "rows", ledger=folder / "ledger", **result)
-    _step(fields, "persons", handed_on(folder, output=folder / "persons", exit_code=result["exit_code"]))
+_EMBEDDED = re.compile(rb"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+")
+"""An image embedded in the report's page: its base64 text holds any 3 letters (a real id's mark) by chance."""
+
+
+def _real_ids(folder: Path, fields: dict[str, Any], spark: Any, written: bool) -> list[str]:
+    """What :data:`REAL_IDS` lists for a people case in ``folder``: its files holding a real id's mark (the
+    input and the report's embedded images aside), the marks in a handed-on field and, when the tables were
+    ``written``, their keys that are not fresh 32-hex values."""
     text = [str(v) for v in fields.values()]
-    keys = [] if result["exit_code"] else [  # the synthetic tables' keys (not the input): fresh 32-hex values
+    keys = [] if not written else [  # the synthetic tables' keys (not the input): fresh 32-hex values
         str(r[0]) for t in ("persons", "rows") for r in spark.read.format("delta").load(str(folder / t))
         .select(KEY).distinct().collect() if not re.fullmatch("[0-9a-f]{32}", str(r[0]))]
-    fields[REAL_IDS] = [p.replace(str(folder), "<dir>") for p in files_holding_real_ids(folder)
-                        if "input.parquet" not in p] + [m for m in MARKS if any(m in t for t in text)] + keys
+    files = [p for p in folder.rglob("*") if p.is_file() and "input.parquet" not in p.parts
+             and any(m.encode() in _EMBEDDED.sub(b"", p.read_bytes()) for m in MARKS)]
+    marks = [m for m in MARKS if any(m in t for t in text)]
+    return [str(p).replace(str(folder), "<dir>") for p in files] + marks + keys
+
+
+def _people_step(fields: dict[str, Any], name: str, folder: Path, run_id: str, result: dict[str, Any]) -> None:
+    """What a people step hands on, into ``fields``: its run's release, the rows' table, the ledger (prefixed
+    ``name``), the persons' table (prefixed ``name-persons``)."""
+    _step(fields, name, handed_on(folder, run_id=run_id, output=folder / "rows", ledger=folder / "ledger", **result))
+    _step(fields, f"{name}-persons", handed_on(folder, output=folder / "persons", exit_code=result["exit_code"]))
+
+
+def people_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run`` of a people schema: the persons to ``--persons-output``, their rows to ``--output`` (two Delta
+    tables); :data:`REAL_IDS` lists the case's files holding a real id."""
+    result = cli_step(folder, ["run", *RUN, "--run-id", "pp1", *PEOPLE_OUTPUTS])
+    fields: dict[str, Any] = {}
+    _people_step(fields, "run", folder, "pp1", result)
+    fields[REAL_IDS] = _real_ids(folder, fields, spark, written=not result["exit_code"])
+    return fields
+
+
+def report_values(report: dict[str, Any]) -> list[str]:
+    """The spellings of the exact people metrics of a run report (its numbers of more than 3 decimals:
+    ``repr`` and 4 decimals) that a leak would carry; a report without people metrics gives a marker that
+    fails the case."""
+    metrics = (report.get("metrics") or {}).get("people")
+    if not metrics:
+        return ["<the report has no people metrics>"]
+    numbers = [v for v in metrics.values() if isinstance(v, float) and round(v, 3) != v]  # 0.2 is no mark
+    return sorted({s for v in numbers for s in (repr(v), f"{v:.4f}")})
+
+
+def people_steps(folder: Path, spark: Any) -> dict[str, Any]:
+    """``measure`` with a non-default ``--people-split``, then ``synthesize`` and ``evaluate`` of a people
+    schema (one run id; each step's fields prefixed by it). ``evaluate`` writes the operator's report (exact
+    people metrics, NOT private: not handed on); :data:`OPERATOR_ONLY` lists the report's exact values found
+    in any handed-on field, :data:`REAL_IDS` the real ids found anywhere (the report included)."""
+    fields: dict[str, Any] = {}
+    code = 0
+    for step in ("measure", "synthesize", "evaluate"):
+        result = cli_step(folder, [step, *RUN, "--run-id", "ps1", "--people-split", PEOPLE_SPLIT, *PEOPLE_OUTPUTS])
+        code = code or result["exit_code"]
+        _people_step(fields, step, folder, "ps1", result)
+    meta = "measure:measurements/measurements.npz/__meta__/"
+    if not code:  # the case runs the split it names: the degrees' rho is its share of the run's
+        assert fields[meta + "degrees/rho"] == pytest.approx(float(PEOPLE_SPLIT.split(",")[1]) * fields[meta + "rho"])
+    report = folder / "runs" / "ps1" / "operator" / "report.json"
+    exact = report_values(json.loads(report.read_text()) if report.is_file() else {})
+    text = [str(v) for v in fields.values()]
+    fields[OPERATOR_ONLY] = [s for s in exact if s.startswith("<") or any(s in t for t in text)]
+    fields[REAL_IDS] = _real_ids(folder, fields, spark, written=not code)
     return fields
 
 

@@ -3,13 +3,15 @@ and one on a neighbour with the same (seeded, test-only) noise. Any difference o
 and what is computed from them is a leak; :func:`leaks` names each one by its path.
 
 Gathered (:func:`handed_on`): the files of ``release/`` (JSON parsed; npz arrays by dtype, their values
-noisy), the run folder's README, the Delta table's log (schema, properties, commit info, file actions),
+noisy; a people run, which has no ``release/``: its artifact, ``measurements/`` and ``targets/``), the run
+folder's README, the Delta table's log (schema, properties, commit info, file actions),
 the budget ledger's rows, the exit code, stdout and the log (stderr). Normalised: the two runs' folders
 (one placeholder), timestamps, durations, random ids (attempts, transaction ids, file names).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Mapping
@@ -20,12 +22,14 @@ import numpy as np
 
 NOISY = [re.compile(p) for p in (
     # the measurements artifact: noisy values and their post-processing (merging, selection)
-    r"^release/measurements/measurements\.npz/(one_way_original|marginal|value_map)_\d+$",
-    r"^release/measurements/measurements\.npz/__meta__/(noisy_total|domain|marginals|selected_pairs)\b",
-    r"^release/measurements/measurements\.npz/__meta__/policy_checks/[^/]+/noisy$",
-    r"^release/measurements/measurements\.npz/__sha256__$",  # the artifact's checksum of its (noisy) entries
+    # (a people run's: in its run folder, with the person table's artifact under persons/ and the degrees)
+    r"^(release/)?measurements/measurements\.npz/(persons/)?(one_way_original|marginal|value_map)_\d+$",
+    r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/(noisy_total|domain|marginals|selected_pairs)\b",
+    r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/policy_checks/[^/]+/noisy$",
+    r"^(release/)?measurements/measurements\.npz/(persons/)?__sha256__$",  # the checksum of its (noisy) entries
+    r"^measurements/measurements\.npz/degrees$",
     # the consistent targets and the fitted model: post-processing of the measurements
-    r"^release/targets/",
+    r"^(release/)?targets/",
     # the saved model's record of estimation and synthesis (fit, errors, rows: from the noisy values)
     r"^release/model\.json/record/(estimation|synthesis)/",
     r"^release/model\.json/schema/columns/\d+/(values|edges|expand)\b",
@@ -80,16 +84,22 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
+def _npz_fields(source: Path | io.BytesIO, rel: str, out: dict[str, Any]) -> None:
+    with np.load(source, allow_pickle=False) as z:
+        for key in z.files:
+            if key == "__meta__":
+                _flatten(json.loads(bytes(z[key]).decode()), f"{rel}/__meta__", out)
+            elif key == "persons":  # a people artifact's person table: an artifact of its own
+                _npz_fields(io.BytesIO(z[key].tobytes()), f"{rel}/{key}", out)
+            else:
+                out[f"{rel}/{key}"] = (str(z[key].dtype), z[key].tolist())
+
+
 def _file_fields(path: Path, rel: str, out: dict[str, Any]) -> None:
     if path.suffix == ".json":
         _flatten(json.loads(path.read_text()), rel, out)
     elif path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            for key in z.files:
-                if key == "__meta__":
-                    _flatten(json.loads(bytes(z[key]).decode()), f"{rel}/__meta__", out)
-                else:
-                    out[f"{rel}/{key}"] = (str(z[key].dtype), z[key].tolist())
+        _npz_fields(path, rel, out)
     else:
         out[rel] = path.read_text()
 
@@ -136,7 +146,8 @@ def handed_on(base: Path, *, run_id: str | None = None, output: Path | None = No
     masks = {str(base.resolve()): "<dir>", str(base): "<dir>", **(masks or {})}
     if run_id is not None:
         folder = base / "runs" / run_id
-        for path in sorted((folder / "release").rglob("*")):
+        artifact = ["release"] if (folder / "release").is_dir() else ["measurements", "targets"]  # a people run's
+        for path in sorted(p for part in artifact for p in (folder / part).rglob("*")):
             if path.is_file():
                 _file_fields(path, path.relative_to(folder).as_posix(), out)
         if (folder / "README.txt").exists():

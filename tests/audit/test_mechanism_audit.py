@@ -12,11 +12,11 @@ import pytest
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.indif_scores import indif_scores
-from privsyn_spark.privacy import discovery
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit
+from privsyn_spark.privacy import discovery, noise
+from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, gaussian_sigma
 from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
-from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
-from privsyn_spark.privacy.people import degree_sensitivity, row_sensitivity
+from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
+from privsyn_spark.privacy.people import PeopleSplit, degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.selection_config import SelectionConfig
@@ -156,11 +156,57 @@ def _people_audits(variant: Variant, monkeypatch: pytest.MonkeyPatch) -> list[Au
                                    rows + K * np.eye(4, dtype=np.int64)[0], sampler)]
 
 
+PEOPLE_SPLIT = PeopleSplit(0.1, 0.2, 0.7)  # a non-default split: the person table's share below the default's
+PEOPLE_RHO = 0.5  # its parts' rhos 0.05, 0.1, 0.35: the draws resolve each claim at AUDIT_DELTA
+
+
+class DefaultSplitSampler:
+    """A broken people release: asked for a part's sigma under :data:`PEOPLE_SPLIT`, it draws at the sigma
+    the default split gives that part (the ledger charges the run's split)."""
+
+    def __init__(self, releases: Mapping[str, tuple[np.ndarray, float, np.ndarray]]) -> None:
+        ours, default = PEOPLE_SPLIT.rhos(PEOPLE_RHO), PeopleSplit().rhos(PEOPLE_RHO)
+        self.inner = SecureDiscreteGaussian()
+        self.sigmas = {gaussian_sigma(s, ours[part]): gaussian_sigma(s, default[part])
+                       for part, (_, s, _) in releases.items()}
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        return self.inner.discrete_gaussian(self.sigmas.get(sigma, sigma), size)
+
+
+def _people_releases() -> dict[str, tuple[np.ndarray, float, np.ndarray]]:
+    """Each part of a people release: its exact counts, its sensitivity and how D' (one more person) moves
+    them: a count table of the person table (one cell + 1), the degree histogram (one cell + 1), a count
+    table of the row table (K rows in one cell)."""
+    return {"persons": (np.array([500, 300, 150, 40]), person_sensitivity(), np.eye(4, dtype=np.int64)[1]),
+            "degrees": (np.array([300, 200, 100, 50, 20, 5, 0, 0]), degree_sensitivity(),
+                        np.eye(8, dtype=np.int64)[2]),
+            "rows": (np.array([900, 400, 120, 30]), row_sensitivity(UNIT), K * np.eye(4, dtype=np.int64)[0])}
+
+
+def _people_split_audits(variant: Variant, monkeypatch: pytest.MonkeyPatch,
+                         sampler: NoiseSampler | None = None) -> list[Audit]:
+    """A people release under :data:`PEOPLE_SPLIT` (:func:`_people_releases`), each part through its share
+    of one accountant, as ``release.measure_people`` spends them (``sampler``: the variant's by default)."""
+    releases = _people_releases()
+    sampler = sampler or variant.sampler()
+    acct = Accountant(PEOPLE_RHO)
+    rhos = PEOPLE_SPLIT.rhos(PEOPLE_RHO)
+    with variant.patched(monkeypatch):
+        for part, (counts, sensitivity, _) in releases.items():
+            gaussian_mechanism(counts, rhos[part], accountant=acct.part(f"{part}/", rhos[part]), sampler=sampler,
+                               name="table", sensitivity=sensitivity)
+    assert acct.is_exhausted()
+    return [gaussian_release_audit(f"people split: {part}", entry(acct.ledger, f"{part}/table"), counts,
+                                   counts + moved, sampler) for part, (counts, _, moved) in releases.items()]
+
+
 AUDITS: dict[str, Callable[[Variant, pytest.MonkeyPatch], list[Audit]]] = {
     "privsyn": _privsyn_audits,
     "bound_choice": lambda v, mp: [_bound_choice_audit(v, mp)],
     "draft": _draft_audits,
     "people": _people_audits,
+    "people_split": _people_split_audits,
 }
 
 
@@ -191,6 +237,19 @@ def test_every_broken_variant_of_a_people_release_is_caught(variant, monkeypatch
     caught = [a for a in (degrees, rows) if a.leaks]
     expected = [degrees, rows] if variant.sampler_factor != 1.0 else [rows]
     assert caught == expected, "\n".join(str(a) for a in (degrees, rows))
+
+
+@pytest.mark.slow
+def test_a_people_split_charged_but_not_applied_is_caught(monkeypatch):
+    """Noise drawn at the default split's sigma, the run's split charged: the person table, whose share is
+    below the default's, gets less noise than charged; the other parts get more (not a leak). The same
+    defect in the sigma formula is refused by the accountant (its rho understates the sigma)."""
+    audits = _people_split_audits(REAL, monkeypatch, DefaultSplitSampler(_people_releases()))
+    assert [a.mechanism for a in audits if a.leaks] == ["people split: persons"], "\n".join(map(str, audits))
+    used = dict(zip(PEOPLE_SPLIT.rhos(PEOPLE_RHO).values(), PeopleSplit().rhos(PEOPLE_RHO).values()))
+    monkeypatch.setattr(noise, "gaussian_sigma", lambda s, rho: gaussian_sigma(s, used.get(rho, rho)))
+    with pytest.raises(ValueError, match="is less than sensitivity"):
+        _people_split_audits(REAL, monkeypatch)
 
 
 @pytest.mark.slow

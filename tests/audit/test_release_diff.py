@@ -5,8 +5,9 @@ module-scoped fixture), then each neighbour once. Neighbours: D minus one row; D
 (a value outside every declared domain: an age out of range, a new city, a null score where nulls
 ``fail``); for a person-level run, D minus one person with all their rows and D plus a canary person of
 many rows; for a partition-scoped run, D minus one row of the partition and D plus a canary in a
-partition of its own; for a people run, D minus one person with all their rows and D plus a canary person
-of many rows (values outside every domain). The entry points are in tests/audit/entry_points.py."""
+partition of its own; for a people run (in one go, or step by step with a non-default people split), D
+minus one person with all their rows and D plus a canary person of many rows (values outside every domain).
+The entry points are in tests/audit/entry_points.py."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ PLUS_CANARY = {"plus a canary": lambda d: E.with_rows(d, [E.CANARY])}
 ROWS = {**MINUS_ROW, **PLUS_CANARY}
 PEOPLE = {"minus one person": _minus_largest(E.PERSON),
           "plus a canary person": lambda d: E.with_rows(d, [{E.PERSON: "canary", **E.CANARY}] * E.CANARY_ROWS)}
+# a parent-child input (a person table and its rows) takes these neighbours too: one person with all their rows
 KEYED = {"minus one person": _minus_largest(E.KEY),
          "plus a canary person": lambda d: E.with_rows(d, [E.PEOPLE_CANARY] * E.CANARY_ROWS)}
 DAYS = {**MINUS_ROW, "plus a canary in a partition of its own": lambda d: E.with_rows(d, [{**E.CANARY,
@@ -52,6 +54,8 @@ ENTRY_POINTS = {
     "infer-schema --epsilon": EntryPoint(E.draft, E.row_table, ROWS),
     "run --privacy-id": EntryPoint(E.person_run, E.person_table, PEOPLE, unit=E.PERSON),
     "run --persons-output (people)": EntryPoint(E.people_run, E.keyed, KEYED, unit=E.KEY, schema=people_doc()),
+    "measure --people-split, synthesize, evaluate (people)": EntryPoint(E.people_steps, E.keyed, KEYED, unit=E.KEY,
+                                                                         schema=people_doc()),
     "run --partition": EntryPoint(E.scoped_run, E.day_table, DAYS),
     "api fit, sample, write_delta": EntryPoint(E.api, E.row_table, ROWS),
     "run in a subprocess": EntryPoint(E.subprocess_run, E.row_table, PLUS_CANARY),
@@ -86,6 +90,7 @@ def test_every_entry_point_hands_on_nothing_but_noisy_values(spark, on_d, tmp_pa
     assert {k: v for k, v in d.items() if k.split(":")[-1] in ("exit_code", "error") and v} == {}, "D must run"
     other = _hand_on(point, tmp_path / "case", point.neighbours[neighbour](point.table()), spark)
     assert (d.get(E.REAL_IDS, []), other.get(E.REAL_IDS, [])) == ([], []), "a real id was handed on"
+    assert (d.get(E.OPERATOR_ONLY, []), other.get(E.OPERATOR_ONLY, [])) == ([], []), "the report was handed on"
     found = leaks(d, other)
     assert found == [], f"{entry}, {neighbour}: handed-on fields that differ:\n" + "\n".join(found)
 
@@ -105,3 +110,15 @@ def test_the_diff_names_a_leaking_field_and_lets_noisy_ones_differ(tmp_path):
     assert leaks(*fields) == [
         "delta/0/metaData/configuration/privsyn.rows: '400' != '401'",
         "log: lines in one run only: ['INFO x: 400 rows read in <time>', 'INFO x: 401 rows read in <time>']"]
+
+
+def test_the_people_checks_name_a_report_value_and_a_real_id_but_not_an_image(tmp_path):
+    """The report's exact metrics are named by their spellings (0.2 is no mark); a real id's mark in a file
+    is named, one inside an image embedded in the report's page is not."""
+    metrics = {"rows_per_person_tvd": 0.46490610328638493, "one_value_share_real": 0.2, "workload_queries": 15.0}
+    assert E.report_values({"metrics": {"people": metrics}}) == ["0.4649", "0.46490610328638493"]
+    assert E.report_values({"metrics": {}}) == ["<the report has no people metrics>"]
+    (tmp_path / "report.html").write_text('<img src="data:image/png;base64,iVBORw0KXQZ+/a=="><p>ok</p>')
+    assert E._real_ids(tmp_path, {"log": "no id here"}, None, written=False) == []
+    (tmp_path / "state.json").write_text('{"id": "REALID-3-XQZ"}')
+    assert E._real_ids(tmp_path, {"log": "XQZ"}, None, written=False) == ["<dir>/state.json", "XQZ"]
