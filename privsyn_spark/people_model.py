@@ -26,6 +26,7 @@ from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements, Nois
 from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
 from privsyn_spark.release.measure_people import measure_people
+from privsyn_spark.release_identity import absolute_location
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_table import read_table
@@ -201,10 +202,14 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
         raise UsageError("the schema's people section declares form: parent_child: pass the parent table too "
                          "(parents=..., --parents LOCATION)" if parents is None else "parents=... (--parents) "
                          "needs a people section with form: parent_child")
+    locations = (data, parents) if isinstance(data, str) and isinstance(parents, str) else None
     if parents is not None:  # before any budget: the two tables' column names (no rows read)
         data = linked_input(data, parents, input_format, schema)
     run_id = run_id or synth.run_id or uuid.uuid4().hex[:12]
     codes = synth.open(data, input_format, run_id)
+    if locations is not None:  # the run id binds the two locations and their data files, as a location input
+        codes.name = " with parents ".join(absolute_location(t) for t in locations)
+        codes.files = data.inputFiles()
     spark = codes.spark
     release = synth.release(run_id, codes.scope.values())
     folder, record, drawn = synth.run_folder(run_id, spark), RunRecord(), []

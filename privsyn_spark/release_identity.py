@@ -46,6 +46,13 @@ class Release:
         return self.ledger, self.dataset_id
 
 
+def absolute_location(source: str) -> str:
+    """``source`` as a run id binds it: a local path made absolute, a URI or a catalog name as given."""
+    if "://" not in source and ("/" in source or Path(source).exists()):
+        return str(Path(source).expanduser().absolute())
+    return source
+
+
 def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str | None, settings: Any = None,
                     input_version: str | None = None, delta_version: int | None = None) -> dict:
     """What a run id is bound to: a reuse must ask the same epsilon, delta, schema and input ``source``
@@ -55,9 +62,7 @@ def run_fingerprint(epsilon: float, delta: float, schema_hash: str, source: str 
     A Delta input's ``delta_version`` is recorded: a reuse on another version is warned about, not refused."""
     fingerprint: dict[str, Any] = {"epsilon": float(epsilon), "delta": float(delta), "schema_hash": schema_hash}
     if source is not None:
-        if "://" not in source and ("/" in source or Path(source).exists()):
-            source = str(Path(source).expanduser().absolute())
-        fingerprint["input"] = source
+        fingerprint["input"] = absolute_location(source)
     if input_version:
         fingerprint["input_version"] = input_version
     if delta_version is not None:

@@ -56,6 +56,7 @@ class InputCodes:
         self.spark, self.source, self.fmt, self.schema = spark, source, fmt, schema
         self.scope = scope or Scope()
         self.scratch_dir = str(scratch_dir)
+        self.name: str | None = None  # a DataFrame source's label (e.g. the two locations it joins), if any
         self._packed: PackedCodes | None = None
         self._raw: DataFrame | None = None
         self._bounded: Bounded | None = None
@@ -66,8 +67,9 @@ class InputCodes:
 
     @property
     def label(self) -> str | None:
-        """The source location with its scope (what a run id's fingerprint binds), None for a DataFrame."""
-        return self.scope.describe(self.source) if isinstance(self.source, str) else None
+        """The source location with its scope (what a run id's fingerprint binds); for a DataFrame its
+        ``name``, else None."""
+        return self.scope.describe(self.source) if isinstance(self.source, str) else self.name
 
     def raw(self) -> DataFrame:
         """The (scoped) raw table as a lazy DataFrame (nothing is read but its columns)."""

@@ -34,7 +34,7 @@ from privsyn_spark.runtime.input_identity import files_version
 from tests.api.test_people_sample import MARKS
 from tests.audit.release_diff import handed_on
 from tests.cli.test_bad_input import COLUMNS, DATASET, people, write_parquet
-from tests.people_tables import keyed_table, people_doc
+from tests.people_tables import keyed_table, parent_child, people_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 11
@@ -66,6 +66,8 @@ PEOPLE_SPLIT = "0.2,0.1,0.7"
 OPERATOR_ONLY = "operator_only"
 """The handed-on field listing the exact values of the people run report (operator only, NOT private)
 found in any other handed-on field."""
+INPUTS = ("input.parquet", "parents.parquet", "child.parquet")
+"""A case's input files (they hold real ids; nothing else may)."""
 REAL_IDS = "real_ids"
 """The handed-on field listing the files of a people case (its input aside) that hold a real id, the real
 ids' marks in any handed-on field and the output keys that are not fresh 32-hex values."""
@@ -193,16 +195,18 @@ def _real_ids(folder: Path, fields: dict[str, Any], spark: Any, written: bool) -
     keys = [] if not written else [  # the synthetic tables' keys (not the input): fresh 32-hex values
         str(r[0]) for t in ("persons", "rows") for r in spark.read.format("delta").load(str(folder / t))
         .select(KEY).distinct().collect() if not re.fullmatch("[0-9a-f]{32}", str(r[0]))]
-    files = [p for p in folder.rglob("*") if p.is_file() and "input.parquet" not in p.parts
+    files = [p for p in folder.rglob("*") if p.is_file() and not {*INPUTS} & {*p.parts}
              and any(m.encode() in _EMBEDDED.sub(b"", p.read_bytes()) for m in MARKS)]
     marks = [m for m in MARKS if any(m in t for t in text)]
     return [str(p).replace(str(folder), "<dir>") for p in files] + marks + keys
 
 
-def _people_step(fields: dict[str, Any], name: str, folder: Path, run_id: str, result: dict[str, Any]) -> None:
+def _people_step(fields: dict[str, Any], name: str, folder: Path, run_id: str, result: dict[str, Any],
+                 masks: dict[str, str] | None = None) -> None:
     """What a people step hands on, into ``fields``: its run's release, the rows' table, the ledger (prefixed
     ``name``), the persons' table (prefixed ``name-persons``)."""
-    _step(fields, name, handed_on(folder, run_id=run_id, output=folder / "rows", ledger=folder / "ledger", **result))
+    _step(fields, name, handed_on(folder, run_id=run_id, output=folder / "rows", ledger=folder / "ledger",
+                                  masks=masks, **result))
     _step(fields, f"{name}-persons", handed_on(folder, output=folder / "persons", exit_code=result["exit_code"]))
 
 
@@ -212,6 +216,22 @@ def people_run(folder: Path, spark: Any) -> dict[str, Any]:
     result = cli_step(folder, ["run", *RUN, "--run-id", "pp1", *PEOPLE_OUTPUTS])
     fields: dict[str, Any] = {}
     _people_step(fields, "run", folder, "pp1", result)
+    fields[REAL_IDS] = _real_ids(folder, fields, spark, written=not result["exit_code"])
+    return fields
+
+
+def parent_child_run(folder: Path, spark: Any) -> dict[str, Any]:
+    """``run --parents`` of a people schema's parent-child form: D's keyed table split into its parent table
+    (one row per id) and its child table (the rows, a foreign key to the parent), both Parquet; then as
+    :func:`people_run`. A person removed or added takes their parent row and all their rows with them."""
+    parents, child = parent_child(pd.read_parquet(folder / "input.parquet"))
+    parents.to_parquet(folder / "parents.parquet", index=False)
+    child.to_parquet(folder / "child.parquet", index=False)
+    run = [a.replace("input.parquet", "child.parquet") for a in RUN]
+    result = cli_step(folder, ["run", *run, "--parents", "{dir}/parents.parquet", "--run-id", "pc1", *PEOPLE_OUTPUTS])
+    files = [f for t in ("child", "parents") for f in spark.read.parquet(str(folder / f"{t}.parquet")).inputFiles()]
+    fields: dict[str, Any] = {}
+    _people_step(fields, "run", folder, "pc1", result, masks={files_version(files): "<input files>"})  # their paths
     fields[REAL_IDS] = _real_ids(folder, fields, spark, written=not result["exit_code"])
     return fields
 

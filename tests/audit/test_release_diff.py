@@ -20,7 +20,7 @@ import pytest
 
 from tests.audit import entry_points as E
 from tests.audit.release_diff import handed_on, leaks
-from tests.people_tables import people_doc
+from tests.people_tables import PARENT_CHILD, people_doc
 
 
 class EntryPoint(NamedTuple):
@@ -44,7 +44,6 @@ PLUS_CANARY = {"plus a canary": lambda d: E.with_rows(d, [E.CANARY])}
 ROWS = {**MINUS_ROW, **PLUS_CANARY}
 PEOPLE = {"minus one person": _minus_largest(E.PERSON),
           "plus a canary person": lambda d: E.with_rows(d, [{E.PERSON: "canary", **E.CANARY}] * E.CANARY_ROWS)}
-# a parent-child input (a person table and its rows) takes these neighbours too: one person with all their rows
 KEYED = {"minus one person": _minus_largest(E.KEY),
          "plus a canary person": lambda d: E.with_rows(d, [E.PEOPLE_CANARY] * E.CANARY_ROWS)}
 DAYS = {**MINUS_ROW, "plus a canary in a partition of its own": lambda d: E.with_rows(d, [{**E.CANARY,
@@ -54,6 +53,8 @@ ENTRY_POINTS = {
     "infer-schema --epsilon": EntryPoint(E.draft, E.row_table, ROWS),
     "run --privacy-id": EntryPoint(E.person_run, E.person_table, PEOPLE, unit=E.PERSON),
     "run --persons-output (people)": EntryPoint(E.people_run, E.keyed, KEYED, unit=E.KEY, schema=people_doc()),
+    "run --parents (people, parent-child)": EntryPoint(E.parent_child_run, E.keyed, KEYED, unit=E.KEY,
+                                                        schema=people_doc(PARENT_CHILD)),
     "measure --people-split, synthesize, evaluate (people)": EntryPoint(E.people_steps, E.keyed, KEYED, unit=E.KEY,
                                                                          schema=people_doc()),
     "run --partition": EntryPoint(E.scoped_run, E.day_table, DAYS),

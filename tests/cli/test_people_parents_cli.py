@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
+from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
 from tests.cli.test_bad_input import one_error_line
 from tests.cli.test_people_cli import cli
 from tests.people_tables import PARENT_CHILD, keyed_table, parent_child, people_doc
@@ -34,6 +35,10 @@ def test_run_with_parents_writes_persons_and_their_rows(spark, tmp_path):
     rows = spark.read.format("delta").load(str(tmp_path / "rows")).toPandas()
     assert len(persons) == 15 and set(rows.customer_id) <= set(persons.customer_id)
     assert list(rows.columns) == ["customer_id", "segment", "region", "channel", "amount"]
+    artifact, = (tmp_path / "runs").rglob(ARTIFACT_FILE)  # the run id binds both locations and their files
+    fingerprint = Measurements.from_bytes(artifact.read_bytes()).provenance["fingerprint"]
+    assert fingerprint["input"] == f"{tmp_path / 'orders.csv'} with parents {tmp_path / 'customers.csv'}"
+    assert len(fingerprint["input_version"]) == 32
 
 
 def test_parents_with_a_flat_people_schema_is_one_line_before_any_budget(tmp_path):
