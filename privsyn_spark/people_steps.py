@@ -59,8 +59,11 @@ def synthesize_people(spark: SparkSession, model: PeopleModel, persons_output: s
     found = model.estimate().sample_people(people, seed, spark)
     persons, rows = write_people(found, persons_output, output, provenance=model, mode=mode)
     model.record.output_version = rows
-    if model.rows.run_folder is not None:  # for the evaluate step's report (operators only)
-        model.rows.run_folder.write_state(model.record.to_state())
+    folder = model.rows.run_folder
+    if folder is not None:  # the state for the evaluate step's report (operators only); release/: may be handed on
+        folder.write_state(model.record.to_state())
+        model.save(folder.release, spark)
+        folder.write_note()
     return found, persons, rows
 
 

@@ -3,8 +3,8 @@ and one on a neighbour with the same (seeded, test-only) noise. Any difference o
 and what is computed from them is a leak; :func:`leaks` names each one by its path.
 
 Gathered (:func:`handed_on`): the files of ``release/`` (JSON parsed; npz arrays by dtype, their values
-noisy; a people run, which has no ``release/``: its artifact, ``measurements/`` and ``targets/``), the run
-folder's README, the Delta table's log (schema, properties, commit info, file actions),
+noisy; a run without ``release/``, e.g. one that stopped before writing: its artifact, ``measurements/`` and
+``targets/``), the run folder's README, the Delta table's log (schema, properties, commit info, file actions),
 the budget ledger's rows, the exit code, stdout and the log (stderr). Normalised: the two runs' folders
 (one placeholder), timestamps, durations, random ids (attempts, transaction ids, file names).
 """
@@ -27,7 +27,7 @@ NOISY = [re.compile(p) for p in (
     r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/(noisy_total|domain|marginals|selected_pairs)\b",
     r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/policy_checks/[^/]+/noisy$",
     r"^(release/)?measurements/measurements\.npz/(persons/)?__sha256__$",  # the checksum of its (noisy) entries
-    r"^measurements/measurements\.npz/degrees$",
+    r"^(release/)?measurements/measurements\.npz/degrees$",
     # the consistent targets and the fitted model: post-processing of the measurements
     r"^(release/)?targets/",
     # the saved model's record of estimation and synthesis (fit, errors, rows: from the noisy values)
@@ -146,7 +146,7 @@ def handed_on(base: Path, *, run_id: str | None = None, output: Path | None = No
     masks = {str(base.resolve()): "<dir>", str(base): "<dir>", **(masks or {})}
     if run_id is not None:
         folder = base / "runs" / run_id
-        artifact = ["release"] if (folder / "release").is_dir() else ["measurements", "targets"]  # a people run's
+        artifact = ["release"] if (folder / "release").is_dir() else ["measurements", "targets"]  # none written
         for path in sorted(p for part in artifact for p in (folder / part).rglob("*")):
             if path.is_file():
                 _file_fields(path, path.relative_to(folder).as_posix(), out)

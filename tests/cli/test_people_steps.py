@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
+from privsyn_spark.people_model import load_people
 from tests.cli.test_bad_input import one_error_line
 from tests.cli.test_people_cli import cli
 from tests.people_tables import keyed_table, people_doc
@@ -47,6 +48,9 @@ def test_measure_synthesize_evaluate_of_a_people_schema(spark, tmp_path):
     assert len(persons) == 12 and persons.customer_id.is_unique
     assert set(rows.customer_id) <= set(persons.customer_id) and len(rows) > 0
     assert not any("REALID" in str(k) for k in [*persons.customer_id, *rows.customer_id])
+    saved = load_people(str(tmp_path / "runs" / "steps" / "release"), spark)  # release/: what may be handed on
+    assert saved is not None and saved.run_id == "steps"
+    assert (tmp_path / "runs" / "steps" / "README.txt").exists()
     joined = rows.merge(persons, on="customer_id", suffixes=("", "_p"))
     assert len(joined) == len(rows) and (joined.segment == joined.segment_p).all()
 
