@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -30,18 +32,25 @@ def inputs(tmp_path: Path) -> list[str]:
             "--epsilon", "8", "--no-ledger", "--runs-dir", str(tmp_path / "runs"), "--master", "local[2]"]
 
 
+
+def written_people(spark: Any, folder: Path, result: Any, people: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The persons and rows a successful people `run` wrote to ``folder``/persons and /rows (checked: the run
+    said so, no real id on its streams, ``people`` persons, every row's key one of theirs)."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "wrote synthetic persons to" in result.stdout
+    assert "REALID" not in result.stdout + result.stderr
+    persons = spark.read.format("delta").load(str(folder / "persons")).toPandas()  # synthetic tables
+    rows = spark.read.format("delta").load(str(folder / "rows")).toPandas()
+    assert len(persons) == people and set(rows.customer_id) <= set(persons.customer_id)
+    assert list(rows.columns) == ["customer_id", "segment", "region", "channel", "amount"]
+    return persons, rows
+
+
 @pytest.mark.slow
 def test_run_writes_persons_and_their_rows(spark, tmp_path):
     argv = inputs(tmp_path) + ["--output", str(tmp_path / "rows"), "--persons-output", str(tmp_path / "persons"),
                                "--people", "15", "-v"]
-    result = cli(argv)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "wrote synthetic persons to" in result.stdout
-    assert "REALID" not in result.stdout + result.stderr
-    persons = spark.read.format("delta").load(str(tmp_path / "persons")).toPandas()  # synthetic tables
-    rows = spark.read.format("delta").load(str(tmp_path / "rows")).toPandas()
-    assert len(persons) == 15 and set(rows.customer_id) <= set(persons.customer_id)
-    assert list(rows.columns) == ["customer_id", "segment", "region", "channel", "amount"]
+    written_people(spark, tmp_path, cli(argv), 15)
 
 
 def test_run_without_persons_output_is_one_line_before_any_budget(tmp_path):
