@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -67,3 +70,20 @@ def awkward_parent_child() -> tuple[pd.DataFrame, pd.DataFrame]:
     child = pd.DataFrame({"customer_ref": keys, "channel": rng.choice(["web", "shop"], len(keys)),
                           "amount": rng.integers(0, 100, len(keys)).astype(float)})
     return parents, child
+
+
+@contextmanager
+def log_messages() -> Iterator[list[str]]:
+    """Every message the ``privsyn_spark`` loggers emit inside the block (DEBUG and up), as a list."""
+    logger = logging.getLogger("privsyn_spark")
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

@@ -4,8 +4,6 @@ declaration of the two tables refused in one line before any ledger record."""
 
 from __future__ import annotations
 
-import logging
-
 import pandas as pd
 import pytest
 
@@ -13,7 +11,7 @@ from privsyn_spark import PeopleModel, PrivSyn, write_people
 from privsyn_spark.budget import ledger as L
 from privsyn_spark.errors import UsageError
 from tests.api.test_people_sample import MARKS, files_holding_real_ids
-from tests.people_tables import PARENT_CHILD, awkward_parent_child, keyed_table, parent_child, people_doc
+from tests.people_tables import PARENT_CHILD, awkward_parent_child, keyed_table, log_messages, parent_child, people_doc
 
 pytestmark = pytest.mark.slow
 ZERO = 30
@@ -38,20 +36,10 @@ def fitted(spark, tmp_path_factory):
     synth = PrivSyn(people_doc(PARENT_CHILD), epsilon=8.0, delta=1e-9, ledger=ledger, dataset_id="shop",
                     run_id="pc1", runs_dir=str(root / "runs"))
     parents, child = tables()
-    logger = logging.getLogger("privsyn_spark")
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    try:
+    with log_messages() as records:
         model = synth.fit(spark.createDataFrame(child), parents=spark.createDataFrame(parents))
         people = model.sample_people(n_people=200, seed=1)
         write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     return root, ledger, synth, model, parents, child, records
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
 from privsyn_spark import PeopleModel, PrivSyn, write_people
-from tests.people_tables import keyed_table, people_doc
+from tests.people_tables import keyed_table, log_messages, people_doc
 
 pytestmark = pytest.mark.slow
 
@@ -24,20 +23,10 @@ def files_holding_real_ids(root: Path) -> list[str]:
 def people(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("people_sample")
     synth = PrivSyn(people_doc(), epsilon=8.0, no_ledger=True, run_id="ppl", runs_dir=str(root / "runs"))
-    logger = logging.getLogger("privsyn_spark")
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    try:
+    with log_messages() as records:
         model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
         people = model.sample_people(n_people=60, seed=1)
         versions = write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     return root, model, people, versions, records
 
 
