@@ -247,6 +247,12 @@ def report_values(report: dict[str, Any]) -> list[str]:
     return sorted({s for v in numbers for s in (repr(v), f"{v:.4f}")})
 
 
+def carries(text: str, number: str) -> bool:
+    """Whether ``text`` holds ``number`` as a whole number, not inside a longer one (a noisy sigma of
+    70.66342686777934 does not carry 0.6634)."""
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", text) is not None
+
+
 def people_steps(folder: Path, spark: Any) -> dict[str, Any]:
     """``measure`` with a non-default ``--people-split``, then ``synthesize`` and ``evaluate`` of a people
     schema (one run id; each step's fields prefixed by it). ``evaluate`` writes the operator's report (exact
@@ -264,7 +270,7 @@ def people_steps(folder: Path, spark: Any) -> dict[str, Any]:
     report = folder / "runs" / "ps1" / "operator" / "report.json"
     exact = report_values(json.loads(report.read_text()) if report.is_file() else {})
     text = [str(v) for v in fields.values()]
-    fields[OPERATOR_ONLY] = [s for s in exact if s.startswith("<") or any(s in t for t in text)]
+    fields[OPERATOR_ONLY] = [s for s in exact if s.startswith("<") or any(carries(t, s) for t in text)]
     fields[REAL_IDS] = _real_ids(folder, fields, spark, written=not code)
     return fields
 

@@ -119,6 +119,8 @@ def test_the_people_checks_name_a_report_value_and_a_real_id_but_not_an_image(tm
     metrics = {"rows_per_person_tvd": 0.46490610328638493, "one_value_share_real": 0.2, "workload_queries": 15.0}
     assert E.report_values({"metrics": {"people": metrics}}) == ["0.4649", "0.46490610328638493"]
     assert E.report_values({"metrics": {}}) == ["<the report has no people metrics>"]
+    assert [E.carries(t, "0.6634") for t in ("sigma 0.6634,", "[0.6634]", "70.66342686", "0.66341")] == [
+        True, True, False, False]
     (tmp_path / "report.html").write_text('<img src="data:image/png;base64,iVBORw0KXQZ+/a=="><p>ok</p>')
     assert E._real_ids(tmp_path, {"log": "no id here"}, None, written=False) == []
     (tmp_path / "state.json").write_text('{"id": "REALID-3-XQZ"}')
