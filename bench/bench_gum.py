@@ -122,10 +122,10 @@ def overlap_stats(domain, keys, config: GumConfig) -> tuple[float, float]:
     """Mean over the updated marginals of the others sharing an attribute with one (what a Replace touches)
     and of the marginals a Duplicate recounts (all of them up to ``whole_record_marginals``, else those over
     the neighbourhood's attributes)."""
-    from privsyn_spark.synthesize.gum.kernel import plan_gum
+    from privsyn_spark.synthesize.gum.kernel import gum_structure
 
     overlap, touched = [], []
-    for comp in plan_gum(domain, keys, config).components:
+    for comp in gum_structure(domain, keys, config).components:
         sets = [set(k) for k in comp.update_targets]
         for s in sets:
             near = [o for o in sets if o & s]
@@ -222,9 +222,9 @@ def bench_throughput(widths: list[int], n: int, pairs_per_column: float, rounds:
 
 def plan_updates(domain, targets, config: GumConfig) -> list:
     """The marginals one GUM iteration updates (every component's)."""
-    from privsyn_spark.synthesize.gum.kernel import plan_gum
+    from privsyn_spark.synthesize.gum.kernel import gum_structure
 
-    return [k for comp in plan_gum(domain, targets, config).components if comp.tracked_targets
+    return [k for comp in gum_structure(domain, targets, config).components if comp.tracked_targets
             for k in comp.update_targets]
 
 
@@ -310,9 +310,9 @@ def bench_width(runs_dir: str, run_id: str, shards: list[int], rounds: int, k: i
         ctx = make_context(domain, targets, n, seed, replace(base, shard_rows=n), model=model)
         tables = ctx.layout.unpack(ctx.targets)
         started, cpu = time.perf_counter(), time.process_time()
-        records = initialize_records(ctx.plan, tables, n, np.random.default_rng(seed), model=model)
+        records = initialize_records(ctx.structure, tables, n, np.random.default_rng(seed), model=model)
         secs, cpu = time.perf_counter() - started, time.process_time() - cpu
-        errs = l1_errors(records, domain, tables, ctx.plan.tracked_targets)
+        errs = l1_errors(records, domain, tables, ctx.structure.tracked_targets)
         load = os.getloadavg()[0]
         print(f"model samples alone: worst L1/n {max(errs.values()) / n:.5f}, sum L1/n {sum(errs.values()) / n:.4f}"
               f" ({secs:.1f} s, {cpu:.1f} s CPU, load {load:.1f})")

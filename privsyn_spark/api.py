@@ -47,7 +47,7 @@ from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.release_artifact import committed_measurements, local_artifact
 from privsyn_spark.release_guard import Draw, guarded_run
-from privsyn_spark.release_identity import Release, check_same_run, run_fingerprint
+from privsyn_spark.release_identity import Charge, check_same_run, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import delta_version, files_version
@@ -185,10 +185,10 @@ class PrivSyn:
         if found is not None:
             check_same_run(found, self.fingerprint(source), run_id)
 
-    def release(self, run_id: str, partition: Mapping[str, str] | None = None) -> Release:
+    def charge(self, run_id: str, partition: Mapping[str, str] | None = None) -> Charge:
         """The ledger's view of run ``run_id`` (scoped to ``partition``): where its artifact goes and what
         it is charged."""
-        return Release(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
+        return Charge(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
                        self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
@@ -227,11 +227,11 @@ class PrivSyn:
                              "PeopleModel")
         return measure_table_run(self, data, run_id, input_format, reuse)
 
-    def guarded(self, codes: InputCodes, release: Release, draw: Draw, reuse: str, record: RunRecord,
+    def guarded(self, codes: InputCodes, charge: Charge, draw: Draw, reuse: str, record: RunRecord,
                 drawn: list) -> tuple[Measurements, RunRecord]:
         """The measurements of the input ``codes`` for ``release`` and the run's record
         (:func:`~privsyn_spark.release_guard.guarded_run`)."""
-        return guarded_run(self, codes, release, draw, reuse, record, drawn)
+        return guarded_run(self, codes, charge, draw, reuse, record, drawn)
 
     def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,
                        reuse: str = "check", parents: Frame | str | None = None) -> PeopleModel:
@@ -272,7 +272,7 @@ class PrivSyn:
         spark = spark or _session()
         folder = self.run_folder(run_id, spark)
         fingerprint = self.fingerprint(source)
-        measurements = committed_measurements(spark, self.release(run_id), fingerprint)
+        measurements = committed_measurements(spark, self.charge(run_id), fingerprint)
         return self._model(measurements, RunRecord.from_state(folder.read_state()), folder)
 
     def check_output(self, target: str, output: OutputConfig | Mapping[str, Any] = OutputConfig(),

@@ -1,6 +1,6 @@
 """CountLayout: where each of several count tables sits in one flat count vector.
 
-The marginal engine's counting pass (:class:`~privsyn_spark.measure.packing.CounterPlan`, decoded in the
+The marginal engine's counting pass (:class:`~privsyn_spark.measure.packing.CounterLayout`, decoded in the
 JVM by ``MarginalCounter.Layout``) and the shards of sharded GUM (the counts they send to the driver)
 both move many count tables as one flat vector; this is the one description of that vector.
 """

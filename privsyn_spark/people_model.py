@@ -211,7 +211,7 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
         codes.name = " with parents ".join(absolute_location(t) for t in locations)
         codes.files = data.inputFiles()
     spark = codes.spark
-    release = synth.release(run_id, codes.scope.values())
+    charge = synth.charge(run_id, codes.scope.values())
     folder, record, drawn = synth.run_folder(run_id, spark), RunRecord(), []
     progress = Progress(synth.settings.progress)
     codes.check_columns()  # a missing id column: refused before any budget is reserved
@@ -234,7 +234,7 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
         return dataclasses.replace(measured, provenance=provenance)
 
     try:
-        measurements, record = synth.guarded(codes, release, draw, reuse, record, drawn)
+        measurements, record = synth.guarded(codes, charge, draw, reuse, record, drawn)
     finally:
         for scratch in tables:
             scratch.close()

@@ -14,7 +14,7 @@ from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.budget.ledger_state import RunReservation
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
-from privsyn_spark.release_identity import INPUT_FIELDS, Release, check_same_run
+from privsyn_spark.release_identity import INPUT_FIELDS, Charge, check_same_run
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
 
@@ -29,22 +29,22 @@ class ArtifactLost(BudgetRefused):
     ``--recharge``)."""
 
 
-def forced_reuse(spark: SparkSession, release: Release, fingerprint: dict) -> dict:
+def forced_reuse(spark: SparkSession, charge: Charge, fingerprint: dict) -> dict:
     """``fingerprint`` with the input identity of the measurements run ``release`` already holds (in the
     ledger, else in the runs dir): ``reuse="force"`` reuses them for this input, said in a warning (every
     other setting must still match). Unchanged when the run id has no measurements yet."""
-    if release.ledger:
-        held = dataset_state(spark, *release.ledger_key()).active(release.run_id)
+    if charge.ledger:
+        held = dataset_state(spark, *charge.ledger_key()).active(charge.run_id)
         found = held.fingerprint if held is not None else None
     else:
-        local = local_artifact(release.runs_dir, release.run_id, spark, skip_unreadable=True)
+        local = local_artifact(charge.runs_dir, charge.run_id, spark, skip_unreadable=True)
         found = local.provenance.get("fingerprint") if local is not None else None
     if found is None:
         return fingerprint
     forced = {k: v for k, v in fingerprint.items() if k not in INPUT_FIELDS}
     forced.update({k: found[k] for k in INPUT_FIELDS if k in found})
     if forced != fingerprint:
-        log.warning("run %s: reuse='force': reusing its measurements of input %s for input %s", release.run_id,
+        log.warning("run %s: reuse='force': reusing its measurements of input %s for input %s", charge.run_id,
                     found.get("input"), fingerprint.get("input"))
     return forced
 
@@ -67,27 +67,27 @@ def local_artifact(runs_dir: str, run_id: str, spark: SparkSession | None = None
                          f"use a new run id or runs dir") from err
 
 
-def committed_measurements(spark: SparkSession, release: Release, fingerprint: dict) -> Measurements:
+def committed_measurements(spark: SparkSession, charge: Charge, fingerprint: dict) -> Measurements:
     """The run's measurements for the post-processing steps: with a ledger, the committed artifact
     (checked against its hash); without, the runs dir's. Refused if measured with other settings."""
-    if release.ledger:
-        held = dataset_state(spark, *release.ledger_key()).active(release.run_id)
+    if charge.ledger:
+        held = dataset_state(spark, *charge.ledger_key()).active(charge.run_id)
         if held is None or held.artifact_sha256 is None:
-            raise UsageError(f"run {release.run_id!r} has no committed measurements in ledger {release.ledger} "
-                             f"(dataset {release.dataset_id!r}); run the `measure` step first")
-        found = find_committed(spark, RunArtifacts(release.runs_dir, release.run_id, spark), held)
+            raise UsageError(f"run {charge.run_id!r} has no committed measurements in ledger {charge.ledger} "
+                             f"(dataset {charge.dataset_id!r}); run the `measure` step first")
+        found = find_committed(spark, RunArtifacts(charge.runs_dir, charge.run_id, spark), held)
         if found is None:
-            raise ArtifactLost(f"run {release.run_id!r}: its measurements ({held.artifact}) are missing or do not "
+            raise ArtifactLost(f"run {charge.run_id!r}: its measurements ({held.artifact}) are missing or do not "
                                f"match the ledger's hash")
         measurements = found[0]
     else:
-        local = local_artifact(release.runs_dir, release.run_id, spark)
+        local = local_artifact(charge.runs_dir, charge.run_id, spark)
         if local is None:
-            location = RunArtifacts(release.runs_dir, release.run_id, spark).base
-            raise UsageError(f"run {release.run_id!r} has no measurements in {location}; "
+            location = RunArtifacts(charge.runs_dir, charge.run_id, spark).base
+            raise UsageError(f"run {charge.run_id!r} has no measurements in {location}; "
                              f"run the `measure` step first")
         measurements = local
-    check_same_run(measurements, fingerprint, release.run_id)
+    check_same_run(measurements, fingerprint, charge.run_id)
     return measurements
 
 

@@ -41,7 +41,7 @@ from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.privacy.measurements import Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, sampled_sigma, sampler_name
 from privsyn_spark.release_artifact import ArtifactLost, find_committed, forced_reuse, local_artifact
-from privsyn_spark.release_identity import Release, check_same_run
+from privsyn_spark.release_identity import Charge, check_same_run
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import StaleInputWarning, frame_identity, moved_version
@@ -98,83 +98,83 @@ class TrackingSampler:
         return sampled_sigma(self.inner, sigma)
 
 
-def guarded_measure(spark: SparkSession, release: Release, fingerprint: dict, draw: Draw,
+def guarded_measure(spark: SparkSession, charge: Charge, fingerprint: dict, draw: Draw,
                     sampler: NoiseSampler) -> Measurements:
     """The run's measurements: reused, or drawn once under the ledger's reservation (module docstring)."""
-    artifacts = RunArtifacts(release.runs_dir, release.run_id, spark)
+    artifacts = RunArtifacts(charge.runs_dir, charge.run_id, spark)
     attempt = uuid.uuid4().hex
     provenance = {"fingerprint": fingerprint, "attempt": attempt}
-    if not release.ledger:
-        local = local_artifact(release.runs_dir, release.run_id, spark)
+    if not charge.ledger:
+        local = local_artifact(charge.runs_dir, charge.run_id, spark)
         if local is not None:
-            check_same_run(local, fingerprint, release.run_id)
-            log.info("run %s: reusing the measurements in %s (no ledger)", release.run_id, artifacts.measurements)
+            check_same_run(local, fingerprint, charge.run_id)
+            log.info("run %s: reusing the measurements in %s (no ledger)", charge.run_id, artifacts.measurements)
             return local
         return _draw_and_persist(artifacts, draw, sampler, provenance, overwrite=False)
 
-    ledger, dataset_id = release.ledger_key()
-    reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
-                            epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
-                            artifact=artifacts.measurements, attempt=attempt, unit=release.unit,
-                            partition=dict(release.partition))
+    ledger, dataset_id = charge.ledger_key()
+    reservation = L.reserve(spark, ledger, dataset_id, charge.run_id, rho=charge.rho,
+                            epsilon=charge.epsilon, delta=charge.delta, fingerprint=fingerprint,
+                            artifact=artifacts.measurements, attempt=attempt, unit=charge.unit,
+                            partition=dict(charge.partition))
     for _ in range(3):
         if reservation.charged:
-            return _holder(spark, release, artifacts, reservation, draw, sampler, provenance)
+            return _holder(spark, charge, artifacts, reservation, draw, sampler, provenance)
         found = find_committed(spark, artifacts, reservation.held, adopt=True)
         if found is not None:
             measurements, sha, where = found
             if reservation.held.artifact_sha256 is None:
                 L.commit(spark, ledger, reservation, where, sha)
             log.info("run %s: reusing its measurements (%s; reservation #%d): nothing charged, no noise drawn",
-                     release.run_id, where, reservation.seq)
+                     charge.run_id, where, reservation.seq)
             return measurements
         if reservation.held.provably_undrawn and L.refund(spark, ledger, reservation):  # take it over
             log.warning("run %s: reservation #%d has no noise drawn on it (its attempt stopped before any, or "
                         "is still reading and stops at its first draw): refunded and charged again for this attempt",
-                        release.run_id, reservation.seq)
-            reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
-                                    epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
-                                    artifact=artifacts.measurements, attempt=attempt, unit=release.unit,
-                                    partition=dict(release.partition))
+                        charge.run_id, reservation.seq)
+            reservation = L.reserve(spark, ledger, dataset_id, charge.run_id, rho=charge.rho,
+                                    epsilon=charge.epsilon, delta=charge.delta, fingerprint=fingerprint,
+                                    artifact=artifacts.measurements, attempt=attempt, unit=charge.unit,
+                                    partition=dict(charge.partition))
             continue
-        if not release.recharge:
-            raise ArtifactLost(_lost_message(release, reservation.held))
-        log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", release.run_id)
-        reservation = L.reserve(spark, ledger, dataset_id, release.run_id, rho=release.rho,
-                                epsilon=release.epsilon, delta=release.delta, fingerprint=fingerprint,
+        if not charge.recharge:
+            raise ArtifactLost(_lost_message(charge, reservation.held))
+        log.warning("run %s: its measurements are lost; --recharge: charging a fresh release", charge.run_id)
+        reservation = L.reserve(spark, ledger, dataset_id, charge.run_id, rho=charge.rho,
+                                epsilon=charge.epsilon, delta=charge.delta, fingerprint=fingerprint,
                                 artifact=artifacts.measurements, attempt=attempt,
-                                recharge_of=reservation.seq, unit=release.unit, partition=dict(release.partition))
-    raise L.LedgerContention(f"run {release.run_id!r}: its reservation kept changing under concurrent attempts")
+                                recharge_of=reservation.seq, unit=charge.unit, partition=dict(charge.partition))
+    raise L.LedgerContention(f"run {charge.run_id!r}: its reservation kept changing under concurrent attempts")
 
 
-def _lost_message(release: Release, held: RunReservation) -> str:
+def _lost_message(charge: Charge, held: RunReservation) -> str:
     what = ("its artifact is missing or does not match the recorded hash" if held.artifact_sha256
             else "its measurements were never committed (another attempt may still be measuring, or one "
                  "crashed after drawing noise)")
-    return (f"run id {release.run_id!r} holds reservation #{held.seq} of dataset {release.dataset_id!r} but {what}: "
+    return (f"run id {charge.run_id!r} holds reservation #{held.seq} of dataset {charge.dataset_id!r} but {what}: "
             f"{held.artifact}; restore it, wait for the other attempt, or pass --recharge to pay for fresh "
             f"measurements")
 
 
-def _holder(spark: SparkSession, release: Release, artifacts: RunArtifacts, reservation: Any, draw: Draw,
+def _holder(spark: SparkSession, charge: Charge, artifacts: RunArtifacts, reservation: Any, draw: Draw,
             sampler: NoiseSampler, provenance: dict) -> Measurements:
     """Draw the noise as the reservation's holder; refund only if nothing was drawn nor written."""
-    ledger = release.ledger_key()[0]
-    if not release.recharge and artifacts.storage.exists(artifacts.measurements):
+    ledger = charge.ledger_key()[0]
+    if not charge.recharge and artifacts.storage.exists(artifacts.measurements):
         L.refund(spark, ledger, reservation)  # nothing drawn; the file there is not this attempt's
-        raise UsageError(f"run id {release.run_id!r} already has measurements in {artifacts.measurements} that "
-                         f"ledger {release.ledger} does not record (measured with --no-ledger or another "
+        raise UsageError(f"run id {charge.run_id!r} already has measurements in {artifacts.measurements} that "
+                         f"ledger {charge.ledger} does not record (measured with --no-ledger or another "
                          f"ledger); use a new run id")
     tracking = TrackingSampler(sampler, lambda: L.mark_drawn(spark, ledger, reservation))
     try:
         measurements = draw(tracking, provenance)
         data = measurements.to_bytes()
-        artifacts.storage.write(artifacts.measurements, data, overwrite=bool(release.recharge))
+        artifacts.storage.write(artifacts.measurements, data, overwrite=bool(charge.recharge))
     except BaseException as err:
         if not tracking.drawn and not _exists(artifacts, artifacts.measurements, provenance["attempt"]):
             L.refund(spark, ledger, reservation)
         if isinstance(err, L.ReservationTakenOver):
-            raise AttemptTakenOver(f"run {release.run_id!r}: another attempt of this run id took its reservation "
+            raise AttemptTakenOver(f"run {charge.run_id!r}: another attempt of this run id took its reservation "
                                    f"over while this one was still reading (no noise drawn here); let that "
                                    f"attempt finish, then rerun to reuse its measurements") from None
         raise
@@ -199,19 +199,19 @@ def _draw_and_persist(artifacts: RunArtifacts, draw: Draw, sampler: NoiseSampler
     return measurements
 
 
-def guarded_run(synth: Any, codes: InputCodes, release: Release, draw: Draw, reuse: str, record: RunRecord,
+def guarded_run(synth: Any, codes: InputCodes, charge: Charge, draw: Draw, reuse: str, record: RunRecord,
                 drawn: list) -> tuple[Measurements, RunRecord]:
     """The measurements of the input ``codes`` for ``release`` (``synth``: the :class:`~privsyn_spark.PrivSyn`,
     whose floor imports this one): drawn once by ``draw`` under the ledger's reservation, or reused
     (:func:`guarded_measure`; ``reuse="force"`` takes the held run's input identity), and the run's record:
     ``record`` when ``draw`` ran (it appends to ``drawn``), else the one the drawing step kept, with the
     dataset's ledger after the run."""
-    spark, run_id = codes.spark, release.run_id
+    spark, run_id = codes.spark, charge.run_id
     fingerprint = synth.fingerprint(codes.label or frame_identity(codes.raw()), spark, getattr(codes, "fmt", None),
                                     codes.source if isinstance(codes.source, str) else None, codes.files)
     if reuse == "force":
-        fingerprint = forced_reuse(spark, release, fingerprint)
-    measurements = guarded_measure(spark, release, fingerprint, draw, SecureDiscreteGaussian())
+        fingerprint = forced_reuse(spark, charge, fingerprint)
+    measurements = guarded_measure(spark, charge, fingerprint, draw, SecureDiscreteGaussian())
     if not drawn:  # reused: what the step that drew them found
         record = RunRecord.from_state(synth.run_folder(run_id, spark).read_state())
         stale = moved_version(measurements.provenance.get("fingerprint", {}), fingerprint)
@@ -219,7 +219,7 @@ def guarded_run(synth: Any, codes: InputCodes, release: Release, draw: Draw, reu
             warnings.warn(f"run id {run_id!r} reused: {stale}; use a new run id to measure it", StaleInputWarning,
                           stacklevel=4)
     if synth.ledger:
-        record.dataset_ledger = ledger_summary(L.dataset_state(spark, *release.ledger_key()), synth.ledger,
+        record.dataset_ledger = ledger_summary(L.dataset_state(spark, *charge.ledger_key()), synth.ledger,
                                                str(synth.dataset_id), run_id, codes.scope.values(),
                                                codes.scope.label() if codes.scope.partition else None)
     return measurements, record

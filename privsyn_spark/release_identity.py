@@ -1,4 +1,4 @@
-"""What a run id is: its release (where its artifact lives, what the ledger charges) and its fingerprint.
+"""What a run id is: its charge (where its artifact lives, what the ledger charges) and its fingerprint.
 
 A run id is bound to what it measured; a later call with the same run id must ask the same fingerprint
 (compared by :func:`privsyn_spark.budget.fingerprint_check.fingerprint_mismatch`) or is refused.
@@ -19,8 +19,8 @@ from privsyn_spark.privacy.unit import PrivacyUnit
 
 
 @dataclass(frozen=True)
-class Release:
-    """One run id's release: where its artifact lives and what the ledger (None: no ledger) charges."""
+class Charge:
+    """One run id's charge: where its artifact lives and what the ledger (None: no ledger) charges."""
 
     run_id: str
     runs_dir: str
@@ -31,14 +31,14 @@ class Release:
     recharge: bool = False  # a reserved run whose artifact is lost pays for fresh measurements
     unit: PrivacyUnit = PrivacyUnit()  # the privacy unit charged: it must be the dataset budget's
     partition: tuple[tuple[str, str], ...] = ()  # the run's scoped partition values (recorded; per-partition budgets)
-    rho: float = 0.0  # the zCDP budget of the release (its epsilon at its delta: the API's RunBudget)
+    rho: float = 0.0  # the zCDP budget charged (its epsilon at its delta: the API's RunBudget)
 
     def __post_init__(self) -> None:
         if not self.rho:  # built without the API's budget (tests, tools): converted here
             object.__setattr__(self, "rho", RunBudget.of(self.epsilon, self.delta).rho)
 
     def ledger_key(self) -> tuple[str, str]:
-        """``(ledger, dataset_id)`` of a release charged to a ledger (:class:`UsageError` when one is missing)."""
+        """``(ledger, dataset_id)`` of a run charged to a ledger (:class:`UsageError` when one is missing)."""
         if not self.ledger:
             raise UsageError(f"run {self.run_id!r} is not charged to a ledger")
         if not self.dataset_id:

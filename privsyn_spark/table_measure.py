@@ -31,7 +31,7 @@ def measure_table_run(synth: Any, data: Any, run_id: str | None, input_format: s
     run_id = run_id or synth.run_id or uuid.uuid4().hex[:12]
     codes = data if isinstance(data, InputCodes) else synth.open(data, input_format, run_id)
     spark = codes.spark
-    release = synth.release(run_id, codes.scope.values())
+    charge = synth.charge(run_id, codes.scope.values())
     folder, record, drawn = synth.run_folder(run_id, spark), RunRecord(), []
     progress = Progress(synth.settings.progress)
     codes.check_columns()  # a missing id column: refused before any budget is reserved
@@ -50,7 +50,7 @@ def measure_table_run(synth: Any, data: Any, run_id: str | None, input_format: s
         return dataclasses.replace(measured, provenance=provenance)
 
     try:
-        measurements, record = guarded_run(synth, codes, release, draw, reuse, record, drawn)
+        measurements, record = guarded_run(synth, codes, charge, draw, reuse, record, drawn)
     finally:
         if codes is not data:
             codes.close()

@@ -26,9 +26,9 @@ def describe(state: DatasetState, forecast: tuple[float, float] | None = None) -
                          f"which the per-partition guarantee rests on)")
         elif b.undeclared:
             lines.append(f"  UNSOUND: {b.undeclared}")
-        extra, releases = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
+        extra, charges = state.spent_extra_delta, sum(not r.refunded for r in state.reservations)
         lines.append(f"  spent:  epsilon={state.epsilon_of(state.spent_rho):.6g} at delta={b.delta:.3g} "
-                     f"(rho={state.spent_rho:.6g}, zCDP composition of {releases} "
+                     f"(rho={state.spent_rho:.6g}, zCDP composition of {charges} "
                      f"releases" + (f", converted at delta={b.delta - extra:.3g}: delta={extra:.3g} went to "
                                    f"partition selection" if extra else "") + ")"
                      + (" over all partitions" if b.per_partition else ""))

@@ -105,7 +105,7 @@ def _alignment(source: tuple[str, ...], target: tuple[str, ...],
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Schedule:
     """What a calibration on one tree and one set of potential cliques does, minus the numbers."""
 
     order: list[int]
@@ -155,9 +155,9 @@ def _group_plan(tree: JunctionTree,
     return groups
 
 
-def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
-    """The calibration plan for potentials on ``keys`` (built once, cached on the tree)."""
-    plans = tree.cache.setdefault("calibration_plans", {})
+def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedule:
+    """The calibration schedule for potentials on ``keys`` (built once, cached on the tree)."""
+    plans = tree.cache.setdefault("calibration_schedules", {})
     if keys in plans:
         return plans[keys]
     domain = tree.domain
@@ -177,7 +177,7 @@ def _plan(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Plan:
         holders = [(domain.cells(attrs), t) for t, (attrs, _) in enumerate(terms[j]) if set(sep) <= set(attrs)]
         t = min(holders)[1] if holders else -1
         home[(i, j)] = (t, _alignment(sep, terms[j][t][0], domain)[1]) if t >= 0 else (-1, ())
-    plan = _Plan(order, parent, children, terms, term_shapes, separators, drop, into, home)
+    plan = _Schedule(order, parent, children, terms, term_shapes, separators, drop, into, home)
     plans[keys] = plan
     return plan
 
@@ -194,9 +194,9 @@ def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping)
 
 def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> list[list[Factor]]:
     """Assign each measured clique's log-potential to the smallest junction-tree clique holding it
-    (potentials folded and small tables merged as the calibration plan says)."""
+    (potentials folded and small tables merged as the calibration schedule says)."""
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
-    plan = _plan(tree, tuple(theta))
+    plan = _schedule(tree, tuple(theta))
     return [[_term(tree.domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
 
 
@@ -210,7 +210,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     """
     domain = tree.domain
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
-    plan = _plan(tree, tuple(theta))
+    plan = _schedule(tree, tuple(theta))
     factors = clique_factors(tree, theta)
     cliques = tree.cliques
     messages: dict[tuple[int, int], Factor] = {}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
-from privsyn_spark.measure.packing import CounterPlan
+from privsyn_spark.measure.packing import CounterLayout
 from privsyn_spark.runtime.remote import is_connect, sum_vectors
 
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
@@ -39,7 +39,7 @@ def _blocks(batches: Iterator[Any], rows: int = BATCH_ROWS) -> Any:
         yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
-def _partition_counter(layout: CounterPlan) -> Any:
+def _partition_counter(layout: CounterLayout) -> Any:
     """The function each partition runs: Arrow batches of packed words -> one row of partial counts."""
     import pyarrow as pa
 
@@ -82,7 +82,7 @@ def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) ->
     return left[0] + right[0], max(left[1], right[1])
 
 
-def count_with_arrow(packed: Any, layout: CounterPlan) -> tuple[np.ndarray, float]:
+def count_with_arrow(packed: Any, layout: CounterLayout) -> tuple[np.ndarray, float]:
     """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB;
     0 on Spark Connect, where the partials are summed by DataFrame steps that carry only the counts)."""
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")

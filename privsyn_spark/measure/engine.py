@@ -180,7 +180,7 @@ def count_marginals(encoded: EncodedTable | PackedCodes, marginals: Sequence[tup
     start = time.perf_counter()
     backend = _choose_backend(encoded.df.sparkSession, backend)
     packed = encoded if isinstance(encoded, PackedCodes) else pack_codes(encoded)
-    layout = packed.counter_plan(domain, computed, recode)
+    layout = packed.counter_layout(domain, computed, recode)
     peak_mb = 0.0
     if backend == "jvm":
         total = count_with_jvm(packed.df, layout)

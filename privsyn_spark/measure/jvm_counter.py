@@ -20,7 +20,7 @@ import numpy as np
 
 from privsyn_spark.errors import PrivsynError
 from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
-from privsyn_spark.measure.packing import CounterPlan
+from privsyn_spark.measure.packing import CounterLayout
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -64,7 +64,7 @@ def deployment_error(err: Exception) -> CounterDeploymentError | None:
     return None
 
 
-def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
+def _layout_bytes(layout: CounterLayout, spark_version: str) -> bytes:
     """The layout as the little-endian int32 plan ``MarginalCounter.Layout`` reads, after its header
     (magic, plan version, the driver's Spark major and minor version)."""
     needed = layout.needed
@@ -86,7 +86,7 @@ def _plan_bytes(layout: CounterPlan, spark_version: str) -> bytes:
     return np.asarray(plan, dtype="<i4").tobytes() + b"".join(lut.tobytes() for lut in luts)
 
 
-def count_with_jvm(packed: Any, layout: CounterPlan) -> np.ndarray:
+def count_with_jvm(packed: Any, layout: CounterLayout) -> np.ndarray:
     """The flat count array of ``layout`` over ``packed`` (bigint words), counted in the JVM.
 
     Raises CounterDeploymentError when the executors lack the jar or run another Spark or jar.
@@ -98,7 +98,7 @@ def count_with_jvm(packed: Any, layout: CounterPlan) -> np.ndarray:
     spark = packed.sparkSession
     counter = spark._jvm.io.privsyn.spark.MarginalCounter
     try:
-        raw = counter.count(packed._jdf, _plan_bytes(layout, spark.version), TREE_DEPTH)
+        raw = counter.count(packed._jdf, _layout_bytes(layout, spark.version), TREE_DEPTH)
     except Py4JJavaError as err:
         deployment = deployment_error(err)
         if deployment is not None:

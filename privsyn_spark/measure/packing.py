@@ -1,8 +1,8 @@
-"""Bit-packing of the encoded columns and the counter plan both counting backends follow.
+"""Bit-packing of the encoded columns and the counter layout both counting backends follow.
 
 The encoded columns (``code * 4 + status`` each) are packed in Spark SQL into as few bigint
 columns ("words") as fit, first fit at 63 bits each: fewer, wider columns are cheaper to move
-than one narrow column per attribute. :class:`CounterPlan` says where every attribute sits in the
+than one narrow column per attribute. :class:`CounterLayout` says where every attribute sits in the
 words, how its code is recoded, and where every computed table (a :class:`CountLayout`), the row count
 and the out-of-domain / null-failure tallies live in the flat count array.
 """
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(frozen=True)
-class CounterPlan:
+class CounterLayout:
     """What a counting pass follows (the JVM decodes it as ``MarginalCounter.Layout``): where codes sit in
     the packed words, how they are recoded, and the :class:`CountLayout` of the flat count array."""
 
@@ -108,13 +108,13 @@ class PackedCodes:
         """The same layout over another DataFrame holding the same words (e.g. read back from storage)."""
         return replace(self, df=df)
 
-    def counter_plan(self, domain: Domain, tables: Sequence[tuple[str, ...]],
-                     recode: Mapping[str, np.ndarray]) -> CounterPlan:
+    def counter_layout(self, domain: Domain, tables: Sequence[tuple[str, ...]],
+                       recode: Mapping[str, np.ndarray]) -> CounterLayout:
         """How to count the ``tables`` (over the recoded ``domain``; ``recode`` maps old codes to new)."""
         needed = {a for m in tables for a in m}
         luts = {a: np.asarray(recode[a], dtype=np.int64) if a in recode else np.arange(self.domain[a])
                 for a in self.fields if a in needed}
-        return CounterPlan(fields=self.fields, words=self.words, counts=CountLayout(domain, tables), luts=luts)
+        return CounterLayout(fields=self.fields, words=self.words, counts=CountLayout(domain, tables), luts=luts)
 
     def unpacked(self) -> EncodedTable:
         """The ``code * 4 + status`` columns again (named as the attributes), as Spark expressions."""

@@ -1,4 +1,4 @@
-"""CounterPlan (driver side, no Spark): the flat layout the counters follow, computed once per plan."""
+"""CounterLayout (driver side, no Spark): the flat layout the counters follow, computed once per layout."""
 
 from itertools import combinations
 
@@ -6,14 +6,14 @@ import numpy as np
 
 from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
-from privsyn_spark.measure.packing import CounterPlan
+from privsyn_spark.measure.packing import CounterLayout
 
 
-def _plan(columns: int) -> CounterPlan:
+def _plan(columns: int) -> CounterLayout:
     names = [f"x{i}" for i in range(columns)]
     domain = Domain(names, [2 + i % 7 for i in range(columns)])
     tables = [(a,) for a in names] + list(combinations(names, 2))
-    return CounterPlan(fields={a: (0, 0, 3) for a in names}, words=1, counts=CountLayout(domain, tables), luts={})
+    return CounterLayout(fields={a: (0, 0, 3) for a in names}, words=1, counts=CountLayout(domain, tables), luts={})
 
 
 def test_offsets_and_shapes_follow_the_tables_in_order():

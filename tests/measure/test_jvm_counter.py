@@ -74,12 +74,12 @@ def test_an_executor_with_another_spark_than_the_plan_fails_clearly(spark, monke
     for a, b in ROWS:  # brute force: codes are the positions in the declared values
         expected["xyz".index(a), b] += 1
     np.testing.assert_array_equal(table, expected)
-    plan_bytes = jvm_counter._plan_bytes
+    plan_bytes = jvm_counter._layout_bytes
 
     def plan_from_another_driver(layout, spark_version):  # a driver on Spark 3.9 sent this plan
         return plan_bytes(layout, "3.9.0")
 
-    monkeypatch.setattr(jvm_counter, "_plan_bytes", plan_from_another_driver)
+    monkeypatch.setattr(jvm_counter, "_layout_bytes", plan_from_another_driver)
     with pytest.raises(CounterDeploymentError, match=r"driver runs Spark 3\.9, this executor runs Spark"):
         count_marginals(encoded, [("a", "b")], backend="jvm")
 

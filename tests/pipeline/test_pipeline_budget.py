@@ -20,7 +20,7 @@ from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.release_artifact import ArtifactLost
 from privsyn_spark.release_guard import guarded_measure
-from privsyn_spark.release_identity import Release, run_fingerprint
+from privsyn_spark.release_identity import Charge, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
 pytestmark = pytest.mark.slow
@@ -135,7 +135,7 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
 
     # an attempt that dies after drawing noise keeps its reservation; the run id is then refused
     conf = config(small, "crash", tmp_path / "runs", *led)
-    fingerprint, release = run_fingerprint(conf.epsilon, conf.delta, "h", conf.input), Release(
+    fingerprint, charge = run_fingerprint(conf.epsilon, conf.delta, "h", conf.input), Charge(
         conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
 
     def draw_then_crash(sampler, provenance):
@@ -143,15 +143,15 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError, match="executor lost"):
-        guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+        guarded_measure(spark, charge, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     held = L.dataset_state(spark, ledger, "small").active("crash")
     assert held is not None and held.status == "uncommitted"
     with pytest.raises(ArtifactLost, match="never committed"):
-        guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+        guarded_measure(spark, charge, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     # ... unless the artifact its attempt wrote is there (it crashed between writing and committing)
     written = dataclasses.replace(done[0], provenance={"fingerprint": fingerprint, "attempt": held.attempt})
     RunArtifacts(str(tmp_path / "runs"), "crash").write(written.to_bytes(), "measurements", "measurements.npz")
-    adopted = guarded_measure(spark, release, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
+    adopted = guarded_measure(spark, charge, fingerprint, draw_then_crash, SeededSamplerForTestsOnly(0))
     assert same(adopted, written)
     assert L.dataset_state(spark, ledger, "small").active("crash").status == "committed"
 
@@ -162,13 +162,13 @@ def test_a_run_stopped_before_any_noise_is_refunded(spark, small, tmp_path):
     L.set_budget(spark, ledger, "small", 1.0, 1e-9)
     led = ["--ledger", ledger, "--dataset-id", "small"]
     conf = config(small, "failing", tmp_path / "runs", *led)
-    release = Release(conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
+    charge = Charge(conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
 
     def fail_before_noise(sampler, provenance):
         raise OSError("input vanished")
 
     with pytest.raises(OSError):
-        guarded_measure(spark, release, run_fingerprint(1.0, 1e-9, "h", conf.input), fail_before_noise,
+        guarded_measure(spark, charge, run_fingerprint(1.0, 1e-9, "h", conf.input), fail_before_noise,
                         SeededSamplerForTestsOnly(0))
     state = L.dataset_state(spark, ledger, "small")
     assert [r.status for r in state.reservations] == ["refunded"] and state.spent_rho == 0.0

@@ -10,10 +10,10 @@ from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.privacy.measurements import NoisyMarginal
 from privsyn_spark.synthesize.gum.kernel import (
     GumConfig,
+    gum_structure,
     initialize_records,
     l1_errors,
     marginal_counts,
-    plan_gum,
     prepare_targets,
     synthesize,
 )
@@ -56,11 +56,11 @@ def test_gum_from_model_samples_starts_close_and_ends_no_worse():
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
     n = 20_000
-    plan = plan_gum(domain, targets)
-    tables = prepare_targets(plan, targets, n)
+    structure = gum_structure(domain, targets)
+    tables = prepare_targets(structure, targets, n)
     start = {}
     for name, m in (("1-way", None), ("model", model)):
-        records = initialize_records(plan, tables, n, np.random.default_rng(1), model=m)
+        records = initialize_records(structure, tables, n, np.random.default_rng(1), model=m)
         assert records.shape == (n, 4) and records.flags.f_contiguous
         start[name] = sum(l1_errors(records, domain, tables, keys).values())
     assert start["model"] < 0.1 * start["1-way"]
@@ -131,14 +131,14 @@ def test_a_model_start_stops_iterating_once_an_iteration_gains_little():
     domain, keys, model = chain_model()
     targets = {k: model.marginal(k) for k in keys}
     n = 20_000
-    plan = plan_gum(domain, targets)
-    tables = prepare_targets(plan, targets, n)
+    structure = gum_structure(domain, targets)
+    tables = prepare_targets(structure, targets, n)
     cfg = GumConfig(iterations=40, append_attributes=False)
     histories = {}
     for name, gum in (("stopping", cfg.for_model_start()), ("every", replace(cfg.for_model_start(), min_gain=0.0))):
-        records = initialize_records(plan, tables, n, np.random.default_rng(2), model=model)
-        histories[name] = run_gum(records, plan, tables, gum, np.random.default_rng(3))
-    assert len(plan.components) == 1 and {len(h) for h in histories["every"].values()} == {41}
+        records = initialize_records(structure, tables, n, np.random.default_rng(2), model=model)
+        histories[name] = run_gum(records, structure, tables, gum, np.random.default_rng(3))
+    assert len(structure.components) == 1 and {len(h) for h in histories["every"].values()} == {41}
     stopping = np.max(list(histories["stopping"].values()), axis=0)
     assert 2 <= len(stopping) < 41
     assert stopping[-2] - stopping[-1] < cfg.model_min_gain * stopping[-2]

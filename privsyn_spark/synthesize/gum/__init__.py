@@ -1,1 +1,1 @@
-"""The GUM kernel (PrivSyn Section 5): plan, record updates, the run loop (see docs/architecture.md)."""
+"""The GUM kernel (PrivSyn Section 5): structure, record updates, the run loop (see docs/architecture.md)."""

@@ -11,7 +11,7 @@ from math import prod
 import numpy as np
 
 from privsyn_spark.synthesize.gum.marginal_set import cell_index
-from privsyn_spark.synthesize.gum.plan import AppendGroup, GumPlan, Key
+from privsyn_spark.synthesize.gum.plan import AppendGroup, GumStructure, Key
 from privsyn_spark.synthesize.gum.rounding import round_rows
 from privsyn_spark.synthesize.gum.update import stable_argsort
 
@@ -29,7 +29,7 @@ def append_conditional(table: np.ndarray, group: AppendGroup) -> np.ndarray:
     return np.where(rows > 0, cond / np.where(rows > 0, rows, 1.0), fallback / fallback.sum())
 
 
-def append_attributes(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray],
+def append_attributes(records: np.ndarray, structure: GumStructure, tables: Mapping[Key, np.ndarray],
                       rng: np.random.Generator,
                       counts_for: Callable[[AppendGroup, np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
     """Attribute appending (PrivSyn Section 5.3), in place: fill each append group conditionally on its core.
@@ -39,9 +39,9 @@ def append_attributes(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, n
     cond, have)``, when given, supplies those ``(core cells, appended cells)`` counts instead (rows summing
     to ``have``, the records per core cell): the sharded driver's exact split of the union's counts.
     """
-    domain = plan.domain
+    domain = structure.domain
     n = records.shape[0]
-    for comp in plan.components:
+    for comp in structure.components:
         for g in comp.appends:
             cond = append_conditional(tables[g.marginal], g)
             core_cells = cond.shape[0]

@@ -35,7 +35,7 @@ the error non-increasing, which the sharded reconciliation relies on.
 
 Everything is vectorised (cell index, bincount, radix argsort, ``np.repeat``); Python loops run over
 iterations, components and marginals only, never over records or cells. The entry point is
-:func:`synthesize`; the pieces (:func:`plan_gum`, :func:`prepare_targets`, :func:`initialize_records`,
+:func:`synthesize`; the pieces (:func:`gum_structure`, :func:`prepare_targets`, :func:`initialize_records`,
 :func:`run_gum`, :func:`append_attributes`) are public so the Spark-sharded driver can run rounds of
 local iterations toward changing local targets.
 """
@@ -58,10 +58,10 @@ from privsyn_spark.synthesize.gum.plan import (
     AppendGroup,
     Component,
     GumConfig,
-    GumPlan,
+    GumStructure,
     Key,
+    gum_structure,
     marginalize,
-    plan_gum,
     prepare_targets,
     scale_targets,
 )
@@ -79,13 +79,13 @@ from privsyn_spark.synthesize.gum.update import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AppendGroup", "Component", "GumConfig", "GumPlan", "GumResult", "Key", "MarginalSet", "UpdateStats",
-           "append_attributes", "append_conditional", "cell_index", "codes_dtype", "initialize_records", "l1_errors",
-           "marginal_counts", "marginalize", "plan_gum", "prepare_targets", "run_gum", "scale_targets", "synthesize",
-           "update_marginal"]
+__all__ = ["AppendGroup", "Component", "GumConfig", "GumResult", "GumStructure", "Key", "MarginalSet", "UpdateStats",
+           "append_attributes", "append_conditional", "cell_index", "codes_dtype", "gum_structure",
+           "initialize_records", "l1_errors", "marginal_counts", "marginalize", "prepare_targets", "run_gum",
+           "scale_targets", "synthesize", "update_marginal"]
 
 
-def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray], config: GumConfig,
+def run_gum(records: np.ndarray, structure: GumStructure, tables: Mapping[Key, np.ndarray], config: GumConfig,
             rng: np.random.Generator, start_iteration: int = 0,
             iterations: int | None = None) -> dict[Key, np.ndarray]:
     """Run GUM iterations in place on every component; returns the L1 history of each tracked target.
@@ -94,11 +94,11 @@ def run_gum(records: np.ndarray, plan: GumPlan, tables: Mapping[Key, np.ndarray]
     has one entry before the first iteration and one after each iteration run (empty arrays when
     ``config.track_errors`` is off). Tables must be scaled to ``len(records)``.
     """
-    domain = plan.domain
+    domain = structure.domain
     n = records.shape[0]
     iterations = config.iterations if iterations is None else iterations
-    history: dict[Key, list[float]] = {k: [] for k in plan.tracked_targets}
-    for comp in plan.components:
+    history: dict[Key, list[float]] = {k: [] for k in structure.tracked_targets}
+    for comp in structure.components:
         if not comp.tracked_targets:
             continue
         comp_cols = [domain.attrs.index(a) for a in comp.attrs]  # Duplicate/shuffle never touch other components
@@ -149,7 +149,7 @@ class GumResult:
 
     records: np.ndarray
     """``(n, d)`` codes, columns in the domain's attribute order."""
-    plan: GumPlan
+    structure: GumStructure
     errors: dict[Key, np.ndarray]
     """L1 history per tracked target: before the first iteration, then after each iteration."""
     final_errors: dict[Key, float] = field(default_factory=dict)
@@ -171,13 +171,13 @@ def synthesize(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n:
     if rng is None:
         raise ValueError("synthesize: pass an explicit rng (np.random.default_rng(seed))")
     config = config or GumConfig()
-    plan = plan_gum(domain, targets.keys(), config)
-    tables = prepare_targets(plan, targets, n)
-    records = initialize_records(plan, tables, n, rng, model=model)
+    structure = gum_structure(domain, targets.keys(), config)
+    tables = prepare_targets(structure, targets, n)
+    records = initialize_records(structure, tables, n, rng, model=model)
     if model is not None:
         config = config.for_model_start()
-    errors = run_gum(records, plan, tables, config, rng)
-    append_attributes(records, plan, tables, rng)
-    final = l1_errors(records, domain, tables, plan.targets)
+    errors = run_gum(records, structure, tables, config, rng)
+    append_attributes(records, structure, tables, rng)
+    final = l1_errors(records, domain, tables, structure.targets)
     log.info("GUM: %d records, worst final L1/n %.4f", n, max(final.values(), default=0.0) / max(n, 1))
-    return GumResult(records, plan, errors, final)
+    return GumResult(records, structure, errors, final)

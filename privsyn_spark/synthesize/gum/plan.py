@@ -1,4 +1,4 @@
-"""GUM's configuration and plan: which targets are updated, appended or joined, and the targets scaled.
+"""GUM's configuration and structure: which targets are updated, appended or joined, and the targets scaled.
 
 Part of PrivSyn's GUM (Section 5.3); the update step is in :mod:`~privsyn_spark.synthesize.gum.update`, the loop
 in :mod:`~privsyn_spark.synthesize.gum.kernel`.
@@ -151,7 +151,7 @@ class GumConfig:
         return self.duplicate_max - (self.duplicate_max - self.duplicate_min) * bad
 
 
-# ----------------------------------------------------------------------------------------------- plan
+# ----------------------------------------------------------------------------------------------- structure
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ class Component:
 
 
 @dataclass(frozen=True)
-class GumPlan:
+class GumStructure:
     """How a set of target marginals is synthesised: components, updated marginals, appended attributes."""
 
     domain: Domain
@@ -206,12 +206,12 @@ class GumPlan:
         return tuple(dict.fromkeys(keys))
 
 
-def plan_gum(domain: Domain, marginals: Iterable[Iterable[str]], config: GumConfig | None = None) -> GumPlan:
+def gum_structure(domain: Domain, marginals: Iterable[Iterable[str]], config: GumConfig | None = None) -> GumStructure:
     """Plan attribute appending and separate-and-join (PrivSyn Section 5.3) for the given marginals."""
     config = config or GumConfig()
     keys = list(dict.fromkeys(domain.canonical(m) for m in marginals))
     if any(len(k) == 0 for k in keys):
-        raise ValueError("plan_gum: empty marginal")
+        raise ValueError("gum_structure: empty marginal")
     sets = [frozenset(k) for k in keys]
     maximal = [k for k, s in zip(keys, sets) if not any(s < o for o in sets)]
     multi = [k for k in maximal if len(k) >= 2]
@@ -255,10 +255,10 @@ def plan_gum(domain: Domain, marginals: Iterable[Iterable[str]], config: GumConf
         tsets = [frozenset(k) for k in tracked]
         update = [k for k, s in zip(tracked, tsets) if not any(s < o for o in tsets)]
         components.append(Component(tuple(attrs), gum_attrs, tuple(update), tuple(tracked), tuple(appends)))
-    plan = GumPlan(domain, tuple(keys), tuple(components))
-    log.debug("GUM plan: %d components, %d updated marginals, %d appended attributes", len(components),
-              len(plan.update_targets), sum(len(g.attrs) for c in components for g in c.appends))
-    return plan
+    structure = GumStructure(domain, tuple(keys), tuple(components))
+    log.debug("GUM structure: %d components, %d updated marginals, %d appended attributes", len(components),
+              len(structure.update_targets), sum(len(g.attrs) for c in components for g in c.appends))
+    return structure
 
 
 # -------------------------------------------------------------------------------------------- targets
@@ -289,10 +289,11 @@ def scale_targets(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray],
     return out
 
 
-def prepare_targets(plan: GumPlan, targets: Mapping[tuple[str, ...], np.ndarray], n: int) -> dict[Key, np.ndarray]:
-    """Scale targets to ``n`` and add the tables the plan needs (1-way tables, append cores) by projection."""
-    scaled = scale_targets(plan.domain, targets, n)
-    for key in plan.required_tables:
+def prepare_targets(structure: GumStructure, targets: Mapping[tuple[str, ...], np.ndarray],
+                    n: int) -> dict[Key, np.ndarray]:
+    """Scale targets to ``n`` and add the tables the structure needs (1-way tables, append cores) by projection."""
+    scaled = scale_targets(structure.domain, targets, n)
+    for key in structure.required_tables:
         if key not in scaled:
             sources = [k for k in scaled if set(key) <= set(k)]
             source = min(sources, key=lambda k: scaled[k].size)  # the smallest table holding ``key``

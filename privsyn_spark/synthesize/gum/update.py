@@ -17,7 +17,7 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.best_cell import best_cell_moves
 from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
-from privsyn_spark.synthesize.gum.plan import GumConfig, GumPlan, Key
+from privsyn_spark.synthesize.gum.plan import GumConfig, GumStructure, Key
 from privsyn_spark.synthesize.gum.rounding import round_total, stochastic_round
 
 log = logging.getLogger(__name__)
@@ -101,21 +101,21 @@ def redraw_ruled_out(records: np.ndarray, attrs: Sequence[str], tables: Mapping[
     return records
 
 
-def initialize_records(plan: GumPlan, tables: Mapping[Key, np.ndarray], n: int,
+def initialize_records(structure: GumStructure, tables: Mapping[Key, np.ndarray], n: int,
                        rng: np.random.Generator, model: Any = None, chunk: int = 1 << 18) -> np.ndarray:
     """``(n, d)`` codes (Fortran order), shuffled: independent 1-way draws, or records sampled from ``model``.
 
     Without ``model``, every attribute follows its 1-way table exactly (PrivSyn's start). With a fitted
-    graphical model (:class:`~privsyn_spark.estimate.model.GraphicalModel` over the plan's domain),
+    graphical model (:class:`~privsyn_spark.estimate.model.GraphicalModel` over the structure's domain),
     records are drawn from it (exact tree sampling, ``chunk`` records at a time), already close to every
     target the model was fitted to; a sampled code the targets rule out (a zeroed or absent value) is
     redrawn from its attribute's target 1-way shares.
     """
-    domain = plan.domain
+    domain = structure.domain
     records = np.empty((n, len(domain)), dtype=codes_dtype(domain), order="F")
     if model is not None:
         if tuple(model.domain.attrs) != tuple(domain.attrs):
-            raise ValueError("initialize_records: the model's domain is not the plan's")
+            raise ValueError("initialize_records: the model's domain is not the structure's")
         for lo in range(0, n, chunk):
             records[lo: lo + chunk] = model.sample(min(chunk, n - lo), rng)
         return redraw_ruled_out(records, domain.attrs, tables, rng)  # GUM never has to remove them

@@ -77,9 +77,9 @@ def init_shard(ctx: ShardContext, shard: int) -> tuple[np.ndarray, np.ndarray]:
     total = float(sum(ctx.sizes))
     tables = {k: v * (n / total) for k, v in ctx.layout.unpack(ctx.targets).items()}
     rng = generator(ctx.seed, Stage.GUM_INIT, shard, 0)
-    records = initialize_records(ctx.plan, tables, n, rng, model=ctx.model)
+    records = initialize_records(ctx.structure, tables, n, rng, model=ctx.model)
     k = ctx.sharding.iterations_per_round
-    run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=0, iterations=k)
+    run_gum(records, ctx.structure, tables, ctx.gum, rng, start_iteration=0, iterations=k)
     return records, layout_counts(ctx.layout, records)
 
 
@@ -92,7 +92,7 @@ def round_shard(ctx: ShardContext, shard: int, round_: int, records: np.ndarray,
     tables = ctx.layout.unpack(local)
     k = ctx.sharding.iterations_per_round
     rng = generator(ctx.seed, Stage.GUM_ROUND, shard, round_)
-    run_gum(records, ctx.plan, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
+    run_gum(records, ctx.structure, tables, ctx.gum, rng, start_iteration=round_ * k, iterations=k)
     return records, layout_counts(ctx.layout, records)
 
 
@@ -101,14 +101,14 @@ def turn_shard(ctx: ShardContext, shard: int, step: Step, records: np.ndarray, c
     """A shard's Gauss-Seidel turn: the whole deficit, kept only if the union's error does not grow."""
     rng = generator(ctx.seed, Stage.GUM_TURN, shard, step.round)
     gum = replace(ctx.gum, best_cell_pairs=ctx.sharding.sweep_best_cell_pairs)
-    return whole_deficit_turn(records, counts, deficit, ctx.plan, ctx.layout, gum, rng, step,
+    return whole_deficit_turn(records, counts, deficit, ctx.structure, ctx.layout, gum, rng, step,
                               tracked_mask(ctx.layout, ctx.tracked))
 
 
 def split_appended(ctx: ShardContext, cores: Sequence[np.ndarray]) -> dict[AppendGroup, GroupSplit]:
     """The driver's exact split of appended counts, from every shard's counts at the append cores."""
-    have = core_counts(ctx.plan, ctx.layout, ctx.sizes, cores)
-    return append_split(ctx.plan, ctx.layout.unpack(ctx.targets), have,
+    have = core_counts(ctx.structure, ctx.layout, ctx.sizes, cores)
+    return append_split(ctx.structure, ctx.layout.unpack(ctx.targets), have,
                         generator(ctx.seed, Stage.GUM_APPEND_SPLIT, 0, 0))
 
 
@@ -116,7 +116,7 @@ def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
                  split: Mapping[AppendGroup, GroupSplit]) -> tuple[np.ndarray, np.ndarray]:
     """Attach a shard's appended attributes: its part of the exact split of the union's counts."""
     rng = generator(ctx.seed, Stage.GUM_APPEND, shard, 0)
-    append_attributes(records, ctx.plan, ctx.layout.unpack(ctx.targets), rng,
+    append_attributes(records, ctx.structure, ctx.layout.unpack(ctx.targets), rng,
                       counts_for=lambda g, cond, have: split[g].counts(cond, have, shard))
     return records, layout_counts(ctx.layout, records)
 
@@ -199,8 +199,8 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
             rec, c = state[step.shard]
             state[step.shard] = turn_shard(ctx, step.shard, step, rec, c.astype(np.float64), deficit)
         done = run._record(_summed_counts(state), started)
-    split = split_appended(ctx, [c[core_cells(ctx.plan, ctx.layout)] for _, c in state])
+    split = split_appended(ctx, [c[core_cells(ctx.structure, ctx.layout)] for _, c in state])
     state = [append_shard(ctx, j, rec, split) for j, (rec, _) in enumerate(state)]
-    run.final_errors = union_errors(ctx, _summed_counts(state), ctx.plan.targets)
+    run.final_errors = union_errors(ctx, _summed_counts(state), ctx.structure.targets)
     return np.concatenate([rec for rec, _ in state]), run
 

@@ -1,5 +1,5 @@
 """Sharded GUM's settings and run context: :class:`ShardingConfig`, the shard count and sizes, and the
-:class:`ShardContext` every shard task gets (broadcast once per run), planned by :func:`make_context`.
+:class:`ShardContext` every shard task gets (broadcast once per run), built by :func:`make_context`.
 
 The round steps that use them are in :mod:`~privsyn_spark.synthesize.sharded.algorithm`.
 """
@@ -15,7 +15,7 @@ import numpy as np
 from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
-from privsyn_spark.synthesize.gum.kernel import GumConfig, GumPlan, Key, plan_gum, prepare_targets
+from privsyn_spark.synthesize.gum.kernel import GumConfig, GumStructure, Key, gum_structure, prepare_targets
 from privsyn_spark.synthesize.sharded.reconcile import Step, schedule
 
 MIN_SHARD_SIZE = 100_000
@@ -119,7 +119,7 @@ def shard_sizes(n: int, shard_rows: int, parallelism: int = 1, min_shard_size: i
 class ShardContext:
     """Everything a shard task needs (broadcast once per run)."""
 
-    plan: GumPlan
+    structure: GumStructure
     layout: CountLayout
     targets: np.ndarray
     """Global target tables scaled to n, packed with ``layout``."""
@@ -135,23 +135,24 @@ class ShardContext:
 
     @property
     def tracked(self) -> tuple[Key, ...]:
-        return self.plan.tracked_targets
+        return self.structure.tracked_targets
 
 
 def make_context(domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int, seed: int,
                  sharding: ShardingConfig = ShardingConfig(), gum: GumConfig = GumConfig(), model: object = None,
                  parallelism: int = 1) -> ShardContext:
-    """Plan the run: GUM plan, packed global targets scaled to ``n``, shard sizes (``model``: see ShardContext).
+    """The run's context: GUM structure, packed global targets scaled to ``n``, shard sizes (``model``: see
+    ShardContext).
 
     With a model, the context runs :meth:`ShardingConfig.for_model_start`'s schedule.
     ``parallelism``: the Spark session's default parallelism (:func:`shard_count`).
     """
     if model is not None:
         sharding = sharding.for_model_start()
-    plan = plan_gum(domain, targets.keys(), gum)
-    tables = prepare_targets(plan, targets, n)
-    layout = CountLayout(domain, list(plan.required_tables) + list(plan.targets))
+    structure = gum_structure(domain, targets.keys(), gum)
+    tables = prepare_targets(structure, targets, n)
+    layout = CountLayout(domain, list(structure.required_tables) + list(structure.targets))
     sizes = shard_sizes(n, sharding.shard_rows, parallelism, sharding.min_shard_size)
     in_round = replace(gum, track_errors=False)
-    return ShardContext(plan, layout, layout.pack(tables), tuple(sizes), int(seed), sharding,
+    return ShardContext(structure, layout, layout.pack(tables), tuple(sizes), int(seed), sharding,
                         in_round if model is None else in_round.for_model_start(), model)

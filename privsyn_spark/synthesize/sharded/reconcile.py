@@ -30,7 +30,7 @@ from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
     GumConfig,
-    GumPlan,
+    GumStructure,
     append_conditional,
     marginal_counts,
     run_gum,
@@ -104,7 +104,7 @@ def tracked_mask(layout: CountLayout, keys: Sequence[tuple[str, ...]]) -> np.nda
     return mask
 
 
-def whole_deficit_turn(records: np.ndarray, counts: np.ndarray, deficit: np.ndarray, plan: GumPlan,
+def whole_deficit_turn(records: np.ndarray, counts: np.ndarray, deficit: np.ndarray, structure: GumStructure,
                        layout: CountLayout, config: GumConfig, rng: np.random.Generator, step: Step,
                        judged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A Gauss-Seidel turn of one shard: its local target is its own counts plus the whole deficit.
@@ -118,9 +118,9 @@ def whole_deficit_turn(records: np.ndarray, counts: np.ndarray, deficit: np.ndar
     work = records.copy(order="F")
     plain = replace(config, track_errors=False, improving_only_after=None)
     if step.free:
-        run_gum(work, plan, tables, plain, rng, start_iteration=step.start, iterations=step.free)
+        run_gum(work, structure, tables, plain, rng, start_iteration=step.start, iterations=step.free)
     if step.settle:
-        run_gum(work, plan, tables, replace(plain, improving_only_after=0), rng,
+        run_gum(work, structure, tables, replace(plain, improving_only_after=0), rng,
                 start_iteration=step.start + step.free, iterations=step.settle)
     new = layout_counts(layout, work)
     before = np.abs(deficit[judged]).sum()
@@ -154,20 +154,20 @@ class GroupSplit:
         return (floors + out).astype(np.int64)
 
 
-def core_cells(plan: GumPlan, layout: CountLayout) -> np.ndarray:
+def core_cells(structure: GumStructure, layout: CountLayout) -> np.ndarray:
     """Flat layout positions of every append group's core table (what the driver collects from each shard)."""
     spans = [np.arange(layout.offsets[g.core], layout.offsets[g.core] + layout.domain.cells(g.core))
-             for comp in plan.components for g in comp.appends if g.core]
+             for comp in structure.components for g in comp.appends if g.core]
     return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
 
 
-def core_counts(plan: GumPlan, layout: CountLayout, sizes: Sequence[int],
+def core_counts(structure: GumStructure, layout: CountLayout, sizes: Sequence[int],
                 cores: Sequence[np.ndarray]) -> dict[AppendGroup, np.ndarray]:
     """``(shards, core cells)`` records per core cell of every append group, from each shard's counts at
     :func:`core_cells` (an empty core has one cell: the shard's size)."""
     rows = np.stack([np.asarray(c, dtype=np.int64) for c in cores])
     have, pos = {}, 0
-    for g in (g for comp in plan.components for g in comp.appends):
+    for g in (g for comp in structure.components for g in comp.appends):
         if g.core:
             cells = layout.domain.cells(g.core)
             have[g], pos = rows[:, pos: pos + cells], pos + cells
@@ -176,8 +176,8 @@ def core_counts(plan: GumPlan, layout: CountLayout, sizes: Sequence[int],
     return have
 
 
-def append_split(plan: GumPlan, tables: Mapping[tuple[str, ...], np.ndarray], have: Mapping[AppendGroup, np.ndarray],
-                 rng: np.random.Generator) -> dict[AppendGroup, GroupSplit]:
+def append_split(structure: GumStructure, tables: Mapping[tuple[str, ...], np.ndarray],
+                 have: Mapping[AppendGroup, np.ndarray], rng: np.random.Generator) -> dict[AppendGroup, GroupSplit]:
     """The driver's exact split of appended counts: shard ``j`` gets ``floor(cond * have_j)`` plus a slice.
 
     ``have[group]`` is the ``(shards, core cells)`` matrix of records per core cell in every shard. The
@@ -188,7 +188,7 @@ def append_split(plan: GumPlan, tables: Mapping[tuple[str, ...], np.ndarray], ha
     Costs shards x core cells x appended cells per group, on the driver, whatever the number of records.
     """
     out = {}
-    for comp in plan.components:
+    for comp in structure.components:
         for g in comp.appends:
             cond = append_conditional(tables[g.marginal], g)
             h = np.asarray(have[g], dtype=np.int64)

@@ -58,8 +58,8 @@ def _pack_state(pa: Any, rows: list[tuple[int, np.ndarray, np.ndarray]]) -> Any:
 
 
 def _unpack_state(ctx: ShardContext, batch: Any) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    d = len(ctx.plan.domain)
-    dtype = codes_dtype(ctx.plan.domain)
+    d = len(ctx.structure.domain)
+    dtype = codes_dtype(ctx.structure.domain)
     ids, sizes = batch.column("shard_id").to_pylist(), batch.column("n").to_pylist()
     codes, counts = batch.column("codes"), batch.column("counts")
     for i, (shard, n) in enumerate(zip(ids, sizes)):
@@ -123,7 +123,7 @@ def _decode_fn(bc: Any, chunk: int = 1 << 16) -> Any:
         import pyarrow as pa
 
         ctx = bc.value
-        names = list(ctx.plan.domain.attrs)
+        names = list(ctx.structure.domain.attrs)
         for batch in batches:
             for _, records, _ in _unpack_state(ctx, batch):
                 for lo in range(0, records.shape[0], chunk):
@@ -196,7 +196,7 @@ def _cores_fn(cells: np.ndarray) -> Any:
 
 def _collect_cores(state: DataFrame, ctx: ShardContext) -> list[np.ndarray]:
     """Every shard's counts at the append cores, in shard order."""
-    cells = core_cells(ctx.plan, ctx.layout)
+    cells = core_cells(ctx.structure, ctx.layout)
     if cells.size == 0:
         return [cells] * len(ctx.sizes)
     rows = state.select("shard_id", "counts").mapInArrow(_cores_fn(cells), "shard_id int, cores binary").collect()
@@ -279,7 +279,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
 
     bc_split = share(spark, split_appended(ctx, _collect_cores(state, ctx)))
     state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
-    run.final_errors = union_errors(ctx, _sum_counts(state), ctx.plan.targets)
+    run.final_errors = union_errors(ctx, _sum_counts(state), ctx.structure.targets)
     run.records = state.mapInArrow(_decode_fn(bc), codes_schema(domain))
     log.info("sharded GUM done: %d rounds, worst final L1/n %.5f", run.rounds, run.max_relative_error())
     return run

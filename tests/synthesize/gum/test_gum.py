@@ -18,10 +18,10 @@ from privsyn_spark.synthesize.gum.kernel import (
     GumConfig,
     MarginalSet,
     append_attributes,
+    gum_structure,
     initialize_records,
     l1_errors,
     marginal_counts,
-    plan_gum,
     prepare_targets,
     run_gum,
     synthesize,
@@ -52,7 +52,7 @@ def test_adult_error_within_a_small_factor_of_what_the_kernel_reaches(marginals,
     for key, l1 in result.final_errors.items():
         assert l1 <= bar, (key, l1 / n)
     # the recorded history falls from the independent start to the final fit (it stops early on a perfect fit)
-    for key in result.plan.update_targets:
+    for key in result.structure.update_targets:
         hist = result.errors[key]
         assert 2 <= hist.shape[0] <= 41
         assert hist[-1] <= bar and hist[-1] < hist[0]
@@ -113,9 +113,9 @@ def test_no_python_loop_over_records():
 
 def test_initial_records_follow_one_way_targets():
     domain, _, targets = adult_targets(DENSE)
-    plan = plan_gum(domain, targets)
-    tables = prepare_targets(plan, targets, 30_001)
-    records = initialize_records(plan, tables, 30_001, np.random.default_rng(4))
+    structure = gum_structure(domain, targets)
+    tables = prepare_targets(structure, targets, 30_001)
+    records = initialize_records(structure, tables, 30_001, np.random.default_rng(4))
     assert records.shape == (30_001, len(domain))
     for a in domain.attrs:
         got = np.bincount(records[:, domain.attrs.index(a)], minlength=domain[a])
@@ -125,19 +125,19 @@ def test_initial_records_follow_one_way_targets():
 
 def test_plan_appends_single_marginal_attributes_and_separates_components():
     domain, _, targets = adult_targets(MARGINALS)
-    plan = plan_gum(domain, targets)
-    comps = {c.attrs: c for c in plan.components}
+    structure = gum_structure(domain, targets)
+    comps = {c.attrs: c for c in structure.components}
     assert ("race", "native-country") in comps  # separate component
     lone = comps[("race", "native-country")]
     assert lone.gum_attrs == () and lone.appends[0].core == ()
-    main = next(c for c in plan.components if "age" in c.attrs)
+    main = next(c for c in structure.components if "age" in c.attrs)
     appended = {a for g in main.appends for a in g.attrs}
     assert {"educational-num", "fnlwgt", "workclass", "marital-status", "hours-per-week"} <= appended
     assert appended.isdisjoint(main.gum_attrs)
     assert ("age", "relationship") in main.update_targets  # core of (age, marital-status, relationship)
     assert all(set(k) <= set(main.gum_attrs) for k in main.update_targets)
 
-    flat = plan_gum(domain, targets, GumConfig(append_attributes=False, separate_components=False))
+    flat = gum_structure(domain, targets, GumConfig(append_attributes=False, separate_components=False))
     assert len(flat.components) == 1 and flat.components[0].appends == ()
     assert set(flat.update_targets) == {domain.canonical(m) for m in MARGINALS}
 
@@ -145,16 +145,16 @@ def test_plan_appends_single_marginal_attributes_and_separates_components():
 def test_appended_attributes_match_their_marginal_given_the_core():
     domain, records, targets = adult_targets(MARGINALS)
     n = records.shape[0]
-    plan = plan_gum(domain, targets)
-    tables = prepare_targets(plan, targets, n)
+    structure = gum_structure(domain, targets)
+    tables = prepare_targets(structure, targets, n)
     # start from the real table with the appended columns scrambled: appending alone restores the marginals
     synth = np.asfortranarray(records.astype(np.uint8))
     rng = np.random.default_rng(5)
-    groups = [g for c in plan.components for g in c.appends]
+    groups = [g for c in structure.components for g in c.appends]
     for g in groups:
         for a in g.attrs:
             synth[:, domain.attrs.index(a)] = rng.permutation(synth[:, domain.attrs.index(a)])
-    append_attributes(synth, plan, tables, rng)
+    append_attributes(synth, structure, tables, rng)
     for g in groups:
         cells = domain.cells(g.core) if g.core else 1
         l1 = np.abs(marginal_counts(synth, domain, g.marginal) - tables[g.marginal]).sum()
@@ -221,13 +221,13 @@ def test_run_gum_resumes_for_rounds():
     """k iterations at a time (as the sharded driver does) follow alpha's schedule from start_iteration."""
     domain, _, targets = adult_targets(DENSE)
     cfg = GumConfig(iterations=10)
-    plan = plan_gum(domain, targets, cfg)
-    tables = prepare_targets(plan, targets, 10_000)
-    records = initialize_records(plan, tables, 10_000, np.random.default_rng(10))
+    structure = gum_structure(domain, targets, cfg)
+    tables = prepare_targets(structure, targets, 10_000)
+    records = initialize_records(structure, tables, 10_000, np.random.default_rng(10))
     rng = np.random.default_rng(11)
-    first = run_gum(records, plan, tables, cfg, rng, start_iteration=0, iterations=5)
-    second = run_gum(records, plan, tables, cfg, rng, start_iteration=5, iterations=5)
-    key = plan.update_targets[0]
+    first = run_gum(records, structure, tables, cfg, rng, start_iteration=0, iterations=5)
+    second = run_gum(records, structure, tables, cfg, rng, start_iteration=5, iterations=5)
+    key = structure.update_targets[0]
     assert first[key].shape == (6,) and second[key].shape == (6,)
     assert first[key][-1] == second[key][0] and second[key][-1] < first[key][0]
 

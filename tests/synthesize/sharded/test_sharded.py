@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from privsyn_spark.count_layout import CountLayout
-from privsyn_spark.synthesize.gum.kernel import GumConfig, append_conditional, marginal_counts, plan_gum
+from privsyn_spark.synthesize.gum.kernel import GumConfig, append_conditional, gum_structure, marginal_counts
 from privsyn_spark.synthesize.sharded.algorithm import (
     deficit_share,
     init_shard,
@@ -135,11 +135,11 @@ def test_a_turn_never_raises_the_union_error(exact):
 def test_appended_counts_split_exactly_over_shards():
     """Shards' appended counts sum to the union's conditional counts, each shard's rows to its own records."""
     domain, _, targets = adult_targets(MARGINALS)
-    plan = plan_gum(domain, targets)
-    groups = [g for comp in plan.components for g in comp.appends]
+    structure = gum_structure(domain, targets)
+    groups = [g for comp in structure.components for g in comp.appends]
     rng = np.random.default_rng(4)
     have = {g: rng.integers(0, 40, size=(5, append_conditional(targets[g.marginal], g).shape[0])) for g in groups}
-    split = append_split(plan, targets, have, np.random.default_rng(5))
+    split = append_split(structure, targets, have, np.random.default_rng(5))
     for g in groups:
         cond = append_conditional(targets[g.marginal], g)
         parts = [split[g].counts(cond, have[g][j], j) for j in range(5)]
@@ -224,7 +224,7 @@ def test_reconciliation_converges_on_exact_targets():
     totals = [sum(h.values()) for h in run.history]
     assert totals[-1] < totals[0] / 2  # rounds pull the union toward the global targets
     assert run.max_relative_error() < 0.02
-    for key in run.context.plan.targets:  # final_errors are the union's errors to the global targets
+    for key in run.context.structure.targets:  # final_errors are the union's errors to the global targets
         got = marginal_counts(records, domain, key)
         assert np.abs(got - targets[key]).sum() == pytest.approx(run.final_errors[key])
 
