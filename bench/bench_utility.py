@@ -3,8 +3,8 @@
 For each epsilon (delta = 1e-9) and seed, the whole production pipeline runs (``pipeline.run``:
 secure discrete Gaussian noise, DenseMarg selection, estimation, GUM sharded over Spark, decoding,
 Delta write) with a fresh run id in a temporary runs folder and ``RunConfig.evaluate=False``; the
-written synthetic table is then scored by ``evaluate()``, the same code the run report uses. Two
-baselines are scored by the same ``evaluate()`` call:
+written synthetic table is then scored by ``evaluation_metrics()``, the same code the run report uses. Two
+baselines are scored by the same ``evaluation_metrics()`` call:
 
 * ``independent``: every column drawn independently from the run's own noisy 1-way marginals on
   the merged domain (``Measurements.marginals`` of one attribute, negatives clipped to 0), as many
@@ -20,13 +20,13 @@ metrics (KS distance, shares of the declared spike values) are printed per numer
 Honest held-out evaluation. The Adult sample (48,842 rows) is first split with a seeded
 ``randomSplit`` (``--train-fraction`` 0.8, ``--split-seed``) and both parts are written to Parquet
 in the temporary folder. The pipeline's input is the training part only; the synthesizer never
-sees the held-out part. ``evaluate()`` always splits the ``real_df`` it is given into (rest,
+sees the held-out part. ``evaluation_metrics()`` always splits the ``real_df`` it is given into (rest,
 holdout) itself and tests the classifiers on that holdout, so we pass the **held-out part** as
 ``real_df`` (with ``test_fraction=0.5``): the ML test rows are then a half of the held-out part
 (~4,900 rows), which no synthesizer saw. ``accuracy_synthetic`` is the accuracy on those rows of
 a classifier trained on the table being scored; for the ``real`` row that table is the real
 training part, so its ``accuracy_synthetic`` is the train-on-real ceiling on the very same test
-rows. (``evaluate()``'s own ``accuracy_real``, trained on the other half of the held-out part, is
+rows. (``evaluation_metrics()``'s own ``accuracy_real``, trained on the other half of the held-out part, is
 not shown.) The majority class is the one of that other half. The evaluation seed (range queries
 and the holdout split) is the same for every row, so all rows answer the same 1,000 queries and
 are tested on the same rows.
@@ -35,7 +35,7 @@ Fidelity (TVD, range queries) is measured against the held-out part too, so ever
 generalisation number; it therefore includes the sampling distance between two real samples,
 which the ``real`` row shows (the floor). With ``--fidelity-vs-train`` (default on) the fidelity
 metrics are also measured against the training part (the table the synthesizer was made from,
-as in the PrivSyn paper's evaluation), via a second ``evaluate()`` call without a label (the
+as in the PrivSyn paper's evaluation), via a second ``evaluation_metrics()`` call without a label (the
 ``real`` row is 0 there by definition). The per-run table also says where GUM's targets came from
 (``pgm``: Private-PGM; otherwise PrivSyn's consistency fallback, e.g. when the junction tree is
 too large).
@@ -64,7 +64,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privsyn_spark.evaluate.evaluation import evaluate
+from privsyn_spark.evaluate.evaluation import evaluation_metrics
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_table import read_table
@@ -77,7 +77,7 @@ ADULT = SAMPLE / "adult.csv.gz"
 ADULT_SCHEMA = SAMPLE / "adult.schema.yaml"
 LABEL = "income"
 EVAL_SEED = 0  # one evaluation seed for every row: same queries, same test rows
-ML_TEST_FRACTION = 0.5  # share of the held-out part evaluate() tests the classifiers on
+ML_TEST_FRACTION = 0.5  # share of the held-out part evaluation_metrics() tests the classifiers on
 
 log = logging.getLogger("bench_utility")
 
@@ -110,8 +110,8 @@ def independent_table(spark, measurements: Measurements, schema: Schema, seed: i
 
 
 def scores(spark, heldout, train, table, schema: Schema, vs_train: bool) -> dict:
-    """The benchmark's numbers for one table, from evaluate() against the held-out part (and the training part)."""
-    metrics = evaluate(spark, heldout, table, schema, label=LABEL, seed=EVAL_SEED, test_fraction=ML_TEST_FRACTION)
+    """The benchmark's numbers for one table, from evaluation_metrics() against the held-out part (and the training part)."""
+    metrics = evaluation_metrics(spark, heldout, table, schema, label=LABEL, seed=EVAL_SEED, test_fraction=ML_TEST_FRACTION)
     ml = metrics["ml_efficacy"]
     values = metrics["values"]
     out = {"tvd2": metrics["tvd"]["tvd_2way_mean"], "tvd1": metrics["tvd"]["tvd_1way_mean"],
@@ -120,7 +120,7 @@ def scores(spark, heldout, train, table, schema: Schema, vs_train: bool) -> dict
            "rows": metrics["rows"], "ks": statistics.mean(v["ks"] for v in values.values()) if values else 0.0,
            "values": values, "not_in_input": len(metrics["values_not_in_input"])}
     if vs_train:
-        own = evaluate(spark, train, table, schema, label=None, seed=EVAL_SEED)
+        own = evaluation_metrics(spark, train, table, schema, label=None, seed=EVAL_SEED)
         out.update(tvd2_train=own["tvd"]["tvd_2way_mean"], range_train=own["range_queries"]["mean_abs_error"])
     return out
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from privsyn_spark.evaluate.evaluation import evaluate as evaluate_tables
+from privsyn_spark.evaluate.evaluation import evaluation_metrics
 from privsyn_spark.evaluate.report import render_html
 from privsyn_spark.evaluate.run_report import build_report
 from privsyn_spark.evaluate.verdict import verdict as make_verdict
@@ -68,7 +68,7 @@ def evaluate(real: Frame | InputCodes, synthetic: Frame, schema: Schema | str, l
     synthetic = _spark_frame(synthetic)
     if isinstance(real, InputCodes):  # counts from the run's codes; numeric values' metrics read the raw table
         raw = real.rows()  # bounded to K rows per id like the counts (the source itself for a row unit)
-        return Report(evaluate_tables(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
+        return Report(evaluation_metrics(real.spark, real.encoded(), synthetic, schema, label=label, seed=seed,
                                       real_values=raw), model)
     real = _spark_frame(real)
-    return Report(evaluate_tables(real.sparkSession, real, synthetic, schema, label=label, seed=seed), model)
+    return Report(evaluation_metrics(real.sparkSession, real, synthetic, schema, label=label, seed=seed), model)

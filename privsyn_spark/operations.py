@@ -44,7 +44,7 @@ from privsyn_spark.measure.draft_schema import (
 from privsyn_spark.measure.engine import check_first_pass
 from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.bound_choice import implausible_bound
-from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.progress import summary
 from privsyn_spark.resample import SampleConfig, run_sample
@@ -168,7 +168,7 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
     ids = tuple(privacy_id)
     if ids:  # a missing id column or a K of noise only: refused before the draft's budget is reserved
         check_id_columns(PrivacyUnit(ids), list(df.columns), ())
-        rho = DiscoveryBudget.from_eps_delta(epsilon, delta).rho
+        rho = DraftBudget.from_eps_delta(epsilon, delta).rho
         refusal = max_rows_per_id and implausible_bound(max_rows_per_id, rho)
         if refusal:
             raise UsageError(refusal)

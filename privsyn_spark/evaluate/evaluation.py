@@ -66,10 +66,10 @@ def values_not_in_input(schema: Schema, real: CountingPass, synthetic: CountingP
     return out
 
 
-def evaluate(spark: SparkSession, real_df: Any, synthetic_df: DataFrame, schema: Schema,
-             label: str | None = None, seed: int = 0,
-             n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
-             worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values: Any = None) -> dict:
+def evaluation_metrics(spark: SparkSession, real_df: Any, synthetic_df: DataFrame, schema: Schema,
+                       label: str | None = None, seed: int = 0,
+                       n_queries: int = 1000, test_fraction: float = 0.2, max_cells: int = DEFAULT_MAX_CELLS,
+                       worst: int = 10, smoke_tolerance: float = DEFAULT_TOLERANCE, real_values: Any = None) -> dict:
     """All metrics of ``synthetic_df`` against ``real_df`` (both raw tables of ``schema``), as a JSON-ready dict.
 
     ``real_df`` may also be the real table already encoded (e.g. the run's persisted input codes);

@@ -29,7 +29,7 @@ from privsyn_spark.measure.draft_numeric import draft_numeric_columns
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.type_test import TYPE_CANDIDATES, TYPE_TEST_SHARE, release_type
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -227,7 +227,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     unknown = sorted(set(bounds) - set(df.columns))
     if unknown:
         raise SchemaError(f"--bounds names columns the table lacks: {unknown}")
-    budget = dp.DiscoveryBudget.from_eps_delta(epsilon, delta)
+    budget = dp.DraftBudget.from_eps_delta(epsilon, delta)
     sampler = sampler or SecureDiscreteGaussian()
     accountant = Accountant(budget.rho, delta=budget.delta - budget.delta_selection)  # its zCDP share of delta
     notes: list[str] = []
@@ -308,7 +308,7 @@ def reserve_draft_budget(spark: SparkSession, ledger: str, dataset_id: str, run_
     The one place the draft touches the ledger: its zCDP rho and its partition selections' delta
     (``extra_delta``), both composed into the dataset's guarantee (:mod:`privsyn_spark.budget.ledger_state`).
     """
-    budget = DiscoveryBudget.from_eps_delta(epsilon, delta)
+    budget = DraftBudget.from_eps_delta(epsilon, delta)
     fingerprint = {"step": INFER_STEP, "epsilon": float(epsilon), "delta": float(delta)}
     unit = PrivacyUnit(tuple(privacy_id), max_rows_per_id or 1) if privacy_id else PrivacyUnit()
     held = reserve(spark, ledger, dataset_id, run_id, rho=budget.rho, epsilon=epsilon, delta=delta,

@@ -59,8 +59,8 @@ NUMERIC_SPLIT = (0.3, 0.2, 0.15, 0.2, 0.15)
 
 
 @dataclass(frozen=True)
-class DiscoveryBudget:
-    """(epsilon, delta) of a discovery split into the rho of its Gaussian releases and the delta
+class DraftBudget:
+    """(epsilon, delta) of a private schema draft split into the rho of its Gaussian releases and the delta
     of its partition selections: rho-zCDP at ``delta - delta_selection`` (CKS20 Cor. 13) plus
     ``delta_selection``, which gives (epsilon, delta)-DP by composition."""
 
@@ -70,7 +70,7 @@ class DiscoveryBudget:
     delta_selection: float
 
     @classmethod
-    def from_eps_delta(cls, epsilon: float, delta: float, selection_share: float = 0.5) -> "DiscoveryBudget":
+    def from_eps_delta(cls, epsilon: float, delta: float, selection_share: float = 0.5) -> "DraftBudget":
         """Half of delta to the partition selections (their thresholds), the rest to the zCDP conversion."""
         delta_selection = delta * selection_share
         return cls(float(epsilon), float(delta), rho_from_eps_delta(epsilon, delta - delta_selection),

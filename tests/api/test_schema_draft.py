@@ -15,7 +15,7 @@ from privsyn_spark.budget.ledger import dataset_state, set_budget
 from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.draft_schema import INFER_STEP
-from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.discovery import DraftBudget
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_the_api_draft_is_the_cli_draft_charged_to_the_same_ledger(spark, tmp_pa
     assert draft.schema.names == tuple(c["name"] for c in cli_doc["columns"] if c["type"] != "drop")
     assert draft.record()["epsilon"] == cli_doc["draft"]["epsilon"] == 1.0
 
-    rho = DiscoveryBudget.from_eps_delta(1.0, 1e-9).rho
+    rho = DraftBudget.from_eps_delta(1.0, 1e-9).rho
     state = dataset_state(spark, ledger, "people")
     assert [(r.run_id, r.fingerprint["step"]) for r in state.reservations] == [("cli-draft", INFER_STEP),
                                                                               ("api-draft", INFER_STEP)]

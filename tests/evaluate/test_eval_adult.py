@@ -1,10 +1,10 @@
-"""evaluate() end to end on the Adult sample with the real table as 'synthetic', and its report."""
+"""evaluation_metrics() end to end on the Adult sample with the real table as 'synthetic', and its report."""
 
 from __future__ import annotations
 
 import pytest
 
-from privsyn_spark.evaluate import evaluate, write_report
+from privsyn_spark.evaluate import evaluation_metrics, write_report
 from privsyn_spark.schema.schema import load_schema
 
 from .report_check import check_report
@@ -17,7 +17,7 @@ SCHEMA = "privsyn_spark/sample/adult.schema.yaml"
 def metrics(spark):
     schema = load_schema(SCHEMA)
     df = spark.read.csv(ADULT, header=True, inferSchema=True)
-    return evaluate(spark, df, df, schema, label="income", seed=0)
+    return evaluation_metrics(spark, df, df, schema, label="income", seed=0)
 
 
 @pytest.mark.slow

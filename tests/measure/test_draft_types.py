@@ -12,7 +12,7 @@ from privsyn_spark.budget.ledger import dataset_state, set_budget
 from privsyn_spark.cli import main
 from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.privacy.accounting import Accountant
-from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.type_test import TYPE_CANDIDATES, TYPE_TEST_SHARE, release_type
 from privsyn_spark.schema import discovery as counts
@@ -50,7 +50,7 @@ def test_counts_are_exact_and_twenty_drafts_at_epsilon_1_find_every_type(spark, 
     assert exact["d"].tolist()[0] == N and exact["d"][4] == 0 and exact["d"][5] == 0
     assert exact["t"][4] == N and exact["t"][5] == 0  # a timestamp's text holds more than a date
     assert exact["city"].tolist() == [N] * 6
-    rho = DiscoveryBudget.from_eps_delta(1.0, 1e-9).rho * TYPE_TEST_SHARE / len(TESTED)  # the draft's share
+    rho = DraftBudget.from_eps_delta(1.0, 1e-9).rho * TYPE_TEST_SHARE / len(TESTED)  # the draft's share
     for seed in range(20):
         sampler = SeededSamplerForTestsOnly(seed)
         found = {name: release_type(exact[name], rho, accountant=Accountant(rho * len(TESTED)), sampler=sampler,
@@ -69,7 +69,7 @@ def test_the_cli_draft_types_its_columns_charges_them_in_its_ledger_record_and_d
     assert kinds == {"n": ("numerical", "int"), "x": ("numerical", "double"), "d": ("numerical", "date"),
                      "t": ("numerical", "timestamp"), "city": ("categorical", "string"),
                      "code": ("categorical", "string"), "amount": ("numerical", "double")}
-    rho = DiscoveryBudget.from_eps_delta(1.0, 1e-9).rho
+    rho = DraftBudget.from_eps_delta(1.0, 1e-9).rho
     state = dataset_state(spark, ledger, "typed")
     assert [r.run_id for r in state.reservations] == ["d1"] and state.spent_rho == pytest.approx(rho)
     assert doc["draft"]["spent_rho"] <= rho * (1 + 1e-9)

@@ -10,7 +10,7 @@ from privsyn_spark.budget.ledger_show import describe
 from privsyn_spark.cli import main
 from privsyn_spark.measure.draft_schema import INFER_STEP, draft_schema_privately
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
-from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.schema import parse_schema
@@ -38,7 +38,7 @@ def test_adult_draft_at_epsilon_1_finds_the_spikes_and_categories(adult, tmp_pat
     assert {"Private", "Self-emp-not-inc", "Local-gov"} <= set(schema.column("workclass").values)
     assert set(schema.column("gender").values) == {"Male", "Female"}
     # every release went through the draft's accountant, within its rho
-    budget = DiscoveryBudget.from_eps_delta(1.0, 1e-9)
+    budget = DraftBudget.from_eps_delta(1.0, 1e-9)
     assert draft.rho == pytest.approx(budget.rho)
     assert all(e["name"].startswith("infer:") for e in draft.ledger)
     assert sum(e["rho"] for e in draft.ledger) <= budget.rho * (1 + 1e-9)
@@ -69,7 +69,7 @@ def test_cli_draft_is_charged_to_the_ledger_with_the_later_run(spark, tmp_path):
     args = ["infer-schema", "--input", SAMPLE, "--out", str(out), "--epsilon", "0.1", "--ledger", ledger,
             "--dataset-id", "adult", "--run-id", "draft-1", "--bounds", "age=17:90", "--dtype", "age=int"]
     assert main(args) == 0
-    draft = DiscoveryBudget.from_eps_delta(0.1, 1e-9)
+    draft = DraftBudget.from_eps_delta(0.1, 1e-9)
     draft_rho = draft.rho
     state = dataset_state(spark, ledger, "adult")
     assert [(r.run_id, r.fingerprint["step"]) for r in state.reservations] == [("draft-1", INFER_STEP)]

@@ -74,12 +74,12 @@ def independent_baseline(spark) -> float:
     1-way marginals and no dependence at all (what a synthesizer must beat)."""
     import pandas as pd
 
-    from privsyn_spark.evaluate.evaluation import evaluate
+    from privsyn_spark.evaluate.evaluation import evaluation_metrics
 
     real = pd.read_csv(ADULT, dtype=str, keep_default_na=False)  # the public sample, as the CSV reader sees it
     rng = np.random.default_rng(0)
     shuffled = pd.DataFrame({c: rng.permutation(real[c].to_numpy()) for c in real.columns})
-    metrics = evaluate(spark, spark.read.csv(ADULT, header=True), spark.createDataFrame(shuffled),
+    metrics = evaluation_metrics(spark, spark.read.csv(ADULT, header=True), spark.createDataFrame(shuffled),
                        load_schema(SCHEMA))
     return metrics["tvd"]["tvd_2way_mean"]
 

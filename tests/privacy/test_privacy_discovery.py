@@ -10,7 +10,7 @@ import pytest
 from privsyn_spark.privacy.accounting import Accountant, cdp_delta
 from privsyn_spark.privacy.discovery import (
     NUMERIC_SPLIT,
-    DiscoveryBudget,
+    DraftBudget,
     geometric_grid,
     release_numeric,
     release_outside,
@@ -22,7 +22,7 @@ from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 
 
 def test_budget_split_gives_the_declared_epsilon_delta():
-    b = DiscoveryBudget.from_eps_delta(0.1, 1e-9)
+    b = DraftBudget.from_eps_delta(0.1, 1e-9)
     assert b.delta_selection == pytest.approx(5e-10)
     # the zCDP part at the remaining delta is within epsilon; both deltas add up to delta
     assert cdp_delta(b.rho, 0.1) <= 1e-9 - b.delta_selection + 1e-18
