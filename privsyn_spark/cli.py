@@ -124,7 +124,7 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
         check_first_pass(schema.domain(), config.max_cells)
     unknown = [c for c in config.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
-        raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
+        raise UsageError(f"--output-partition-by {','.join(unknown)}: not a column the schema keeps "
                          f"(kept: {', '.join(schema.names)})")
     check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write_mode)
     return config

@@ -84,7 +84,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                                                                                            None) or "",
         parents=getattr(args, "parents", None) or "",
         synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
-        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
+        partition_by=tuple(c.strip() for c in args.output_partition_by.split(",") if c.strip()),
         table_comment=args.comment, table_properties=_table_properties(args.table_property),
         dataset_id=args.dataset_id or None, ledger=args.ledger or None, no_ledger=args.no_ledger,
         recharge=args.recharge, log_exact_counts=args.log_exact_counts, label=args.label,

@@ -9,6 +9,7 @@ import argparse
 from privsyn_spark.cli_commands import add_budget, add_infer_schema, add_jars, add_plan, add_provenance, add_sample
 from privsyn_spark.cli_flags import (
     LEDGER_HELP,
+    Deprecated,
     config_arg,
     dataset_arg,
     optional_int,
@@ -25,7 +26,7 @@ from privsyn_spark.write.delta_output import WRITE_MODES
 
 STEPS = ("run", "measure", "synthesize", "evaluate")
 READ_BY = {
-    "output": ("synthesize", "evaluate"), "write_mode": ("synthesize",), "partition_by": ("synthesize",),
+    "output": ("synthesize", "evaluate"), "write_mode": ("synthesize",), "output_partition_by": ("synthesize",),
     "comment": ("synthesize",), "table_property": ("synthesize",), "model_cells": ("measure", "synthesize"),
     "recharge": ("measure",), "log_exact_counts": ("measure",), "max_cells": ("measure",), "rows": ("synthesize",),
     "synthesizer": ("synthesize",), "estimator": ("synthesize",), "seed": ("synthesize", "evaluate"),
@@ -56,9 +57,11 @@ def _run_args(parser: argparse.ArgumentParser, step: str) -> None:
     io.add_argument("--write-mode", "--mode", dest="write_mode", choices=WRITE_MODES, default="error",
                     help="error (default, as Spark's and Delta's): refuse an --output (a --partition of it) that "
                          "holds rows, before any budget is spent; overwrite: replace it; append: add to it")
-    io.add_argument("--partition-by", default="", metavar="COL[,COL...]",
+    io.add_argument("--output-partition-by", default="", metavar="COL[,COL...]",
                     help="partition columns of the synthetic table (on create/overwrite; an append keeps the "
                          "table's own and refuses different ones)")
+    io.add_argument("--partition-by", dest="output_partition_by", action=Deprecated, new="--output-partition-by",
+                    help=argparse.SUPPRESS)
     io.add_argument("--comment", help="table comment of the synthetic table (on create/overwrite)")
     io.add_argument("--table-property", action="append", default=[], metavar="KEY=VALUE",
                     help="extra table property of the synthetic table, repeatable (on create/overwrite; "

@@ -93,7 +93,7 @@ def refused_property(key: str) -> str | None:
 class OutputConfig:
     """How the synthetic table is written (see :func:`privsyn_spark.write.delta_output.write_delta`).
 
-    ``partition_by`` takes a column name or a comma list too (``"income"``, ``"a,b"``, as ``--partition-by``);
+    ``partition_by`` takes a column name or a comma list too (``"income"``, ``"a,b"``, as ``--output-partition-by``);
     a table property Spark reserves (owner, location, provider, ...) or a ``privsyn.*`` one is a
     :class:`UsageError`.
 

@@ -34,7 +34,7 @@ def check_people_outputs(synth: PrivSyn, spark: SparkSession, persons_output: st
     table), no ``--persons-output`` or an output the write would fail on."""
     if scope or write_mode == "append" or partition_by:
         raise UsageError("a people run reads its whole input and writes new tables: --partition/--where, --mode "
-                         "append and --partition-by are refused")
+                         "append and --output-partition-by are refused")
     if persons_output is None:
         return
     if not persons_output:

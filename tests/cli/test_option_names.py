@@ -36,6 +36,20 @@ def test_budget_set_and_check_need_a_dataset_id_before_spark(command, capsys, tm
     assert capsys.readouterr().err.strip() == f"privsyn-spark: error: budget {command} needs --dataset-id"
 
 
+@pytest.mark.parametrize("step", ["run", "synthesize"])
+def test_output_partition_by_and_the_old_spelling_with_a_warning(step, capsys):
+    """``--output-partition-by`` names the synthetic table's partitioning (``--partition`` is the run's scope)."""
+    args = build_parser().parse_args([step, *RUN, "--output-partition-by", "a,b", "--partition", "day=1"])
+    assert (args.output_partition_by, args.partition) == ("a,b", ["day=1"])
+    assert "deprecated" not in capsys.readouterr().err
+    assert build_parser().parse_args([step, *RUN, "--partition-by", "a,b"]).output_partition_by == "a,b"
+    assert "--partition-by is deprecated, use --output-partition-by" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([step, "--help"])
+    shown = capsys.readouterr().out
+    assert "--output-partition-by" in shown and "--partition-by" not in shown
+
+
 def test_evaluate_help_does_not_offer_no_evaluate(capsys):
     for step, offered in (("evaluate", False), ("run", True)):
         with pytest.raises(SystemExit):

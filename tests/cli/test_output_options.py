@@ -10,7 +10,7 @@ BASE = ["run", "--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--
 
 def test_output_options_reach_the_run_config():
     config = config_from_args(build_parser().parse_args(
-        [*BASE, "--partition-by", "a, b", "--comment", "synthetic", "--table-property", "team=x",
+        [*BASE, "--output-partition-by", "a, b", "--comment", "synthetic", "--table-property", "team=x",
          "--table-property", "note=a=b"]))
     assert config.partition_by == ("a", "b") and config.table_comment == "synthetic"
     assert config.table_properties == {"team": "x", "note": "a=b"}

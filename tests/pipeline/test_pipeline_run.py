@@ -34,7 +34,7 @@ def adult_run(spark, tmp_path_factory):
     args = build_parser().parse_args(["run", "--input", ADULT, "--schema", SCHEMA, "--output", str(root / "out"),
                                       "--run-id", "t1", "--runs-dir", str(root / "runs"), "--epsilon", "1",
                                       "--label", "income", "--seed", "3", "--gum-rounds", "4",
-                                      "--partition-by", "income", "--comment", "Adult, synthetic",
+                                      "--output-partition-by", "income", "--comment", "Adult, synthetic",
                                       "--table-property", "team=privacy", "--no-ledger"])
     config = config_from_args(args)
     report = pipeline.run(spark, config)
