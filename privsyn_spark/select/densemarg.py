@@ -64,12 +64,6 @@ def allocate_rho(cells: Sequence[int] | np.ndarray, rho: float) -> np.ndarray:
     return rho * w / w.sum()
 
 
-def noise_error(cells: Sequence[int] | np.ndarray, rho: float) -> float:
-    """Expected L1 noise error sum_i c_i sqrt(1/(pi rho_i)) under Eq. 1's allocation = S^(3/2)/sqrt(pi rho)."""
-    s = float(np.power(np.asarray(cells, dtype=np.float64), 2.0 / 3.0).sum())
-    return s ** 1.5 / math.sqrt(math.pi * rho) if s > 0 else 0.0
-
-
 @dataclass(frozen=True)
 class Selection:
     """DenseMarg output: the chosen pairs in the order picked, and the total error after each step."""

@@ -16,9 +16,16 @@ from privsyn_spark.privacy.accounting import Accountant, gaussian_rho, rho_from_
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.release.measure_privately import measure_privately
 from privsyn_spark.select.combine import combine_marginals
-from privsyn_spark.select.densemarg import allocate_rho, dense_marg, noise_error
+from privsyn_spark.select.densemarg import allocate_rho, dense_marg
 from privsyn_spark.select.noisy_indif import indif_noise_scale, release_noisy_indif
 from privsyn_spark.select.selection_config import SelectionConfig
+
+
+def noise_error(cells: list[int], rho: float) -> float:
+    """Expected L1 noise error sum_i c_i sqrt(1/(pi rho_i)) under PrivSyn Eq. 1's allocation = S^(3/2)/sqrt(pi rho)."""
+    s = float(np.power(np.asarray(cells, dtype=np.float64), 2.0 / 3.0).sum())
+    return s ** 1.5 / math.sqrt(math.pi * rho) if s > 0 else 0.0
+
 
 # --- InDif release -----------------------------------------------------------------------------
 
