@@ -24,7 +24,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, with_long_tail
-from privsyn_spark.estimate.factor import Factor, product, sum_axes
+from privsyn_spark.estimate.factor import Factor, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
 
 
@@ -37,13 +37,6 @@ class Calibration:
     messages: dict[tuple[int, int], Factor]  # (from, to) -> log message over their separator
     log_z: float
     _cache: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
-
-    def potential(self, i: int) -> Factor:
-        """Log-potential of clique ``i`` (materialised on demand)."""
-        clique = self.tree.cliques[i]
-        if not self.factors[i]:
-            return Factor.zeros(self.tree.domain, clique)
-        return product(self.factors[i], clique)
 
     def clique_probabilities(self, i: int) -> np.ndarray:
         """Normalised marginal of clique ``i`` (axes in the clique's canonical order)."""

@@ -259,7 +259,7 @@ def with_rule_codes(encoded: EncodedTable) -> EncodedTable:
         lut = F.split(F.lit(",".join(str(int(v)) for v in compound.lut)), ",").cast("array<int>")
         kind = "smallint" if (compound.size << STATUS_BITS) < 2 ** 15 else "int"
         df = df.withColumn(compound.name, F.element_at(lut, cell.cast("int") + 1).cast(kind))
-    for part in view.parts:  # TimestampColumn.part_codes in Spark; the column's status stays on the column
+    for part in view.parts:  # the inverse of TimestampColumn.recompose; the column's status stays on it
         source = encoded.schema.column(part.source)
         assert isinstance(source, TimestampColumn)
         code, hours = F.shiftright(F.col(f"`{part.source}`"), STATUS_BITS), source.hours

@@ -79,11 +79,6 @@ class TimestampColumn(NumericalColumn):
                                   source=self.name, part=part, count=count))
         return tuple(out)
 
-    def part_codes(self, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(day, hour) codes of the column's codes: the null code to both parts' null codes (the arithmetic
-        :func:`privsyn_spark.measure.encode.with_rule_codes` does in Spark)."""
-        return code // self.hours, np.where(code >= self.base_size, self.hours, code % self.hours)
-
     def recompose(self, day: np.ndarray, hour: np.ndarray) -> np.ndarray:
         """The column's codes of (day, hour) part codes: a null part gives the null code."""
         null = (day >= self.days) | (hour >= self.hours)
