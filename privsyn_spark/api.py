@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -190,6 +191,11 @@ class PrivSyn:
         it is charged."""
         return Charge(run_id, self.runs_dir, self.epsilon, self.delta, self.ledger, self.dataset_id, self.recharge,
                        self.unit, tuple(sorted((partition or {}).items())), self.budget.rho)
+
+    def release(self, run_id: str, partition: Mapping[str, str] | None = None) -> Charge:
+        """Deprecated name of :meth:`charge`."""
+        warnings.warn("PrivSyn.release is deprecated, use PrivSyn.charge", DeprecationWarning, stacklevel=2)
+        return self.charge(run_id, partition)
 
     def run_folder(self, run_id: str, spark: SparkSession | None = None) -> RunArtifacts:
         """The artifacts of run ``run_id`` under ``runs_dir`` (a URI needs the session's file system; the

@@ -109,6 +109,13 @@ def test_a_synthesizer_needs_a_ledger_or_an_explicit_no_ledger():
         PrivSyn(Schema.from_dict(SCHEMA), epsilon=1.0, ledger="somewhere")
 
 
+def test_release_is_the_deprecated_name_of_charge():
+    synth = PrivSyn(Schema.from_dict(SCHEMA), epsilon=1.0, no_ledger=True)
+    with pytest.warns(DeprecationWarning, match="PrivSyn.charge"):
+        old = synth.release("r1", {"day": "1"})
+    assert old == synth.charge("r1", {"day": "1"})
+
+
 SAMPLE_IN_ANOTHER_PROCESS = """
 import sys
 from privsyn_spark.runtime.session import build_spark_session
