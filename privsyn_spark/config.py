@@ -24,7 +24,7 @@ privsyn_spark.errors.UsageError: --config: unknown key(s) ['gama'] in section 's
 
 One home, one name, one default per knob: each section is a frozen dataclass defined beside the stage
 that reads it (``BudgetSplit`` in privacy/accounting.py, ``SelectionConfig`` in select/,
-``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/plan.py, ``ShardingConfig``
+``EstimationConfig`` in estimate/targets.py, ``GumConfig`` in synthesize/gum/structure.py, ``ShardingConfig``
 in synthesize/sharded/context.py, ``ProgressConfig`` in progress.py, ``PeopleSplit`` in privacy/people.py)
 and validates itself in
 ``__post_init__`` (a :class:`UsageError`), so a ``Settings`` that exists is valid;
@@ -56,7 +56,7 @@ from privsyn_spark.privacy.accounting import BudgetSplit
 from privsyn_spark.privacy.people import PeopleSplit
 from privsyn_spark.progress import ProgressConfig
 from privsyn_spark.select.selection_config import SelectionConfig
-from privsyn_spark.synthesize.gum.plan import GumConfig
+from privsyn_spark.synthesize.gum.structure import GumConfig
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
 from privsyn_spark.write.delta_output import WRITE_MODES
 

@@ -15,7 +15,7 @@ from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from privsyn_spark.synthesize.gum.plan import GumConfig
+    from privsyn_spark.synthesize.gum.structure import GumConfig
     from privsyn_spark.synthesize.sharded.context import ShardingConfig
 
 SYNTHESIZERS = ("gum", "pgm")

@@ -11,8 +11,8 @@ from math import prod
 import numpy as np
 
 from privsyn_spark.synthesize.gum.marginal_set import cell_index
-from privsyn_spark.synthesize.gum.plan import AppendGroup, GumStructure, Key
 from privsyn_spark.synthesize.gum.rounding import round_rows
+from privsyn_spark.synthesize.gum.structure import AppendGroup, GumStructure, Key
 from privsyn_spark.synthesize.gum.update import stable_argsort
 
 

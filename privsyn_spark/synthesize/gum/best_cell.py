@@ -1,7 +1,7 @@
 """GUM's best-cell moves: improving-only Replace moves that send each removed record to its best gain cell.
 
 Part of PrivSyn's GUM (Section 5.3), used by :func:`~privsyn_spark.synthesize.gum.update.update_marginal`
-when polishing: improving-only updates within :attr:`~privsyn_spark.synthesize.gum.plan.GumConfig.best_cell_pairs`.
+when polishing: improving-only updates within :attr:`~privsyn_spark.synthesize.gum.structure.GumConfig.best_cell_pairs`.
 """
 
 from __future__ import annotations

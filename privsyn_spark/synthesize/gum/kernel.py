@@ -54,7 +54,7 @@ from privsyn_spark.synthesize.gum.append import (  # re-exported: the GUM API in
     append_attributes,
     append_conditional,
 )
-from privsyn_spark.synthesize.gum.plan import (
+from privsyn_spark.synthesize.gum.structure import (
     AppendGroup,
     Component,
     GumConfig,

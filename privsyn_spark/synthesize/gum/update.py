@@ -17,8 +17,8 @@ import numpy as np
 from privsyn_spark.domain import Domain
 from privsyn_spark.synthesize.gum.best_cell import best_cell_moves
 from privsyn_spark.synthesize.gum.marginal_set import MarginalSet, cell_index
-from privsyn_spark.synthesize.gum.plan import GumConfig, GumStructure, Key
 from privsyn_spark.synthesize.gum.rounding import round_total, stochastic_round
+from privsyn_spark.synthesize.gum.structure import GumConfig, GumStructure, Key
 
 log = logging.getLogger(__name__)
 

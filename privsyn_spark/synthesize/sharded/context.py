@@ -28,7 +28,7 @@ class ShardingConfig:
     """How synthesis is spread over Spark: records per shard and the reconciliation schedule of sharded
     GUM (``Settings.sharding``; the YAML section ``sharding:``). Each field keeps its name from the CLI flag
     (``--shard-rows``, ``--gum-rounds``, ``--gum-sweeps``) to the kernel; the per-shard kernel's own
-    settings are ``Settings.gum`` (:class:`~privsyn_spark.synthesize.gum.plan.GumConfig`; its
+    settings are ``Settings.gum`` (:class:`~privsyn_spark.synthesize.gum.structure.GumConfig`; its
     ``iterations`` is not used: every shard runs ``gum_rounds x iterations_per_round + gum_sweeps x
     sweep_iterations`` local iterations)."""
 
