@@ -100,8 +100,11 @@ def load_model(spark: SparkSession, config: SampleConfig) -> SynthModel | People
         if people is not None:
             return people
         model = SynthModel.load(config.model, spark)
+        saved = model.synthesizer
         if config.synthesizer is not None:  # given: it overrides the saved choice; not given: the saved one
             model.synthesizer = config.synthesizer
+        log.info("sampling with %s (%s)", model.synthesizer, "the model's saved choice" if config.synthesizer is None
+                 else f"--synthesizer given; the model was saved with {saved}")
         model.settings = replace(model.settings, progress=config.settings.progress)  # this call's --quiet
         return model
     assert config.from_run is not None and config.schema is not None

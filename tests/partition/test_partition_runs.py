@@ -16,6 +16,7 @@ from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.input_scope import Scope
 from tests.partition.conftest import DAYS, run_args, write_days
+from tests.people_tables import log_messages
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -179,11 +180,16 @@ def test_sample_from_a_saved_model(spark, backfill, tmp_path, no_input):
                                            runs_dir=str(work / "runs")))
     model.synthesizer = "pgm"
     model.save(str(tmp_path / "model"))
-    chosen = {}
+    chosen, said = {}, []
     for given in ([], ["--synthesizer", "gum"]):  # not given: the saved choice; given: it overrides
         out = tmp_path / f"from_model{len(given)}"
-        assert main(["sample", "--model", str(tmp_path / "model"), "--output", str(out), "--rows", "150", *given]) == 0
+        with log_messages() as messages:
+            assert main(["sample", "--model", str(tmp_path / "model"), "--output", str(out), "--rows", "150",
+                         *given]) == 0
+        said += [m for m in messages if m.startswith("sampling with")]
         table = deltalake.DeltaTable(str(out))
         assert table.to_pandas().shape[0] == 150
         chosen[len(given)] = json.loads(table.history(1)[0]["userMetadata"])["privsyn.synthesizer"]
     assert chosen == {0: "pgm", 2: "gum"}
+    assert said == ["sampling with pgm (the model's saved choice)",
+                    "sampling with gum (--synthesizer given; the model was saved with pgm)"]
