@@ -2,10 +2,11 @@
 
 import pytest
 
+from privsyn_spark import SAMPLE_SCHEMA
 from privsyn_spark.cli import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
-BASE = ["run", "--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
+BASE = ["run", "--input", "in.csv", "--schema", SAMPLE_SCHEMA, "--output", "out", "--run-id", "r", "--no-ledger"]
 
 
 def test_output_options_reach_the_run_config():

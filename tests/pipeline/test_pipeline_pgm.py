@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from privsyn_spark import pipeline
-from privsyn_spark.config import Settings, ShardingConfig
+from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
 from privsyn_spark.pipeline import RunConfig
 from privsyn_spark.sample.generator import generated_schema, generated_table
 from tests.pipeline.test_pipeline_run import assert_same_rows
@@ -20,10 +20,11 @@ def test_pgm_synthesizer_reproduces_a_dependent_pair(spark, tmp_path):
     generated_table(spark, 20_000, sizes, dependent=[1], dependence=0.9, seed=5,
                     partitions=3).write.parquet(str(tmp_path / "in"))
     (tmp_path / "schema.json").write_text(json.dumps(generated_schema(sizes)))
-    config = RunConfig(input=str(tmp_path / "in"), schema=str(tmp_path / "schema.json"),
-                       output=str(tmp_path / "out"), run_id="pgm", runs_dir=str(tmp_path / "runs"),
-                       epsilon=4.0, synthesizer="pgm", synth_rows=30_000, evaluate=False, seed=1,
-                       no_ledger=True, settings=Settings(sharding=ShardingConfig(shard_rows=10_000)))
+    synth = SynthOptions(str(tmp_path / "schema.json"), 4.0, run_id="pgm", runs_dir=str(tmp_path / "runs"),
+                         synthesizer="pgm", no_ledger=True,
+                         settings=Settings(sharding=ShardingConfig(shard_rows=10_000)))
+    config = RunConfig(input=str(tmp_path / "in"), output=str(tmp_path / "out"), synth=synth, synth_rows=30_000,
+                       evaluate=False, seed=1)
     pipeline.run(spark, config)
     real = spark.read.parquet(str(tmp_path / "in")).toPandas()
     synth = spark.read.format("delta").load(config.output).toPandas()

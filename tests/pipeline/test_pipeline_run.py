@@ -91,7 +91,7 @@ def test_report_and_budget(spark, adult_run):
     assert saved["budget"]["spent_rho"] == pytest.approx(saved["budget"]["rho"], rel=1e-9)
     assert saved["estimation"]["method"] == "pgm"  # the bounded selection always fits the model budget
     assert saved["estimation"]["info"]["reason"].startswith("auto")
-    assert saved["estimation"]["info"]["model_cells"] <= config.settings.selection.model_cells
+    assert saved["estimation"]["info"]["model_cells"] <= config.synth.settings.selection.model_cells
     baseline = independent_baseline(spark)
     assert 0.05 < baseline  # Adult's columns are far from independent
     assert saved["metrics"]["tvd"]["tvd_2way_mean"] < 0.5 * baseline  # measured: 0.024 against 0.078
