@@ -273,14 +273,11 @@ class PrivSyn:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
         of another schema in append mode, a table (partition) holding rows in mode ``error`` (the
         default). Call it before :meth:`fit` spends anything."""
-        output = as_output(output)
+        output = as_output(output)  # an append into a scoped partition is refused there
         spark = spark or _session()
         ddl = output_ddl(self.schema)
         check_mode(spark, target, output.mode, output.partition, output.partition_types)
         if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
-            if output.mode == "append":
-                raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --mode "
-                                 "append is refused")
             types = partition_column_types(spark, target if table_exists(spark, target) else None,
                                            output.partition, output.partition_types)
             ddl += "".join(f", `{c}` {types[c]}" for c, _ in output.partition)

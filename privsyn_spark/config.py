@@ -71,7 +71,7 @@ from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.plan import GumConfig
 from privsyn_spark.synthesize.records import SYNTHESIZERS
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
-from privsyn_spark.write.delta_output import WRITE_MODES
+from privsyn_spark.write.delta_output import WRITE_MODES, check_partition_mode
 
 DEFAULT_EPSILON = 1.0
 """Default epsilon of a run (the API's, the CLI's and a job's)."""
@@ -131,6 +131,7 @@ class OutputConfig:
                                                            if c.strip()))
         if self.mode not in WRITE_MODES:
             raise UsageError(f"output mode must be one of {', '.join(WRITE_MODES)}, got {self.mode!r}")
+        check_partition_mode(self.mode, self.partition)
         for key in self.properties:
             why = refused_property(str(key))
             if why:

@@ -38,7 +38,7 @@ from privsyn_spark.runtime.storage import join
 from privsyn_spark.runtime.warmup import warm_up
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
-from privsyn_spark.write.delta_output import warm_write
+from privsyn_spark.write.delta_output import check_partition_mode, warm_write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,9 +86,7 @@ class RunConfig:
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
         if self.people is not None and self.people < 1:
             raise UsageError(f"--people must be >= 1, got {self.people}")
-        if self.scope.partition and self.write_mode == "append":
-            raise UsageError("--partition replaces its partition of --output (replaceWhere): --mode append "
-                             "is refused (a rerun would add the partition again)")
+        check_partition_mode(self.write_mode, self.scope.partition)  # before Spark starts
 
     @property
     def run_id(self) -> str:
