@@ -303,9 +303,10 @@ def _run_doc(config: RunConfig) -> dict[str, Any]:
 
 
 def _config_dict(config: RunConfig) -> dict[str, Any]:
-    """The run configuration as a JSON-ready dict (for the report): the run's fields and its synthesizer's."""
+    """The run configuration as a JSON-ready dict (for the report): its synthesizer's fields and the run's
+    (``people``: the run's count of synthetic persons)."""
     doc = asdict(config)
-    doc.update(doc.pop("synth"))
+    doc = {**doc.pop("synth"), **doc}
     if isinstance(config.synth.schema, Schema):
         doc["schema"] = f"Schema {config.synth.schema.schema_hash()}"
     return doc

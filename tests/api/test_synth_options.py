@@ -11,7 +11,7 @@ from privsyn_spark import PrivSyn
 from privsyn_spark.cli import build_parser, config_from_args
 from privsyn_spark.config import Settings, SynthOptions
 from privsyn_spark.errors import UsageError
-from privsyn_spark.pipeline import synthesizer
+from privsyn_spark.pipeline import RunConfig, synthesizer
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.sample.generator import people_schema
 
@@ -75,3 +75,13 @@ def test_the_run_config_holds_the_options_the_cli_fills(tmp_path):
     assert synthesizer(config).options is config.synth
     with pytest.raises(UsageError, match="a run needs a run id"):
         dataclasses.replace(config, synth=dataclasses.replace(config.synth, run_id=None))
+
+
+def test_the_report_lists_the_run_and_its_synthesizer_flat(tmp_path):
+    """The run report's ``config`` section: one flat dict as before (the run's people count kept)."""
+    from privsyn_spark.pipeline import _config_dict
+
+    synth = SynthOptions(people_schema(7), epsilon=2.0, no_ledger=True, run_id="r")
+    doc = _config_dict(RunConfig(input="in", output="o", synth=synth, people=40, seed=5))
+    assert (doc["epsilon"], doc["run_id"], doc["people"], doc["seed"], doc["input"]) == (2.0, "r", 40, 5, "in")
+    assert "synth" not in doc and doc["settings"]["progress"]["quiet"] is False
