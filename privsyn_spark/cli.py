@@ -122,11 +122,11 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     if args.command in ("run", "measure"):  # the width and the first counting pass depend on the schema only
         check_width(len(schema.view.domain()), config.synth.settings.selection)
         check_first_pass(schema.domain(), config.synth.max_cells)
-    unknown = [c for c in config.partition_by if c not in schema.names]
+    unknown = [c for c in config.write.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--partition-by {','.join(unknown)}: not a column the schema keeps "
                          f"(kept: {', '.join(schema.names)})")
-    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write_mode)
+    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write.mode)
     return config
 
 

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from privsyn_spark.config import PeopleSplit, Settings, SynthOptions, refused_property
+from privsyn_spark.config import OutputConfig, PeopleSplit, Settings, SynthOptions, refused_property
 from privsyn_spark.errors import UsageError
 from privsyn_spark.operations import (
     DECLARED_DTYPES,
@@ -88,9 +88,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         input=args.input, output=args.output or "", synth=synth, input_format=args.input_format,
         synth_rows=args.rows, people=getattr(args, "people", None), persons_output=getattr(args, "persons_output",
                                                                                            None) or "",
-        parents=getattr(args, "parents", None) or "", seed=args.seed, write_mode=args.write_mode,
-        partition_by=tuple(c.strip() for c in args.partition_by.split(",") if c.strip()),
-        table_comment=args.comment, table_properties=_table_properties(args.table_property), label=args.label,
+        parents=getattr(args, "parents", None) or "", seed=args.seed,
+        write=OutputConfig(args.write_mode, args.partition_by, args.comment, _table_properties(args.table_property)),
+        label=args.label,
         evaluate=not args.no_evaluate, keep_scratch=args.keep_scratch,
         scope=Scope.parse(getattr(args, "partition", []), getattr(args, "where", None)))
 

@@ -40,8 +40,12 @@ back). To add a knob:
 2. read it where the stage runs, from the section object it is handed (never a copy with another name);
 3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
    (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
-   then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
-   (``release_identity.run_fingerprint``).
+   then overrides the YAML value (the Airflow DAG passes it as one more param and argument). Settings
+   that bind a run's measurements are in the run's fingerprint (``release_identity.run_fingerprint``).
+
+A knob of the synthesizer itself (beside ``epsilon``, ``ledger``, ...) is a field of :class:`SynthOptions`
+with its check in its ``__post_init__``, and the keyword of ``PrivSyn.__init__`` that hands it on; the
+run's configuration and :meth:`~privsyn_spark.PrivSyn.from_options` carry it unchanged.
 """
 
 from __future__ import annotations

@@ -70,10 +70,7 @@ class RunConfig:
     persons_output: str = ""             # a people schema: the persons' table (their rows go to ``output``)
     parents: str = ""                    # a people schema's parent-child form: the parent table (``input``: the child)
     seed: int = 0
-    write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
-    partition_by: tuple[str, ...] = ()   # output partition columns (on create/overwrite)
-    table_comment: str | None = None     # output table comment (on create/overwrite)
-    table_properties: dict[str, str] = field(default_factory=dict)  # extra output table properties
+    write: OutputConfig = field(default_factory=OutputConfig)  # how ``output`` is written (mode, partitioning, ...)
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
@@ -86,7 +83,7 @@ class RunConfig:
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
         if self.people is not None and self.people < 1:
             raise UsageError(f"--people must be >= 1, got {self.people}")
-        check_partition_mode(self.write_mode, self.scope.partition)  # before Spark starts
+        check_partition_mode(self.write.mode, self.scope.partition)  # before Spark starts
 
     @property
     def run_id(self) -> str:
@@ -106,8 +103,7 @@ class RunConfig:
     @property
     def output_config(self) -> OutputConfig:
         """How the synthetic table is written (a scoped run: into its partition; see :func:`output_for`)."""
-        return OutputConfig(self.write_mode, self.partition_by, self.table_comment, self.table_properties,
-                            self.scope.partition)
+        return dataclasses.replace(self.write, partition=self.scope.partition)
 
 
 def output_for(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> OutputConfig:
@@ -138,7 +134,7 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     people schema's: :meth:`PrivSyn.measure_people` (the person table, the degrees and the row table)."""
     synth = synthesizer(config)
     if synth.schema.people is not None:
-        check_people_outputs(synth, spark, None, config.output, config.scope, config.write_mode, config.partition_by)
+        check_people_outputs(synth, spark, None, config.output, config.scope, config.write)
         people = synth.measure_people(config.input, config.run_id, config.input_format,
                                       parents=config.parents or None)
         _done("measure", config, people.rows, note=f"people measurements in {config.run_location}")
@@ -166,11 +162,11 @@ def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     config = canonical(spark, config)
     synth = synthesizer(config)
     if synth.schema.people is not None:
-        check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
-                             config.partition_by)
+        check_people_outputs(synth, spark, config.persons_output, config.output, config.scope,
+                             config.write)
         people = measured_people(synth, config.run_id, config.source, spark)
         found, persons, rows = synthesize_people(spark, people, config.persons_output, config.output, config.people,
-                                                 config.seed, config.write_mode)
+                                                 config.seed, config.write.mode)
         _done_people("synthesize", config, people, persons, rows)
         return found.rows
     model = synth.measured(config.run_id, config.source, spark)
@@ -222,11 +218,10 @@ def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
     (:mod:`privsyn_spark.people_steps`): the persons to ``--persons-output`` and their rows to ``--output``, two
     Delta tables of one commit each (both checked before any budget is spent), then the run report with the
     people metrics (unless ``--no-evaluate``)."""
-    check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
-                         config.partition_by)
+    check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write)
     model = synth.measure_people(config.input, config.run_id, config.input_format, parents=config.parents or None)
     _, persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
-                                         config.seed, config.write_mode)
+                                         config.seed, config.write.mode)
     report = people_report(spark, synth, model, config.input, config.input_format, config.output,
                            {**_run_doc(config), "persons_version": persons}, config.evaluate,
                            config.parents or None)

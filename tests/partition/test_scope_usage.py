@@ -79,7 +79,7 @@ def test_an_append_into_a_scoped_partition_is_refused_alike_at_every_door():
                    lambda: OutputConfig(mode="append", partition=partition),
                    lambda: RunConfig(input="in", output="out", synth=SynthOptions(SAMPLE_SCHEMA, no_ledger=True,
                                                                                   run_id="r"),
-                                     write_mode="append", scope=Scope(partition))):
+                                     write=OutputConfig(mode="append"), scope=Scope(partition))):
         with pytest.raises(UsageError, match="append is refused") as err:
             refuse()
         messages.append(str(err.value))

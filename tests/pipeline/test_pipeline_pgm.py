@@ -36,6 +36,7 @@ def test_pgm_synthesizer_reproduces_a_dependent_pair(spark, tmp_path):
     p = real["pair"].value_counts(normalize=True)
     q = synth["pair"].value_counts(normalize=True).reindex(p.index, fill_value=0)
     assert 0.5 * np.abs(p - q).sum() < 0.05  # the dependent pair is kept (independence would give ~0.6)
-    pipeline.run_synthesize(spark, dataclasses.replace(config, write_mode="overwrite"))  # same seed: same table
+    overwrite = dataclasses.replace(config.write, mode="overwrite")
+    pipeline.run_synthesize(spark, dataclasses.replace(config, write=overwrite))  # same seed: same table
     again = spark.read.format("delta").load(config.output).toPandas()
     assert_same_rows(again, synth.drop(columns=["pair"]))

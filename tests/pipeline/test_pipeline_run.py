@@ -102,7 +102,8 @@ def test_rerun_reuses_measurements_and_rewrites_the_same_table(spark, adult_run)
     config, _ = adult_run
     before = Measurements.load(Path(config.run_location) / "measurements")
     first = spark.read.format("delta").load(config.output).toPandas()
-    pipeline.run_synthesize(spark, dataclasses.replace(config, write_mode="overwrite"))  # same run id, same seed
+    overwrite = dataclasses.replace(config.write, mode="overwrite")
+    pipeline.run_synthesize(spark, dataclasses.replace(config, write=overwrite))  # same run id, same seed
     after = Measurements.load(Path(config.run_location) / "measurements")
     assert after.ledger == before.ledger  # nothing new was spent
     second = spark.read.format("delta").load(config.output).toPandas()
