@@ -64,6 +64,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from privsyn_spark.config import SynthOptions
 from privsyn_spark.evaluate.evaluation import evaluation_metrics
 from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.privacy.measurements import Measurements
@@ -150,9 +151,10 @@ def one_run(spark, args, folder: Path, train_path: str, heldout, train, schema: 
         schema_path = drafted_schema(spark, folder, train_path, args.draft_epsilon, seed)
         schema = load_schema(str(schema_path))
         log.info("drafted %s in %.0f s", schema_path.name, time.perf_counter() - started)
-    config = RunConfig(input=train_path, input_format="parquet", schema=str(schema_path),
-                       output=str(folder / "synthetic" / run_id), run_id=run_id, runs_dir=str(folder / "runs"),
-                       epsilon=epsilon, delta=DEFAULT_DELTA, seed=seed, label=LABEL, evaluate=False, no_ledger=True)
+    synth = SynthOptions(str(schema_path), epsilon, DEFAULT_DELTA, run_id=run_id, runs_dir=str(folder / "runs"),
+                         no_ledger=True)
+    config = RunConfig(input=train_path, input_format="parquet", output=str(folder / "synthetic" / run_id),
+                       synth=synth, seed=seed, label=LABEL, evaluate=False)
     started = time.perf_counter()
     report = run(spark, config)
     pipeline_seconds = time.perf_counter() - started

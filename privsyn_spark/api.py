@@ -32,10 +32,9 @@ import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
-from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings, as_output
+from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings, SynthOptions, as_output
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluation_report import Report, evaluate
 from privsyn_spark.measure.bounding import check_id_columns
@@ -43,8 +42,6 @@ from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.people_model import PeopleModel, load_people, measure_people_run
 from privsyn_spark.plan import Plan, plan_release
-from privsyn_spark.privacy.accounting import RunBudget
-from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.release_artifact import committed_measurements, local_artifact
 from privsyn_spark.release_guard import Draw, guarded_run
@@ -54,14 +51,12 @@ from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import delta_version, files_version
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import input_version
-from privsyn_spark.runtime.output_check import check_output_table, check_run_id
+from privsyn_spark.runtime.output_check import check_output_table
 from privsyn_spark.runtime.preflight import check_delta, preflight
-from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
-from privsyn_spark.schema.given_schema import as_schema, with_people, with_privacy_unit
+from privsyn_spark.runtime.runs_location import check_default_runs_dir
 from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session, _spark_frame
-from privsyn_spark.synthesize.records import SYNTHESIZERS
 from privsyn_spark.table_measure import measure_table_run
 from privsyn_spark.write.decode import output_ddl
 from privsyn_spark.write.delta_output import check_mode, partition_column_types, table_exists
@@ -95,8 +90,9 @@ class PrivSyn:
     the run's artifacts (required on a cluster: shared storage; default ``./runs`` on a local master).
     ``settings``: every other knob (one home: :class:`Settings`, or a dict of its sections as in the
     YAML file), kept as given. ``recharge``: a run id whose reserved measurements are lost pays for
-    fresh ones; ``log_exact_counts``: operators only. Everything is checked here, before Spark starts
-    (the CLI builds its runs through this constructor).
+    fresh ones; ``log_exact_counts``: operators only. Everything is checked before Spark starts, once, in
+    :class:`~privsyn_spark.config.SynthOptions` (the arguments as one object; the CLI builds one and
+    hands it to :meth:`from_options`).
     ``privacy_id`` (a column or columns) makes a person, not a row, the privacy unit: each id keeps at
     most ``max_rows_per_id`` of its rows, chosen at random, and every sensitivity is that bound
     (default: the schema's ``privacy_unit:``, else one row; docs/privacy-unit.md). ``people`` (a
@@ -118,38 +114,35 @@ class PrivSyn:
                  log_exact_counts: bool = False, privacy_id: str | tuple[str, ...] | None = None,
                  max_rows_per_id: int | None = None,
                  people: PeopleSpec | Mapping[str, Any] | None = None) -> None:
-        check_epsilon_delta(epsilon, delta)
-        check_ledger_choice(ledger, dataset_id, no_ledger, recharge)
-        if runs_dir is not None and not runs_dir.strip():
-            raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
-        self.schema = with_people(with_privacy_unit(as_schema(schema), privacy_id, max_rows_per_id), people)
-        if synthesizer not in SYNTHESIZERS:
-            raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {synthesizer!r}")
-        if max_cells < 1:
-            raise UsageError(f"max_cells must be >= 1, got {max_cells}")
-        if run_id is not None:
-            check_run_id(run_id)
-        self.epsilon, self.delta = float(epsilon), float(delta)
-        self.budget = RunBudget.of(self.epsilon, self.delta)  # epsilon turned into rho once, here
-        refusal = implausible_bound(self.unit.bound, self.budget.rho)  # before any reservation or data
-        if refusal:
-            raise UsageError(refusal)
-        self.ledger, self.dataset_id = ledger or None, dataset_id or None
-        self.run_id, self.runs_dir = run_id, DEFAULT_RUNS_DIR if runs_dir is None else runs_dir
-        self.runs_dir_given = runs_dir is not None  # the default ./runs is refused on a cluster
-        self.synthesizer = synthesizer
-        if isinstance(settings, Mapping):  # a document of sections, as the YAML --config file holds
-            settings = Settings.from_dict(settings)
-        if not isinstance(settings, Settings):
-            raise UsageError(f"settings must be a Settings (privsyn_spark.Settings(sharding=ShardingConfig(...), "
-                             f"...)) or a dict of its sections, got {type(settings).__name__}")
-        self.settings = settings
-        self.max_cells, self.recharge, self.log_exact_counts = max_cells, recharge, log_exact_counts
+        self._take(SynthOptions(schema, epsilon, delta, ledger=ledger, dataset_id=dataset_id, no_ledger=no_ledger,
+                                run_id=run_id, runs_dir=runs_dir, synthesizer=synthesizer,
+                                settings=cast(Settings, settings),  # a dict: checked into Settings there
+                                max_cells=max_cells, recharge=recharge, log_exact_counts=log_exact_counts,
+                                privacy_id=privacy_id, max_rows_per_id=max_rows_per_id, people=people))
+
+    @classmethod
+    def from_options(cls, options: SynthOptions) -> PrivSyn:
+        """The synthesizer of ``options`` (already checked: nothing is checked or resolved again)."""
+        synth = cls.__new__(cls)
+        synth._take(options)
+        return synth
+
+    def _take(self, options: SynthOptions) -> None:
+        """Adopt ``options`` (checked in :class:`SynthOptions`) as this synthesizer's."""
+        self.options = options
+        self.schema, self.budget = options.resolved, options.budget
+        self.epsilon, self.delta = options.epsilon, options.delta
+        self.ledger, self.dataset_id = options.ledger, options.dataset_id
+        self.run_id, self.runs_dir = options.run_id, options.runs_location
+        self.runs_dir_given = options.runs_dir is not None  # the default ./runs is refused on a cluster
+        self.synthesizer, self.settings = options.synthesizer, options.settings
+        self.max_cells, self.recharge, self.log_exact_counts = options.max_cells, options.recharge, \
+            options.log_exact_counts
 
     @property
     def unit(self) -> PrivacyUnit:
         """The privacy unit of this synthesizer's releases (and its bound K)."""
-        return self.schema.privacy_unit
+        return self.options.unit
 
     def plan(self, df: Frame | None = None) -> Plan:
         """The dry run: rho split, sigma of every release fixed before selection, cells; reads no data.
@@ -286,14 +279,11 @@ class PrivSyn:
         """Refuse (UsageError) an output the write would fail on: a file, a non-Delta folder, a table
         of another schema in append mode, a table (partition) holding rows in mode ``error`` (the
         default). Call it before :meth:`fit` spends anything."""
-        output = as_output(output)
+        output = as_output(output)  # an append into a scoped partition is refused there
         spark = spark or _session()
         ddl = output_ddl(self.schema)
         check_mode(spark, target, output.mode, output.partition, output.partition_types)
         if output.partition:  # a replaceWhere writes into the table as it is: its columns must match, as appending
-            if output.mode == "append":
-                raise UsageError("a partition-scoped run replaces its partition (replaceWhere): --mode "
-                                 "append is refused")
             types = partition_column_types(spark, target if table_exists(spark, target) else None,
                                            output.partition, output.partition_types)
             ddl += "".join(f", `{c}` {types[c]}" for c, _ in output.partition)

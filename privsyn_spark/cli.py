@@ -118,15 +118,15 @@ def _check_before_spark(args: argparse.Namespace) -> RunConfig | None:
     if args.command not in STEPS:
         return None
     config = validate_run_args(args)
-    schema = load_schema(config.schema) if isinstance(config.schema, (str, Path)) else config.schema
+    schema = config.synth.resolved
     if args.command in ("run", "measure"):  # the width and the first counting pass depend on the schema only
-        check_width(len(schema.view.domain()), config.settings.selection)
-        check_first_pass(schema.domain(), config.max_cells)
-    unknown = [c for c in config.partition_by if c not in schema.names]
+        check_width(len(schema.view.domain()), config.synth.settings.selection)
+        check_first_pass(schema.domain(), config.synth.max_cells)
+    unknown = [c for c in config.write.partition_by if c not in schema.names]
     if unknown and args.command in ("run", "synthesize"):
         raise UsageError(f"--output-partition-by {','.join(unknown)}: not a column the schema keeps "
                          f"(kept: {', '.join(schema.names)})")
-    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write_mode)
+    check_locations(args.input, config.output if args.command in ("run", "synthesize") else None, config.write.mode)
     return config
 
 
@@ -163,7 +163,7 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.runs_dir is None:  # the default ./runs: refused on a cluster master (before Spark when it is given)
         check_default_runs_dir(None, args.master)
-    claimed = sweep_and_claim(config.runs_dir, config.run_id)
+    claimed = sweep_and_claim(config.synth.runs_location, config.run_id)
     try:
         return _run_step(args, config, sample)
     except BaseException:
@@ -203,8 +203,8 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
         return 0
     if config is None:
         raise UsageError(f"{args.command}: not a run step")
-    if config.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
-        check_exclusive(spark, config.ledger)
+    if config.synth.ledger:  # at run start: a ledger store without mutual exclusion is refused before any work
+        check_exclusive(spark, config.synth.ledger)
     log.info("run %s: %s (artifacts in %s)", config.run_id, args.command, config.run_location)
     step = {"run": pipeline.run, "measure": pipeline.run_measure, "synthesize": pipeline.run_synthesize,
             "evaluate": pipeline.run_evaluate}[args.command]

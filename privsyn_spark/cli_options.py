@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from privsyn_spark.config import PeopleSplit, Settings, refused_property
+from privsyn_spark.config import OutputConfig, PeopleSplit, Settings, SynthOptions, refused_property
 from privsyn_spark.errors import UsageError
 from privsyn_spark.operations import (
     DECLARED_DTYPES,
@@ -51,13 +51,14 @@ destination -> (section attribute, field); a flag keeps its field's name (``--gu
 
 def validate_run_args(args: argparse.Namespace) -> RunConfig:
     """Everything a run can be refused for without Spark, checked by building the run's
-    :class:`~privsyn_spark.PrivSyn` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
+    :class:`~privsyn_spark.config.SynthOptions` (epsilon, delta, ledger or --no-ledger, dataset id, runs dir, schema
     (an unreviewed draft is refused), settings), plus a local run id reused with other settings.
     Returns the run's :class:`RunConfig`; raises a one-line :class:`UsageError`."""
     config = config_from_args(args)
-    runs = Path(config.runs_dir).expanduser()
-    if "://" not in config.runs_dir and runs.exists() and not runs.is_dir():
-        raise UsageError(f"--runs-dir {config.runs_dir} is a regular file, not a folder")
+    runs_dir = config.synth.runs_location
+    runs = Path(runs_dir).expanduser()
+    if "://" not in runs_dir and runs.exists() and not runs.is_dir():
+        raise UsageError(f"--runs-dir {runs_dir} is a regular file, not a folder")
     synth = synthesizer(config)
     config.scope.check_schema(synth.schema.names)
     if args.run_id:  # a scoped input's identity needs its canonical partition values: checked when it is read
@@ -76,20 +77,22 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "dataset_epsilon", None) is not None:
         raise UsageError("--dataset-epsilon is gone: store the dataset's total once with `privsyn-spark budget "
                          "set --ledger L --dataset-id ID --epsilon E --delta D`; runs read it from the ledger")
-    return RunConfig(settings=settings_from_args(args),
-        input=args.input, schema=args.schema, output=args.output or "", run_id=args.run_id or uuid.uuid4().hex[:12],
-        runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
-        epsilon=args.epsilon, delta=args.delta, input_format=args.input_format,
+    synth = SynthOptions(args.schema, args.epsilon, args.delta, ledger=args.ledger or None,
+                         dataset_id=args.dataset_id or None, no_ledger=args.no_ledger,
+                         run_id=args.run_id or uuid.uuid4().hex[:12],
+                         runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
+                         synthesizer=args.synthesizer, settings=settings_from_args(args), max_cells=args.max_cells,
+                         recharge=args.recharge, log_exact_counts=args.log_exact_counts,
+                         privacy_id=privacy_ids(args.privacy_id), max_rows_per_id=args.max_rows_per_id)
+    return RunConfig(
+        input=args.input, output=args.output or "", synth=synth, input_format=args.input_format,
         synth_rows=args.rows, people=getattr(args, "people", None), persons_output=getattr(args, "persons_output",
                                                                                            None) or "",
-        parents=getattr(args, "parents", None) or "",
-        synthesizer=args.synthesizer, seed=args.seed, write_mode=args.write_mode,
-        partition_by=tuple(c.strip() for c in args.output_partition_by.split(",") if c.strip()),
-        table_comment=args.comment, table_properties=_table_properties(args.table_property),
-        dataset_id=args.dataset_id or None, ledger=args.ledger or None, no_ledger=args.no_ledger,
-        recharge=args.recharge, log_exact_counts=args.log_exact_counts, label=args.label,
-        evaluate=not args.no_evaluate, max_cells=args.max_cells, keep_scratch=args.keep_scratch,
-        privacy_id=privacy_ids(args.privacy_id), max_rows_per_id=args.max_rows_per_id,
+        parents=getattr(args, "parents", None) or "", seed=args.seed,
+        write=OutputConfig(args.write_mode, args.output_partition_by, args.comment,
+                           _table_properties(args.table_property)),
+        label=args.label,
+        evaluate=not args.no_evaluate, keep_scratch=args.keep_scratch,
         scope=Scope.parse(getattr(args, "partition", []), getattr(args, "where", None)))
 
 

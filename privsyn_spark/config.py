@@ -2,9 +2,12 @@
 
 :class:`Settings` groups the rarely changed knobs (budget split, selection, estimation, the GUM
 kernel, and :class:`ShardingConfig`: the synthesis layout); :class:`OutputConfig` how a synthetic
-table is written. The API takes them as objects (``PrivSyn(schema, ..., settings=Settings(...))``) and the CLI
-reads :class:`Settings` from ``--config file.yaml`` (sections named like the fields), then lets its flags
-override single fields (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
+table is written; :class:`SynthOptions` every argument of :class:`~privsyn_spark.PrivSyn` (the
+schema and its privacy unit, the budget, the ledger, the run id and folder, the settings) as one
+checked object, the one the CLI's run configuration holds. The API takes them as objects
+(``PrivSyn(schema, ..., settings=Settings(...))``) and the CLI reads :class:`Settings` from
+``--config file.yaml`` (sections named like the fields), then lets its flags override single fields
+(``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
 
     budget_split: {one_way: 0.5, indif: 0.05, selected: 0.45}
     selection: {gamma: 2000000, max_pairs: 40, model_cells: 5.0e6}
@@ -37,8 +40,12 @@ back). To add a knob:
 2. read it where the stage runs, from the section object it is handed (never a copy with another name);
 3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
    (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
-   then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
-   (``release_identity.run_fingerprint``).
+   then overrides the YAML value (the Airflow DAG passes it as one more param and argument). Settings
+   that bind a run's measurements are in the run's fingerprint (``release_identity.run_fingerprint``).
+
+A knob of the synthesizer itself (beside ``epsilon``, ``ledger``, ...) is a field of :class:`SynthOptions`
+with its check in its ``__post_init__``, and the keyword of ``PrivSyn.__init__`` that hands it on; the
+run's configuration and :meth:`~privsyn_spark.PrivSyn.from_options` carry it unchanged.
 """
 
 from __future__ import annotations
@@ -49,16 +56,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
-from privsyn_spark.privacy.accounting import BudgetSplit
+from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
+from privsyn_spark.privacy.accounting import BudgetSplit, RunBudget
+from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.people import PeopleSplit
+from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.progress import ProgressConfig
+from privsyn_spark.runtime.output_check import check_run_id
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR
+from privsyn_spark.schema.given_schema import as_schema, with_people, with_privacy_unit
+from privsyn_spark.schema.people import PeopleSpec
+from privsyn_spark.schema.schema import Schema
 from privsyn_spark.select.selection_config import SelectionConfig
 from privsyn_spark.synthesize.gum.structure import GumConfig
+from privsyn_spark.synthesize.records import SYNTHESIZERS
 from privsyn_spark.synthesize.sharded.context import ShardingConfig
-from privsyn_spark.write.delta_output import WRITE_MODES
+from privsyn_spark.write.delta_output import WRITE_MODES, check_partition_mode
 
 DEFAULT_EPSILON = 1.0
 """Default epsilon of a run (the API's, the CLI's and a job's)."""
@@ -66,7 +83,7 @@ DEFAULT_DELTA = 1e-9
 """Documented default delta; never derived from the (private) row count."""
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig",
-           "PeopleSplit", "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig"]
+           "PeopleSplit", "ProgressConfig", "SelectionConfig", "Settings", "ShardingConfig", "SynthOptions"]
 
 
 RESERVED_PROPERTIES = {
@@ -118,6 +135,7 @@ class OutputConfig:
                                                            if c.strip()))
         if self.mode not in WRITE_MODES:
             raise UsageError(f"output mode must be one of {', '.join(WRITE_MODES)}, got {self.mode!r}")
+        check_partition_mode(self.mode, self.partition)
         for key in self.properties:
             why = refused_property(str(key))
             if why:
@@ -191,6 +209,80 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         """The settings as a document :meth:`from_dict` reads back."""
         return {section: dataclasses.asdict(getattr(self, attr)) for section, attr in self._SECTIONS.items()}
+
+
+@dataclass(frozen=True)
+class SynthOptions:
+    """Every argument of :class:`~privsyn_spark.PrivSyn` (its docstring says what each means), checked
+    once here, before Spark starts: a ``SynthOptions`` that exists is valid. The API, the CLI
+    (:class:`~privsyn_spark.pipeline.RunConfig` holds one) and the jobs fill this one object.
+
+    ``schema`` is kept as given; :attr:`resolved` is the :class:`Schema` with the privacy unit and people
+    asked for (``privacy_id``/``max_rows_per_id``/``people`` override the schema's own), resolved here once.
+    """
+
+    schema: Any                                   # a Schema, a schema file or its document (dict)
+    epsilon: float = DEFAULT_EPSILON
+    delta: float = DEFAULT_DELTA
+    ledger: str | None = None                     # Delta path/table of the budget ledger
+    dataset_id: str | None = None                 # budget ledger key (its budget: `budget set`)
+    no_ledger: bool = False                       # nothing limits or records the spending
+    run_id: str | None = None                     # names the measurements (reused without spending)
+    runs_dir: str | None = None                   # the runs' artifacts (None: ./runs, refused on a cluster)
+    synthesizer: str = "gum"                      # "gum" or "pgm" (sampling from the graphical model)
+    settings: Settings = field(default_factory=Settings)  # every other knob (a dict of its sections: turned into one)
+    max_cells: int = DEFAULT_MAX_CELLS            # cap on the cells of one marginal-engine pass
+    recharge: bool = False                        # a reserved run whose artifact is lost pays for fresh noise
+    log_exact_counts: bool = False                # operators only: exact tallies of the private table in the log
+    privacy_id: str | tuple[str, ...] | None = None  # id column(s) of a person (None: the schema's unit)
+    max_rows_per_id: int | None = None            # K, rows kept per person (None: the schema's, else 1)
+    people: PeopleSpec | Mapping[str, Any] | None = None  # people and their rows (None: the schema's)
+
+    def __post_init__(self) -> None:
+        check_epsilon_delta(self.epsilon, self.delta)
+        check_ledger_choice(self.ledger, self.dataset_id, self.no_ledger, self.recharge)
+        if self.runs_dir is not None and not self.runs_dir.strip():
+            raise UsageError("--runs-dir (runs_dir=...) must name a folder or a URI (shared storage on a cluster)")
+        resolved = with_people(with_privacy_unit(as_schema(self.schema), self.privacy_id, self.max_rows_per_id),
+                               self.people)
+        if self.synthesizer not in SYNTHESIZERS:
+            raise UsageError(f"synthesizer must be one of {SYNTHESIZERS}, got {self.synthesizer!r}")
+        if self.max_cells < 1:
+            raise UsageError(f"max_cells must be >= 1, got {self.max_cells}")
+        if self.run_id is not None:
+            check_run_id(self.run_id)
+        budget = RunBudget.of(float(self.epsilon), float(self.delta))  # epsilon turned into rho once, here
+        refusal = implausible_bound(resolved.privacy_unit.bound, budget.rho)  # before any reservation or data
+        if refusal:
+            raise UsageError(refusal)
+        settings = Settings.from_dict(self.settings) if isinstance(self.settings, Mapping) else self.settings
+        if not isinstance(settings, Settings):
+            raise UsageError(f"settings must be a Settings (privsyn_spark.Settings(sharding=ShardingConfig(...), "
+                             f"...)) or a dict of its sections, got {type(settings).__name__}")
+        for name, value in (("epsilon", float(self.epsilon)), ("delta", float(self.delta)),
+                            ("ledger", self.ledger or None), ("dataset_id", self.dataset_id or None),
+                            ("settings", settings), ("_resolved", resolved), ("_budget", budget)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def resolved(self) -> Schema:
+        """The schema with the privacy unit and people asked for (the one place they are resolved)."""
+        return self._resolved  # type: ignore[attr-defined]
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """The privacy unit of the releases (the schema's, or the one ``privacy_id``/``max_rows_per_id`` ask for)."""
+        return self.resolved.privacy_unit
+
+    @property
+    def budget(self) -> RunBudget:
+        """The run's budget: ``epsilon`` at ``delta`` as zCDP rho."""
+        return self._budget  # type: ignore[attr-defined]
+
+    @property
+    def runs_location(self) -> str:
+        """``runs_dir``, or the default ``./runs`` when not given."""
+        return DEFAULT_RUNS_DIR if self.runs_dir is None else self.runs_dir
 
 
 def _section(name: str, kind: type, values: Any, where: str = "--config") -> Any:

@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 
 
 def check_people_outputs(synth: PrivSyn, spark: SparkSession, persons_output: str | None, output: str, scope: Scope,
-                         write_mode: str, partition_by: tuple[str, ...]) -> None:
+                         write: OutputConfig) -> None:
     """Refuse (one-line :class:`UsageError`) what a people run cannot do, before any budget is spent: a scoped
     run, an append or partition columns and, unless ``persons_output`` is None (the measure step writes no
     table), no ``--persons-output`` or an output the write would fail on."""
-    if scope or write_mode == "append" or partition_by:
+    if scope or write.mode == "append" or write.partition_by:
         raise UsageError("a people run reads its whole input and writes new tables: --partition/--where, --mode "
                          "append and --output-partition-by are refused")
     if persons_output is None:
@@ -41,7 +41,7 @@ def check_people_outputs(synth: PrivSyn, spark: SparkSession, persons_output: st
         raise UsageError("a people schema's run writes two tables: --persons-output (the persons) and --output "
                          "(their rows)")
     for target in (persons_output, output):
-        synth.check_output(target, OutputConfig(mode=write_mode), spark)
+        synth.check_output(target, OutputConfig(mode=write.mode), spark)
 
 
 def measured_people(synth: PrivSyn, run_id: str, source: str | None, spark: SparkSession) -> PeopleModel:

@@ -23,10 +23,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
-from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
+from privsyn_spark.config import DEFAULT_DELTA, OutputConfig, SynthOptions
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import REPORT_HTML
-from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.people_model import PeopleModel
 from privsyn_spark.people_steps import check_people_outputs, measured_people, people_report, synthesize_people
 from privsyn_spark.privacy.measurements import Measurements
@@ -35,12 +34,11 @@ from privsyn_spark.run_artifacts import OPERATOR_DIR
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
-from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR
 from privsyn_spark.runtime.storage import join
 from privsyn_spark.runtime.warmup import warm_up
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synthesize.sharded.spark_driver import warm_worker
-from privsyn_spark.write.delta_output import warm_write
+from privsyn_spark.write.delta_output import check_partition_mode, warm_write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,52 +55,40 @@ __all__ = ["DEFAULT_DELTA", "RunConfig", "measure", "run", "run_evaluate", "run_
 class RunConfig:
     """Everything one CLI run asks for; the CLI and the Airflow DAG fill it from their arguments.
 
-    The run's where (input, output, run id and folder), its budget and ledger, and how the table is
-    written; every other knob is in ``settings`` (one home: :class:`~privsyn_spark.config.Settings`),
-    handed to :class:`~privsyn_spark.PrivSyn` unchanged. :func:`synthesizer` checks it all (ledger,
-    epsilon, run id, ...) before Spark starts.
+    ``synth``: the run's :class:`~privsyn_spark.PrivSyn` as one checked object (schema, budget, ledger,
+    run id and folder, privacy unit, every other knob in its ``settings``: one home,
+    :class:`~privsyn_spark.config.SynthOptions`); the other fields are the run's own: where it reads and
+    writes, how the table is written, how many rows, the evaluation and the input's scope.
     """
 
     input: str                           # a table location
-    schema: Any                          # a schema file, or a Schema
     output: str
-    run_id: str
-    runs_dir: str = DEFAULT_RUNS_DIR     # required on a cluster: the CLI refuses the default there
-    epsilon: float = DEFAULT_EPSILON
-    delta: float = DEFAULT_DELTA
+    synth: SynthOptions                  # the synthesizer (its run_id is required: the CLI draws one)
     input_format: str | None = None
     synth_rows: int | None = None        # default: the noisy total
     people: int | None = None            # a people schema: synthetic persons (default: the noisy person count)
     persons_output: str = ""             # a people schema: the persons' table (their rows go to ``output``)
     parents: str = ""                    # a people schema's parent-child form: the parent table (``input``: the child)
-    synthesizer: str = "gum"             # "gum" or "pgm" (sampling from the graphical model)
     seed: int = 0
-    write_mode: str = "error"            # "error" refuses a table (partition) holding rows; "overwrite", "append"
-    partition_by: tuple[str, ...] = ()   # output partition columns (on create/overwrite)
-    table_comment: str | None = None     # output table comment (on create/overwrite)
-    table_properties: dict[str, str] = field(default_factory=dict)  # extra output table properties
-    dataset_id: str | None = None        # budget ledger key (required with a ledger; its budget: `budget set`)
-    ledger: str | None = None            # Delta path/table of the budget ledger
-    no_ledger: bool = False              # run without a ledger (nothing limits or records the spending)
-    recharge: bool = False               # a reserved run whose artifact is lost pays for fresh measurements
-    log_exact_counts: bool = False       # operators only: exact tallies of the private table in the log
+    write: OutputConfig = field(default_factory=OutputConfig)  # how ``output`` is written (mode, partitioning, ...)
     label: str | None = None             # label column for the ML-efficacy metric
     evaluate: bool = True
-    max_cells: int = DEFAULT_MAX_CELLS   # cap on the cells of one marginal-engine pass
     keep_scratch: bool = False           # keep the run's checkpoint files after it ends
-    privacy_id: tuple[str, ...] | None = None  # id column(s) of a person, the privacy unit (None: the schema's)
-    max_rows_per_id: int | None = None   # K, rows kept per person (None: the schema's, else 1)
-    settings: Settings = field(default_factory=Settings)  # every other knob (--config file.yaml, then flags)
     scope: Scope = field(default_factory=Scope)  # --partition / --where: the input's rows this run measures
 
     def __post_init__(self) -> None:
+        if not self.synth.run_id:
+            raise UsageError("a run needs a run id (SynthOptions(run_id=...))")
         if self.synth_rows is not None and self.synth_rows < 1:  # refused before Spark starts
             raise UsageError(f"--rows must be >= 1, got {self.synth_rows}")
         if self.people is not None and self.people < 1:
             raise UsageError(f"--people must be >= 1, got {self.people}")
-        if self.scope.partition and self.write_mode == "append":
-            raise UsageError("--partition replaces its partition of --output (replaceWhere): --mode append "
-                             "is refused (a rerun would add the partition again)")
+        check_partition_mode(self.write.mode, self.scope.partition)  # before Spark starts
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (``synth.run_id``)."""
+        return self.synth.run_id or ""
 
     @property
     def source(self) -> str:
@@ -112,13 +98,12 @@ class RunConfig:
     @property
     def run_location(self) -> str:
         """``<runs_dir>/<run_id>`` as an absolute path or a URI."""
-        return join(self.runs_dir, self.run_id)
+        return join(self.synth.runs_location, self.run_id)
 
     @property
     def output_config(self) -> OutputConfig:
         """How the synthetic table is written (a scoped run: into its partition; see :func:`output_for`)."""
-        return OutputConfig(self.write_mode, self.partition_by, self.table_comment, self.table_properties,
-                            self.scope.partition)
+        return dataclasses.replace(self.write, partition=self.scope.partition)
 
 
 def output_for(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> OutputConfig:
@@ -135,11 +120,7 @@ def output_for(spark: SparkSession, config: RunConfig, codes: InputCodes | None 
 
 def synthesizer(config: RunConfig) -> PrivSyn:
     """The :class:`~privsyn_spark.PrivSyn` a run configuration asks for."""
-    return PrivSyn(config.schema, config.epsilon, config.delta, ledger=config.ledger, dataset_id=config.dataset_id,
-                   no_ledger=config.no_ledger, run_id=config.run_id, runs_dir=config.runs_dir,
-                   synthesizer=config.synthesizer, settings=config.settings, max_cells=config.max_cells,
-                   recharge=config.recharge, log_exact_counts=config.log_exact_counts, privacy_id=config.privacy_id,
-                   max_rows_per_id=config.max_rows_per_id)
+    return PrivSyn.from_options(config.synth)
 
 
 def measure(spark: SparkSession, config: RunConfig, codes: InputCodes | None = None) -> Measurements:
@@ -153,7 +134,7 @@ def run_measure(spark: SparkSession, config: RunConfig) -> Measurements:
     people schema's: :meth:`PrivSyn.measure_people` (the person table, the degrees and the row table)."""
     synth = synthesizer(config)
     if synth.schema.people is not None:
-        check_people_outputs(synth, spark, None, config.output, config.scope, config.write_mode, config.partition_by)
+        check_people_outputs(synth, spark, None, config.output, config.scope, config.write)
         people = synth.measure_people(config.input, config.run_id, config.input_format,
                                       parents=config.parents or None)
         _done("measure", config, people.rows, note=f"people measurements in {config.run_location}")
@@ -181,11 +162,11 @@ def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     config = canonical(spark, config)
     synth = synthesizer(config)
     if synth.schema.people is not None:
-        check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
-                             config.partition_by)
+        check_people_outputs(synth, spark, config.persons_output, config.output, config.scope,
+                             config.write)
         people = measured_people(synth, config.run_id, config.source, spark)
         found, persons, rows = synthesize_people(spark, people, config.persons_output, config.output, config.people,
-                                                 config.seed, config.write_mode)
+                                                 config.seed, config.write.mode)
         _done_people("synthesize", config, people, persons, rows)
         return found.rows
     model = synth.measured(config.run_id, config.source, spark)
@@ -237,11 +218,10 @@ def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
     (:mod:`privsyn_spark.people_steps`): the persons to ``--persons-output`` and their rows to ``--output``, two
     Delta tables of one commit each (both checked before any budget is spent), then the run report with the
     people metrics (unless ``--no-evaluate``)."""
-    check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,
-                         config.partition_by)
+    check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write)
     model = synth.measure_people(config.input, config.run_id, config.input_format, parents=config.parents or None)
     _, persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
-                                         config.seed, config.write_mode)
+                                         config.seed, config.write.mode)
     report = people_report(spark, synth, model, config.input, config.input_format, config.output,
                            {**_run_doc(config), "persons_version": persons}, config.evaluate,
                            config.parents or None)
@@ -254,8 +234,8 @@ def _done_people(step: str, config: RunConfig, model: PeopleModel, persons: int,
     """A people step's closing line: both tables written (and the run report's location)."""
     folder = model.rows.run_folder
     where = folder.location(OPERATOR_DIR, REPORT_HTML) if report and folder is not None else None
-    print(summary(step, ledger=model.record.dataset_ledger, epsilon=None if config.ledger else config.epsilon,
-                  report=where,
+    print(summary(step, ledger=model.record.dataset_ledger,
+                  epsilon=None if config.synth.ledger else config.synth.epsilon, report=where,
                   note=f"wrote synthetic persons to {config.persons_output} (Delta version {persons}) and their "
                        f"rows to {config.output} (Delta version {rows})"), flush=True)
 
@@ -296,7 +276,7 @@ def _done(step: str, config: RunConfig, model: SynthModel, report: bool = False,
     where = model.run_folder.location(OPERATOR_DIR, REPORT_HTML) if report and model.run_folder else None
     print(summary(step, rows=model.record.synthesis["rows"] if written else None, table=config.output,
                   version=model.record.output_version, ledger=model.record.dataset_ledger,
-                  epsilon=None if config.ledger else config.epsilon, report=where, note=note), flush=True)
+                  epsilon=None if config.synth.ledger else config.synth.epsilon, report=where, note=note), flush=True)
 
 
 def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: InputCodes) -> dict:
@@ -313,13 +293,15 @@ def _report(spark: SparkSession, config: RunConfig, model: SynthModel, codes: In
 
 def _run_doc(config: RunConfig) -> dict[str, Any]:
     """What the run report says of the run (its ``run`` section)."""
-    return {"run_id": config.run_id, "dataset": config.dataset_id or config.input, "input": config.input,
+    return {"run_id": config.run_id, "dataset": config.synth.dataset_id or config.input, "input": config.input,
             "output": config.output, "config": _config_dict(config)}
 
 
 def _config_dict(config: RunConfig) -> dict[str, Any]:
-    """The run configuration as a JSON-ready dict (for the report)."""
+    """The run configuration as a JSON-ready dict (for the report): its synthesizer's fields and the run's
+    (``people``: the run's count of synthetic persons)."""
     doc = asdict(config)
-    if isinstance(config.schema, Schema):
-        doc["schema"] = f"Schema {config.schema.schema_hash()}"
+    doc = {**doc.pop("synth"), **doc}
+    if isinstance(config.synth.schema, Schema):
+        doc["schema"] = f"Schema {config.synth.schema.schema_hash()}"
     return doc

@@ -35,6 +35,14 @@ WRITE_MODES = ("error", "overwrite", "append")
 """How a run writes its table: ``error`` (the default) refuses a table (or partition) that holds rows."""
 
 
+def check_partition_mode(mode: str, partition: Sequence[tuple[str, str]]) -> None:
+    """Refuse an append into a run's scoped partition: the write replaces that partition (replaceWhere),
+    an append would add it again on every rerun (the one home of this rule)."""
+    if partition and mode == "append":
+        raise UsageError("--partition replaces its partition of --output (replaceWhere): --mode append "
+                         "is refused (a rerun would add the partition again)")
+
+
 def warm_write(spark: SparkSession, folder: str) -> None:
     """A 1-row Delta table into ``folder`` by the output's own path (``createOrReplace``): the session's
     one-time Delta cost, paid while the driver estimates (:mod:`privsyn_spark.runtime.warmup`)."""
@@ -77,10 +85,8 @@ def _write(df: DataFrame, target: str, exists: bool, mode: str, ident: str, meta
            partition: Sequence[tuple[str, str]], partition_types: Mapping[str, str]) -> int:
     """:func:`write_delta`'s commit, its mode checked; returns the new version."""
     spark = df.sparkSession
+    check_partition_mode(mode, partition)
     if partition:
-        if mode == "append":
-            raise UsageError("a partition-scoped run replaces its partition (replaceWhere); --mode append "
-                             "would add it again on every rerun")
         df, predicate = _with_partition(df, target, exists, partition, partition_types)
         partition_by = tuple(partition_by) or tuple(c for c, _ in partition)
         if not exists:

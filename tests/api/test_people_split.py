@@ -61,11 +61,11 @@ def test_the_config_file_section_and_an_empty_flag(schema_file, tmp_path):
     config.write_text(yaml.safe_dump({"people_split": {"persons": 0.3, "degrees": 0.1, "rows": 0.6}}))
     base = ["measure", "--input", "x.csv", "--schema", schema_file, "--no-ledger", "--runs-dir", str(tmp_path)]
     parsed = validate_run_args(build_parser().parse_args([*base, "--config", str(config)]))
-    assert parsed.settings.people_split == PeopleSplit(0.3, 0.1, 0.6)
+    assert parsed.synth.settings.people_split == PeopleSplit(0.3, 0.1, 0.6)
     flag = validate_run_args(build_parser().parse_args([*base, "--config", str(config), "--people-split=.4,.1,.5"]))
-    assert flag.settings.people_split == PeopleSplit(0.4, 0.1, 0.5)  # the flag overrides the file
+    assert flag.synth.settings.people_split == PeopleSplit(0.4, 0.1, 0.5)  # the flag overrides the file
     empty = validate_run_args(build_parser().parse_args([*base, "--people-split="]))  # a DAG param left empty
-    assert empty.settings.people_split == PeopleSplit()
+    assert empty.synth.settings.people_split == PeopleSplit()
 
 
 @pytest.mark.slow

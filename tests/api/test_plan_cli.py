@@ -40,13 +40,13 @@ def test_config_file_reaches_the_run_config(tmp_path):
                       "gum: {alpha_0: 0.25}\n")
     args = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
                                       "--no-ledger", "--config", str(config)])
-    settings = config_from_args(args).settings
+    settings = config_from_args(args).synth.settings
     assert settings.selection.max_pairs == 3 and settings.selection.model_cells == 1000
     assert settings.estimation.estimator == "consistency"
     flags = build_parser().parse_args(["run", "--input", "x.csv", "--schema", SAMPLE_SCHEMA, "--output", "o",
                                        "--no-ledger", "--config", str(config), "--model-cells", "0",
                                        "--estimator", "pgm"])
-    overridden = config_from_args(flags).settings  # the flags win over the file
+    overridden = config_from_args(flags).synth.settings  # the flags win over the file
     assert (overridden.selection.model_cells, overridden.estimation.estimator) == (None, "pgm")
     assert overridden.selection.max_pairs == 3
     assert settings.gum.alpha_0 == 0.25 and settings.split == BudgetSplit()

@@ -112,11 +112,11 @@ def test_the_quiet_knob_has_one_home_reached_by_yaml_and_the_cli(tmp_path):
     args = ["run", "--input", "x.csv", "--schema", str(tmp_path / "s.yaml"), "--output", "o", "--no-ledger",
             "--runs-dir", str(tmp_path / "runs")]
     (tmp_path / "s.yaml").write_text("columns:\n  - {name: a, type: categorical, values: [x, y]}\n")
-    assert validate_run_args(build_parser().parse_args([*args, "--quiet"])).settings.progress.quiet
-    assert not validate_run_args(build_parser().parse_args(args)).settings.progress.quiet
+    assert validate_run_args(build_parser().parse_args([*args, "--quiet"])).synth.settings.progress.quiet
+    assert not validate_run_args(build_parser().parse_args(args)).synth.settings.progress.quiet
     (tmp_path / "c.yaml").write_text("progress: {quiet: true}\n")
     config = validate_run_args(build_parser().parse_args([*args, "--config", str(tmp_path / "c.yaml")]))
-    assert config.settings.progress.quiet
+    assert config.synth.settings.progress.quiet
 
 
 def test_in_a_notebook_with_tqdm_a_loop_is_a_bar(monkeypatch, capsys):

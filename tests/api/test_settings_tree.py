@@ -11,6 +11,7 @@ import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, PrivSyn, Settings
 from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
+from privsyn_spark.config import SynthOptions
 from privsyn_spark.errors import UsageError
 from privsyn_spark.pipeline import RunConfig, synthesizer
 
@@ -48,8 +49,8 @@ def test_yaml_settings_survive_a_run_config_unchanged(tmp_path, yaml_settings):
     """The bug this fixes: ``synthesizer(RunConfig(settings=...))`` replaced shard_rows/gum_rounds/gum_sweeps
     by RunConfig's own defaults (gum_rounds 8)."""
     _, settings = yaml_settings
-    config = RunConfig(input="x.csv", schema=SAMPLE_SCHEMA, output="o", run_id="r", no_ledger=True,
-                       runs_dir=str(tmp_path / "runs"), settings=settings)
+    synth = SynthOptions(SAMPLE_SCHEMA, run_id="r", no_ledger=True, runs_dir=str(tmp_path / "runs"), settings=settings)
+    config = RunConfig(input="x.csv", output="o", synth=synth)
     assert synthesizer(config).settings == settings
     assert synthesizer(config).settings.sharding.gum_rounds == 3
 
@@ -58,7 +59,7 @@ def test_yaml_settings_survive_the_cli_unchanged(tmp_path, yaml_settings):
     path, settings = yaml_settings
     args = build_parser().parse_args(_run_args(tmp_path, "--config", str(path)))
     config = validate_run_args(args)
-    assert config.settings == settings
+    assert config.synth.settings == settings
     assert synthesizer(config).settings == settings
 
 
@@ -80,13 +81,13 @@ def test_yaml_settings_survive_the_api_unchanged(yaml_settings):
 ])
 def test_flags_override_single_fields_of_the_yaml(tmp_path, yaml_settings, flags, section, changes):
     path, settings = yaml_settings
-    got = config_from_args(build_parser().parse_args(_run_args(tmp_path, "--config", str(path), *flags))).settings
+    got = config_from_args(build_parser().parse_args(_run_args(tmp_path, "--config", str(path), *flags))).synth.settings
     expected = dataclasses.replace(settings, **{section: dataclasses.replace(getattr(settings, section), **changes)})
     assert got == expected  # the named fields changed, every other one as in the file
 
 
 def test_without_flags_or_file_the_settings_are_the_defaults(tmp_path):
-    assert config_from_args(build_parser().parse_args(_run_args(tmp_path))).settings == Settings()
+    assert config_from_args(build_parser().parse_args(_run_args(tmp_path))).synth.settings == Settings()
 
 
 # (CLI args, the same request through the API, the message both give)

@@ -2,20 +2,21 @@
 
 import pytest
 
+from privsyn_spark import SAMPLE_SCHEMA
 from privsyn_spark.cli import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
-BASE = ["run", "--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
+BASE = ["run", "--input", "in.csv", "--schema", SAMPLE_SCHEMA, "--output", "out", "--run-id", "r", "--no-ledger"]
 
 
 def test_output_options_reach_the_run_config():
     config = config_from_args(build_parser().parse_args(
         [*BASE, "--output-partition-by", "a, b", "--comment", "synthetic", "--table-property", "team=x",
          "--table-property", "note=a=b"]))
-    assert config.partition_by == ("a", "b") and config.table_comment == "synthetic"
-    assert config.table_properties == {"team": "x", "note": "a=b"}
+    assert config.write.partition_by == ("a", "b") and config.write.comment == "synthetic"
+    assert config.write.properties == {"team": "x", "note": "a=b"}
     plain = config_from_args(build_parser().parse_args(BASE))
-    assert (plain.partition_by, plain.table_comment, plain.table_properties) == ((), None, {})
+    assert (plain.write.partition_by, plain.write.comment, plain.write.properties) == ((), None, {})
 
 
 @pytest.mark.parametrize("item, message", [("privsyn.run_id=x", "set by privsyn-spark itself"),

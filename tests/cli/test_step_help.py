@@ -7,10 +7,11 @@ import re
 
 import pytest
 
+from privsyn_spark import SAMPLE_SCHEMA
 from privsyn_spark.cli import build_parser, config_from_args
 from privsyn_spark.cli_parser import READ_BY, STEPS
 
-BASE = ["--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
+BASE = ["--input", "in.csv", "--schema", SAMPLE_SCHEMA, "--output", "out", "--run-id", "r", "--no-ledger"]
 
 
 def _help(step: str, capsys) -> str:
@@ -49,4 +50,4 @@ def test_every_step_accepts_the_other_steps_options(step):
     args = build_parser().parse_args([step, *BASE, "--seed", "3", "--synthesizer", "pgm", "--rows", "10",
                                       "--label", "b", "--max-cells", "1000", "--write-mode", "append"])
     config = config_from_args(args)
-    assert (config.seed, config.synthesizer, config.synth_rows, config.label) == (3, "pgm", 10, "b")
+    assert (config.seed, config.synth.synthesizer, config.synth_rows, config.label) == (3, "pgm", 10, "b")

@@ -141,11 +141,12 @@ def test_estimator_choice_and_its_reason() -> None:
 
 
 def test_cli_model_cells_and_estimator_flags() -> None:
+    from privsyn_spark import SAMPLE_SCHEMA
     from privsyn_spark.cli import build_parser, config_from_args
 
-    base = ["run", "--input", "in", "--schema", "s.yaml", "--output", "out"]
+    base = ["run", "--input", "in", "--schema", SAMPLE_SCHEMA, "--output", "out", "--no-ledger"]
     def chosen(config):
-        return config.settings.selection.model_cells, config.settings.estimation.estimator
+        return config.synth.settings.selection.model_cells, config.synth.settings.estimation.estimator
 
     assert chosen(config_from_args(build_parser().parse_args(base))) == (DEFAULT_CELL_BUDGET, "auto")
     config = config_from_args(build_parser().parse_args(base + ["--model-cells", "0", "--estimator", "pgm"]))

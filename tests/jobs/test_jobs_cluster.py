@@ -51,15 +51,14 @@ def _same_rows(spark, left: str, right: str) -> None:
 
 
 def test_cluster_synthesis_matches_local_and_survives_a_lost_worker(spark, standalone_cluster, tmp_path):
-    from privsyn_spark.config import Settings, ShardingConfig
+    from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
     from privsyn_spark.pipeline import RunConfig, run_measure, run_synthesize
 
     delta_jars()  # skips when setup.sh has not resolved the Delta jars
     runs, local_out, cluster_out = tmp_path / "runs", tmp_path / "local", tmp_path / "cluster_out"
-    config = RunConfig(input=str(SAMPLE_INPUT), schema=str(SAMPLE_SCHEMA), output=str(local_out),
-                       run_id="cluster-vs-local", runs_dir=str(runs), epsilon=1.0, seed=SEED,
-                       no_ledger=True, settings=Settings(sharding=ShardingConfig(shard_rows=SHARD_ROWS)),
-                       evaluate=False)
+    synth = SynthOptions(str(SAMPLE_SCHEMA), 1.0, run_id="cluster-vs-local", runs_dir=str(runs), no_ledger=True,
+                         settings=Settings(sharding=ShardingConfig(shard_rows=SHARD_ROWS)))
+    config = RunConfig(input=str(SAMPLE_INPUT), output=str(local_out), synth=synth, seed=SEED, evaluate=False)
     run_measure(spark, config)           # the only privacy spend: both syntheses read these measurements
     run_synthesize(spark, config)        # local[2]
 

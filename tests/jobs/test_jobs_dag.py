@@ -105,10 +105,10 @@ def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_di
         validate_run_args(parsed)
         config = config_from_args(parsed)
         assert config.run_id == "scheduled__2024-01-02T00_00_00_00_00"  # the Airflow run id, folder-safe
-        assert config.input == str(SAMPLE_INPUT) and config.epsilon == 1.0 and config.delta == 1e-9
-        assert (config.ledger, config.dataset_id, config.runs_dir) == ("/shared/ledger", "adult",
+        assert config.input == str(SAMPLE_INPUT) and config.synth.epsilon == 1.0 and config.synth.delta == 1e-9
+        assert (config.synth.ledger, config.synth.dataset_id, config.synth.runs_dir) == ("/shared/ledger", "adult",
                                                                        "hdfs:///privsyn/runs")
-        assert (config.privacy_id, config.max_rows_per_id) == (None, None)  # empty params: the schema's unit
+        assert (config.synth.privacy_id, config.synth.max_rows_per_id) == (None, None)  # empty params: the schema's
         assert "--privacy-id=" in args and "--max-rows-per-id=" in args
         assert (config.persons_output, config.people) == ("", None)  # empty params: not set (a flat schema)
         assert "--persons-output=" in args and "--people=" in args

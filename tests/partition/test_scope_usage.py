@@ -62,3 +62,29 @@ def test_scope_parsing():
     assert Scope.parse(["c=it's"]).sql_predicate({}) == "`c` = CAST('it\\'s' AS string)"
     with pytest.raises(UsageError, match="the schema declares 'day'"):
         scope.check_schema(["age", "day"])
+
+
+def test_an_append_into_a_scoped_partition_is_refused_alike_at_every_door():
+    """One rule, one message: the run's configuration, the API's write options (check_output and
+    write_delta take an OutputConfig) and the writer itself."""
+    import dataclasses
+
+    from privsyn_spark.config import OutputConfig, SynthOptions
+    from privsyn_spark.pipeline import RunConfig
+    from privsyn_spark.write.delta_output import check_partition_mode
+
+    partition = (("day", "1"),)
+    messages = []
+    for refuse in (lambda: check_partition_mode("append", partition),
+                   lambda: OutputConfig(mode="append", partition=partition),
+                   lambda: RunConfig(input="in", output="out", synth=SynthOptions(SAMPLE_SCHEMA, no_ledger=True,
+                                                                                  run_id="r"),
+                                     write=OutputConfig(mode="append"), scope=Scope(partition))):
+        with pytest.raises(UsageError, match="append is refused") as err:
+            refuse()
+        messages.append(str(err.value))
+    assert len(set(messages)) == 1
+    check_partition_mode("append", ())  # an unscoped append, and a scoped overwrite, are fine
+    written = OutputConfig(mode="overwrite", partition=partition)
+    with pytest.raises(UsageError, match="append is refused"):
+        dataclasses.replace(written, mode="append")

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from privsyn_spark.config import SynthOptions
 from privsyn_spark.pipeline import RunConfig, run
 from tests.people_tables import keyed_table, people_doc
 
@@ -41,9 +42,10 @@ def test_the_run_report_holds_the_people_metrics(spark, tmp_path):
     real = keyed_table(60, seed=4)
     real.to_csv(tmp_path / "orders.csv", index=False)
     (tmp_path / "schema.yaml").write_text(yaml.safe_dump(people_doc()))
-    config = RunConfig(input=str(tmp_path / "orders.csv"), schema=str(tmp_path / "schema.yaml"),
-                       output=str(tmp_path / "rows"), persons_output=str(tmp_path / "persons"), run_id="report",
-                       runs_dir=str(tmp_path / "runs"), epsilon=8.0, no_ledger=True, people=30, seed=2)
+    synth = SynthOptions(str(tmp_path / "schema.yaml"), 8.0, run_id="report", runs_dir=str(tmp_path / "runs"),
+                         no_ledger=True)
+    config = RunConfig(input=str(tmp_path / "orders.csv"), output=str(tmp_path / "rows"),
+                       persons_output=str(tmp_path / "persons"), synth=synth, people=30, seed=2)
     returned = run(spark, config)
     report = json.loads((tmp_path / "runs" / "report" / "operator" / "report.json").read_text())
     assert returned["metrics"] == report["metrics"] and report["run"]["persons_version"] == 0
@@ -66,8 +68,9 @@ def test_the_run_report_holds_the_people_metrics(spark, tmp_path):
 def test_no_evaluate_leaves_the_metrics_out(spark, tmp_path):
     keyed_table(30, seed=5).to_csv(tmp_path / "orders.csv", index=False)
     (tmp_path / "schema.yaml").write_text(yaml.safe_dump(people_doc()))
-    config = RunConfig(input=str(tmp_path / "orders.csv"), schema=str(tmp_path / "schema.yaml"),
-                       output=str(tmp_path / "rows"), persons_output=str(tmp_path / "persons"), run_id="quiet",
-                       runs_dir=str(tmp_path / "runs"), epsilon=8.0, no_ledger=True, evaluate=False)
+    synth = SynthOptions(str(tmp_path / "schema.yaml"), 8.0, run_id="quiet", runs_dir=str(tmp_path / "runs"),
+                         no_ledger=True)
+    config = RunConfig(input=str(tmp_path / "orders.csv"), output=str(tmp_path / "rows"),
+                       persons_output=str(tmp_path / "persons"), synth=synth, evaluate=False)
     report = run(spark, config)
     assert not report["metrics"] and (tmp_path / "runs" / "quiet" / "operator" / "report.json").exists()

@@ -91,7 +91,7 @@ def test_report_and_budget(spark, adult_run):
     assert saved["budget"]["spent_rho"] == pytest.approx(saved["budget"]["rho"], rel=1e-9)
     assert saved["estimation"]["method"] == "pgm"  # the bounded selection always fits the model budget
     assert saved["estimation"]["info"]["reason"].startswith("auto")
-    assert saved["estimation"]["info"]["model_cells"] <= config.settings.selection.model_cells
+    assert saved["estimation"]["info"]["model_cells"] <= config.synth.settings.selection.model_cells
     baseline = independent_baseline(spark)
     assert 0.05 < baseline  # Adult's columns are far from independent
     assert saved["metrics"]["tvd"]["tvd_2way_mean"] < 0.5 * baseline  # measured: 0.024 against 0.078
@@ -102,7 +102,8 @@ def test_rerun_reuses_measurements_and_rewrites_the_same_table(spark, adult_run)
     config, _ = adult_run
     before = Measurements.load(Path(config.run_location) / "measurements")
     first = spark.read.format("delta").load(config.output).toPandas()
-    pipeline.run_synthesize(spark, dataclasses.replace(config, write_mode="overwrite"))  # same run id, same seed
+    overwrite = dataclasses.replace(config.write, mode="overwrite")
+    pipeline.run_synthesize(spark, dataclasses.replace(config, write=overwrite))  # same run id, same seed
     after = Measurements.load(Path(config.run_location) / "measurements")
     assert after.ledger == before.ledger  # nothing new was spent
     second = spark.read.format("delta").load(config.output).toPandas()

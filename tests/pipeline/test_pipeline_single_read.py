@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import pipeline
-from privsyn_spark.config import Settings, ShardingConfig
+from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
 from privsyn_spark.pipeline import RunConfig
 
 ADULT = "privsyn_spark/sample/adult.csv.gz"
@@ -32,10 +32,10 @@ def counted_view(spark, name: str):
 
 def test_a_run_scans_its_input_once(spark, tmp_path):
     scanned = counted_view(spark, "privsyn_counted_adult")
-    config = RunConfig(input="privsyn_counted_adult", input_format="table", schema=SCHEMA,
-                       output=str(tmp_path / "out"), run_id="once", runs_dir=str(tmp_path / "runs"),
-                       epsilon=1.0, synth_rows=2000, seed=1, evaluate=False, no_ledger=True,
-                       settings=Settings(sharding=ShardingConfig(gum_rounds=1)))
+    synth = SynthOptions(SCHEMA, 1.0, run_id="once", runs_dir=str(tmp_path / "runs"), no_ledger=True,
+                         settings=Settings(sharding=ShardingConfig(gum_rounds=1)))
+    config = RunConfig(input="privsyn_counted_adult", input_format="table", output=str(tmp_path / "out"),
+                       synth=synth, synth_rows=2000, seed=1, evaluate=False)
     pipeline.run(spark, config)  # measure (two engine passes), estimate, synthesize, write
     assert scanned.value == ROWS  # the input was scanned exactly once
     assert not (Path(config.run_location) / "scratch").exists()  # the scratch is gone
