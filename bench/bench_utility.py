@@ -64,8 +64,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from privsyn_spark.cli.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.evaluate.evaluation import evaluate
-from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.session import build_spark_session

@@ -3,7 +3,7 @@
 ``fit`` is the only step that reads private data, and it spends the budget once (through the
 ledger's reservation, :mod:`privsyn_spark.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
 read only the public schema or the persisted measurements. The CLI's steps, the jobs and the Airflow
-DAG are calls of this API (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no
+DAG are calls of this API (:mod:`privsyn_spark.cli.pipeline`). A session on the bundled sample (no
 ledger, a local SparkSession; about a minute on a laptop):
 
 >>> import pandas as pd

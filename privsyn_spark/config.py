@@ -36,7 +36,7 @@ back). To add a knob:
    and its check to that class's ``__post_init__``;
 2. read it where the stage runs, from the section object it is handed (never a copy with another name);
 3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
-   (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
+   (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli.options.FLAG_FIELDS`; the flag
    then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
    (``release_identity.run_fingerprint``).
 """

@@ -47,7 +47,6 @@ from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
 from privsyn_spark.progress import summary
-from privsyn_spark.resample import SampleConfig, run_sample
 from privsyn_spark.runtime.delta_jars import describe as describe_jars
 from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
 from privsyn_spark.runtime.input_scope import Scope
@@ -72,14 +71,14 @@ REVIEW_NOTE = "# Once reviewed, set `reviewed: true` below: private runs refuse 
 """The line a draft schema starts with: private runs refuse the file until it is marked reviewed."""
 
 __all__ = ["DECLARED_DTYPES", "DEFAULT_RUNS_DIR", "REVIEW_NOTE", "BudgetState", "DatasetState", "PrivacyUnit",
-           "PrivacyUnitError", "SampleConfig", "Scope", "all_datasets", "budget_states", "build_spark_session",
+           "PrivacyUnitError", "Scope", "all_datasets", "budget_states", "build_spark_session",
            "check_budget", "check_default_runs_dir", "check_first_pass", "check_width",
            "check_draft", "check_epsilon_delta", "check_exclusive", "check_ledger_path", "check_locations",
            "check_output_path", "check_run", "connect_url", "dataset_state", "describe_budget", "describe_jars",
            "draft_schema",
            "fetch_jars", "install_stop_handlers", "load_schema", "local_provenance", "local_states", "provenance",
            "release_claim", "require_ledger",
-           "rho_from_eps_delta", "run_sample", "set_budget", "stop_started_sessions", "summary", "sweep_and_claim",
+           "rho_from_eps_delta", "set_budget", "stop_started_sessions", "summary", "sweep_and_claim",
            "terminated"]
 """The command line's view of the package (with :mod:`privsyn_spark.api`): the steps around a run."""
 

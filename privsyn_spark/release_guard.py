@@ -60,7 +60,7 @@ PAUSE_BEFORE_DRAW_ENV = "PRIVSYN_TEST_PAUSE_BEFORE_DRAW"
 """Test hook, inert unless set (docs/reliability.md): a path; the holder of a reservation about to record
 ``drawn`` creates that file and sleeps until it is removed (10 minutes at most), so a fault test can
 ``kill -9`` the run at the last moment it provably drew no noise, or let a second attempt take its
-reservation over first (tests/cli/test_kill_retry.py). Never set in production."""
+reservation over first (tests/command_line/test_kill_retry.py). Never set in production."""
 
 
 def _pause_for_fault_tests() -> None:

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from privsyn_spark.cli_parser import build_parser
+from privsyn_spark.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").glob("*.md"))

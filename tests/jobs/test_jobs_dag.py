@@ -205,7 +205,7 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
     # a retry of the measure task (same Airflow run id, even from another runs dir) reuses the
     # measurements the ledger points to and is not charged again
     from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
-    from privsyn_spark.pipeline import run_measure
+    from privsyn_spark.cli.pipeline import run_measure
 
     args = build_parser().parse_args([
         "measure", "--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--run-id", runs[0],

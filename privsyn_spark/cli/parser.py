@@ -1,13 +1,13 @@
 """The `privsyn-spark` command's argument parser (see :mod:`privsyn_spark.cli`): the run steps' flags here,
-the other sub-commands' in :mod:`privsyn_spark.cli_commands`, the options they share in
-:mod:`privsyn_spark.cli_flags`."""
+the other sub-commands' in :mod:`privsyn_spark.cli.commands`, the options they share in
+:mod:`privsyn_spark.cli.flags`."""
 
 from __future__ import annotations
 
 import argparse
 
-from privsyn_spark.cli_commands import add_budget, add_infer_schema, add_jars, add_plan, add_provenance, add_sample
-from privsyn_spark.cli_flags import (
+from privsyn_spark.cli.commands import add_budget, add_infer_schema, add_jars, add_plan, add_provenance, add_sample
+from privsyn_spark.cli.flags import (
     LEDGER_HELP,
     config_arg,
     dataset_arg,

@@ -1,5 +1,5 @@
 """The building blocks of the `privsyn-spark` parser's options that several sub-commands share (the Spark
-options, the dataset key, a run's scope, --config, --quiet; see :mod:`privsyn_spark.cli_parser`)."""
+options, the dataset key, a run's scope, --config, --quiet; see :mod:`privsyn_spark.cli.parser`)."""
 
 from __future__ import annotations
 

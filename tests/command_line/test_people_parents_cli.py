@@ -9,8 +9,8 @@ import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements
-from tests.cli.test_bad_input import one_error_line
-from tests.cli.test_people_cli import cli, written_people
+from tests.command_line.test_bad_input import one_error_line
+from tests.command_line.test_people_cli import cli, written_people
 from tests.people_tables import PARENT_CHILD, keyed_table, parent_child, people_doc
 
 

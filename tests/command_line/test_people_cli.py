@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
-from tests.cli.test_bad_input import one_error_line
+from tests.command_line.test_bad_input import one_error_line
 from tests.people_tables import keyed_table, people_doc
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The run steps of a people schema (docs/people.md), as :mod:`privsyn_spark.pipeline`'s steps call them.
+"""The run steps of a people schema (docs/people.md), as :mod:`privsyn_spark.cli.pipeline`'s steps call them.
 
 ``measure`` (:meth:`~privsyn_spark.PrivSyn.measure_people`: the one read of private data, charged once per
 run id), ``synthesize`` (:func:`synthesize_people`: the persons and their rows sampled from the run's

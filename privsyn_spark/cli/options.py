@@ -1,5 +1,5 @@
 """The `privsyn-spark` command's parsed arguments checked (before Spark starts) and turned into a
-:class:`~privsyn_spark.pipeline.RunConfig` (also used by jobs/)."""
+:class:`~privsyn_spark.cli.pipeline.RunConfig` (also used by jobs/)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from privsyn_spark.cli.pipeline import RunConfig, synthesizer
 from privsyn_spark.config import PeopleSplit, Settings, refused_property
 from privsyn_spark.errors import UsageError
 from privsyn_spark.operations import (
@@ -19,7 +20,6 @@ from privsyn_spark.operations import (
     Scope,
     check_draft,
 )
-from privsyn_spark.pipeline import RunConfig, synthesizer
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:

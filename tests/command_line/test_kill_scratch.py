@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.runtime.stale_scratch import EXIT_TERMINATED
-from tests.cli.test_bad_input import ROOT, Case, one_error_line, people, write_parquet
+from tests.command_line.test_bad_input import ROOT, Case, one_error_line, people, write_parquet
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ A :class:`RunConfig` is what the command line (or a job) asks for; each step tur
 :class:`~privsyn_spark.PrivSyn` and calls it: ``measure`` -> ``PrivSyn.measure``, ``synthesize`` ->
 ``PrivSyn.measured`` + ``SynthModel.sample`` + ``write_delta``, ``evaluate`` -> ``evaluate`` +
 ``SynthModel.write_report``; ``run`` does all of it on one read of the input (a people schema's steps:
-:mod:`privsyn_spark.people_steps`).
+:mod:`privsyn_spark.cli.people_steps`).
 
 Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop file system URI, see
 :mod:`privsyn_spark.run_artifacts`): ``measurements/`` (the only thing read after measuring),
@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.api import PrivSyn, SynthModel, evaluate, write_delta
+from privsyn_spark.cli.people_steps import check_people_outputs, measured_people, people_report, synthesize_people
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.report import REPORT_HTML
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.people_model import PeopleModel
-from privsyn_spark.people_steps import check_people_outputs, measured_people, people_report, synthesize_people
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.progress import summary
 from privsyn_spark.run_artifacts import OPERATOR_DIR
@@ -234,7 +234,7 @@ def run(spark: SparkSession, config: RunConfig) -> dict:
 
 def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
     """CLI `run` of a people schema (docs/people.md): the steps measure, synthesize and evaluate in a row
-    (:mod:`privsyn_spark.people_steps`): the persons to ``--persons-output`` and their rows to ``--output``, two
+    (:mod:`privsyn_spark.cli.people_steps`): the persons to ``--persons-output`` and their rows to ``--output``, two
     Delta tables of one commit each (both checked before any budget is spent), then the run report with the
     people metrics (unless ``--no-evaluate``)."""
     check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write_mode,

@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark import operations, pipeline
+from privsyn_spark import operations
 from privsyn_spark.api import PrivSyn
-from privsyn_spark.cli_options import (
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.options import (
     config_from_args,
     draft_bounds,
     draft_dtypes,
@@ -31,14 +32,15 @@ from privsyn_spark.cli_options import (
     settings_from_args,
     validate_run_args,
 )
-from privsyn_spark.cli_parser import STEPS
-from privsyn_spark.cli_parser import build_parser as _build_parser
+from privsyn_spark.cli.parser import STEPS
+from privsyn_spark.cli.parser import build_parser as _build_parser
+from privsyn_spark.cli.pipeline import RunConfig
+from privsyn_spark.cli.resample import SampleConfig, run_sample
 from privsyn_spark.errors import EXIT_FAILURE, PrivsynError, UsageError, out_of_space
 from privsyn_spark.operations import (
     DEFAULT_RUNS_DIR,
     REVIEW_NOTE,
     PrivacyUnit,
-    SampleConfig,
     Scope,
     build_spark_session,
     check_budget,
@@ -56,13 +58,11 @@ from privsyn_spark.operations import (
     load_schema,
     provenance,
     rho_from_eps_delta,
-    run_sample,
     stop_started_sessions,
     summary,
     sweep_and_claim,
     terminated,
 )
-from privsyn_spark.pipeline import RunConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,7 +218,7 @@ def _budget_unit(args: argparse.Namespace) -> str:
 
 
 def _sample_config(args: argparse.Namespace) -> SampleConfig:
-    """The `sample` command's :class:`~privsyn_spark.resample.SampleConfig`, checked (no Spark)."""
+    """The `sample` command's :class:`~privsyn_spark.cli.resample.SampleConfig`, checked (no Spark)."""
     config = SampleConfig(output=args.output, from_run=args.from_run or None, model=args.model or None,
                           schema=args.schema or None, ledger=args.ledger or None,
                           runs_dir=DEFAULT_RUNS_DIR if args.runs_dir is None else args.runs_dir,
@@ -312,6 +312,3 @@ def _print_provenance(entries: list[dict], as_json: bool) -> None:
               f"run={run.get('privsyn.run_id', '-')}  epsilon={run.get('privsyn.epsilon', '-')}  "
               f"delta={run.get('privsyn.delta', '-')}  rho={run.get('privsyn.rho', '-')}{extra}")
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ import yaml
 from privsyn_spark.errors import EXIT_USAGE
 from privsyn_spark.privacy.accounting import gaussian_sigma, rho_from_eps_delta
 from privsyn_spark.privacy.bound_choice import MAX_PLAUSIBLE_ROWS, implausible_bound
-from tests.cli.test_bad_input import one_error_line, run_subprocess
+from tests.command_line.test_bad_input import one_error_line, run_subprocess
 
 SCHEMA = "privsyn_spark/sample/adult.schema.yaml"
 DATA = "privsyn_spark/sample/adult.csv.gz"

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from privsyn_spark.errors import EXIT_USAGE
-from tests.cli.test_bad_input import DATASET, ROOT, Case, one_error_line
+from tests.command_line.test_bad_input import DATASET, ROOT, Case, one_error_line
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,8 @@ def _summary(out: str, version: int, run_id: str, case: Case) -> None:
 
 
 def test_progress_by_default_info_behind_v_one_summary_line_and_no_silent_overwrite(spark, tmp_path, capsys):
-    from privsyn_spark import cli
     from privsyn_spark.budget.ledger import dataset_state, set_budget
+    from privsyn_spark.cli import main as cli
 
     case = Case(tmp_path)
     set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)

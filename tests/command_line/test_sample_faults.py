@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
-from tests.cli.test_bad_input import ROOT, Case, one_error_line, people, write_parquet
+from tests.command_line.test_bad_input import ROOT, Case, one_error_line, people, write_parquet
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from privsyn_spark.cli import build_parser, config_from_args
-from privsyn_spark.cli_parser import READ_BY, STEPS
+from privsyn_spark.cli.parser import READ_BY, STEPS
 
 BASE = ["--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.release_guard import PAUSE_BEFORE_DRAW_ENV
-from tests.cli.test_bad_input import DATASET, ROOT, Case, one_error_line
+from tests.command_line.test_bad_input import DATASET, ROOT, Case, one_error_line
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.errors import EXIT_FAILURE
-from tests.cli.test_bad_input import DATASET, ROOT, Case, _cli, one_error_line
+from tests.command_line.test_bad_input import DATASET, ROOT, Case, _cli, one_error_line
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import yaml
 
 from privsyn_spark.errors import EXIT_USAGE
 from privsyn_spark.people_model import load_people
-from tests.cli.test_bad_input import one_error_line
-from tests.cli.test_people_cli import cli
+from tests.command_line.test_bad_input import one_error_line
+from tests.command_line.test_people_cli import cli
 from tests.people_tables import keyed_table, people_doc
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark.errors import EXIT_BUDGET, EXIT_USAGE
-from tests.cli.test_bad_input import DATASET, ROOT, Case, one_error_line
-from tests.cli.test_write_faults import _unshare_works
+from tests.command_line.test_bad_input import DATASET, ROOT, Case, one_error_line
+from tests.command_line.test_write_faults import _unshare_works
 
 pytestmark = pytest.mark.slow
 

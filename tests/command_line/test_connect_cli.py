@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from privsyn_spark.errors import EXIT_USAGE
-from tests.cli.test_bad_input import DATASET, ROOT, Case, one_error_line
+from tests.command_line.test_bad_input import DATASET, ROOT, Case, one_error_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
 

@@ -1,11 +1,11 @@
 """The `privsyn-spark` sub-commands beside the run steps (plan, infer-schema, budget, sample, jars,
-provenance): each adds its parser to the sub-parsers ``sub`` (see :mod:`privsyn_spark.cli_parser`)."""
+provenance): each adds its parser to the sub-parsers ``sub`` (see :mod:`privsyn_spark.cli.parser`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from privsyn_spark.cli_flags import (
+from privsyn_spark.cli.flags import (
     LEDGER_HELP,
     config_arg,
     dataset_arg,
