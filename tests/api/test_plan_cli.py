@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, BudgetSplit, PrivSyn, Settings
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli.main import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
 CODE = """
