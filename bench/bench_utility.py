@@ -129,7 +129,7 @@ def drafted_schema(spark, folder: Path, train_path: str, epsilon: float, seed: i
     """A schema drafted privately (secure noise) from the training part at ``epsilon``, marked reviewed."""
     import yaml
 
-    from privsyn_spark.measure.draft_schema import draft_schema_privately
+    from privsyn_spark.release.schema_draft import draft_schema_privately
 
     draft = draft_schema_privately(spark.read.parquet(train_path), epsilon, DEFAULT_DELTA)
     path = folder / f"draft-eps{epsilon:g}-s{seed}.yaml"

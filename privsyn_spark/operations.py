@@ -31,7 +31,13 @@ from privsyn_spark.budget.ledger_store import check_exclusive
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.bounding import check_id_columns
-from privsyn_spark.measure.draft_schema import (
+from privsyn_spark.measure.engine import check_first_pass
+from privsyn_spark.privacy.accounting import rho_from_eps_delta
+from privsyn_spark.privacy.bound_choice import implausible_bound
+from privsyn_spark.privacy.discovery import DiscoveryBudget
+from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.progress import summary
+from privsyn_spark.release.schema_draft import (
     DECLARED_DTYPES,
     WARNING_HEADER,
     PrivateDraft,
@@ -41,12 +47,6 @@ from privsyn_spark.measure.draft_schema import (
     infer_schema,
     reserve_draft_budget,
 )
-from privsyn_spark.measure.engine import check_first_pass
-from privsyn_spark.privacy.accounting import rho_from_eps_delta
-from privsyn_spark.privacy.bound_choice import implausible_bound
-from privsyn_spark.privacy.discovery import DiscoveryBudget
-from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
-from privsyn_spark.progress import summary
 from privsyn_spark.runtime.delta_jars import describe as describe_jars
 from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
 from privsyn_spark.runtime.input_scope import Scope

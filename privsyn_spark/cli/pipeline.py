@@ -11,7 +11,7 @@ Artifacts of a run live in ``<runs_dir>/<run_id>/`` (a local path or any Hadoop 
 ``targets/`` (consistent target marginals and the graphical model), ``release/`` (what may be handed
 on), ``operator/`` (``state.json``, ``report.json``, ``report.html``: NOT private). Steps are
 idempotent: measuring a run id again reuses its measurements and spends nothing (with a ledger,
-wherever the ledger says they are: :mod:`privsyn_spark.release_guard`); synthesizing again with the
+wherever the ledger says they are: :mod:`privsyn_spark.release.guard`); synthesizing again with the
 same seed rewrites the same table.
 """
 

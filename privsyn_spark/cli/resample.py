@@ -22,7 +22,7 @@ from privsyn_spark.config import OutputConfig, Settings
 from privsyn_spark.errors import UsageError
 from privsyn_spark.people_model import PeopleModel, load_people, write_people
 from privsyn_spark.progress import summary
-from privsyn_spark.release_artifact import find_committed, local_artifact
+from privsyn_spark.release.artifact import find_committed, local_artifact
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_scope import Scope

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from privsyn_spark.release_guard import PAUSE_BEFORE_DRAW_ENV
+from privsyn_spark.release.guard import PAUSE_BEFORE_DRAW_ENV
 from tests.command_line.test_bad_input import DATASET, ROOT, Case, one_error_line
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def test_the_hook_is_inert_when_unset(monkeypatch):
     import numpy as np
 
     from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-    from privsyn_spark.release_guard import TrackingSampler
+    from privsyn_spark.release.guard import TrackingSampler
 
     monkeypatch.delenv(PAUSE_BEFORE_DRAW_ENV, raising=False)
     calls: list[int] = []

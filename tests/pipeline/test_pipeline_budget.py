@@ -19,9 +19,9 @@ from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.release_artifact import ArtifactLost
-from privsyn_spark.release_guard import guarded_measure
-from privsyn_spark.release_identity import Release, run_fingerprint
+from privsyn_spark.release.artifact import ArtifactLost
+from privsyn_spark.release.guard import guarded_measure
+from privsyn_spark.release.identity import Release, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """The non-private schema draft (infer-schema without a budget): kinds, null tokens, the warning header."""
 
 from privsyn_spark.api import SAMPLE_DATA
-from privsyn_spark.measure.draft_schema import WARNING_HEADER, infer_schema
+from privsyn_spark.release.schema_draft import WARNING_HEADER, infer_schema
 from privsyn_spark.schema.schema import save_schema
 
 

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.ledger import commit, mark_drawn, reserve
 from privsyn_spark.errors import UsageError
+from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.measure.draft_bounding import bounded_for_draft
+from privsyn_spark.measure.draft_counts import cleaned
 from privsyn_spark.measure.draft_numeric import draft_numeric_columns
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
@@ -33,9 +35,7 @@ from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.privacy.type_test import TYPE_CANDIDATES, TYPE_TEST_SHARE, release_type
 from privsyn_spark.privacy.unit import PrivacyUnit
-from privsyn_spark.schema import discovery as counts
 from privsyn_spark.schema.columns import SchemaError
-from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.document import DEFAULT_MAX_COLUMN_CODES
 from privsyn_spark.schema.schema import Schema, parse_schema
 

@@ -14,7 +14,7 @@ from privsyn_spark.budget.ledger import dataset_state
 from privsyn_spark.budget.ledger_state import RunReservation
 from privsyn_spark.errors import BudgetRefused, UsageError
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, ArtifactUnreadable, Measurements, content_hash
-from privsyn_spark.release_identity import INPUT_FIELDS, Release, check_same_run
+from privsyn_spark.release.identity import INPUT_FIELDS, Release, check_same_run
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.runtime.storage import ArtifactExists, has_scheme, storage_for
 

@@ -8,10 +8,10 @@ import yaml
 from privsyn_spark.budget.ledger import dataset_state, reserve, set_budget
 from privsyn_spark.budget.ledger_show import describe
 from privsyn_spark.cli import main
-from privsyn_spark.measure.draft_schema import INFER_STEP, draft_schema_privately
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.discovery import DiscoveryBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.schema_draft import INFER_STEP, draft_schema_privately
 from privsyn_spark.schema.columns import SchemaError
 from privsyn_spark.schema.schema import parse_schema
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from privsyn_spark.measure.draft_schema import draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.schema_draft import draft_schema_privately
 from privsyn_spark.schema.time_parts import TimestampColumn
 
 START = pd.Timestamp("2024-01-01", tz="UTC")

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark.measure.draft_schema import draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.schema_draft import draft_schema_privately
 from tests.pipeline.test_pipeline_logs import leaks
 
 SAMPLE = "privsyn_spark/sample/adult.csv.gz"

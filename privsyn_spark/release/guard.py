@@ -18,7 +18,7 @@ With a ledger, a run id is charged once and its noise is drawn once:
    reservation over (refunds it, charges its own: one charge in all) instead of being refused.
 
 Without a ledger (``--no-ledger``) only the runs dir's artifact is reused. A run's identity is in
-:mod:`privsyn_spark.release_identity`, where its committed artifact is found in :mod:`privsyn_spark.release_artifact`.
+:mod:`privsyn_spark.release.identity`, where its committed artifact is found in :mod:`privsyn_spark.release.artifact`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from privsyn_spark.budget.ledger_summary import ledger_summary
 from privsyn_spark.errors import PrivsynError, UsageError
 from privsyn_spark.privacy.measurements import Measurements, content_hash
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, sampled_sigma, sampler_name
-from privsyn_spark.release_artifact import ArtifactLost, find_committed, forced_reuse, local_artifact
-from privsyn_spark.release_identity import Release, check_same_run
+from privsyn_spark.release.artifact import ArtifactLost, find_committed, forced_reuse, local_artifact
+from privsyn_spark.release.identity import Release, check_same_run
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import StaleInputWarning, frame_identity, moved_version

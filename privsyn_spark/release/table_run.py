@@ -1,5 +1,5 @@
 """A table's measure step (:meth:`privsyn_spark.PrivSyn.measure`): the input read and encoded once, its
-measurements drawn by the one attempt holding the run's reservation (:mod:`privsyn_spark.release_guard`),
+measurements drawn by the one attempt holding the run's reservation (:mod:`privsyn_spark.release.guard`),
 the run's state saved; a people schema's is :func:`privsyn_spark.people_model.measure_people_run`."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.privacy.policy_checks import check_policies
 from privsyn_spark.progress import Progress
+from privsyn_spark.release.guard import guarded_run
 from privsyn_spark.release.measure_table import measure_table
-from privsyn_spark.release_guard import guarded_run
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.select.selection_config import check_width
 
@@ -26,7 +26,7 @@ def measure_table_run(synth: Any, data: Any, run_id: str | None, input_format: s
                       reuse: str) -> SynthModel:
     """:meth:`privsyn_spark.PrivSyn.measure` of a table: ``synth`` is the :class:`~privsyn_spark.PrivSyn` (the
     API's floor imports this one), ``data`` its input (a DataFrame, a location or :meth:`PrivSyn.open`'s
-    input), measured under the ledger's reservation (:func:`~privsyn_spark.release_guard.guarded_run`)."""
+    input), measured under the ledger's reservation (:func:`~privsyn_spark.release.guard.guarded_run`)."""
     check_width(len(synth.schema.view.domain()), synth.settings.selection)  # before Spark reads anything
     run_id = run_id or synth.run_id or uuid.uuid4().hex[:12]
     codes = data if isinstance(data, InputCodes) else synth.open(data, input_format, run_id)
