@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings, as_output
 from privsyn_spark.errors import UsageError
-from privsyn_spark.evaluation_report import Report, evaluate
+from privsyn_spark.evaluate.api_report import Report, evaluate
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes

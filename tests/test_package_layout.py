@@ -19,7 +19,7 @@ SPARK_FREE = ("privsyn_spark.privacy", "privsyn_spark.select", "privsyn_spark.re
 SPARK = ("pyspark", "py4j", "delta")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base types", ("errors", "version", "domain", "count_layout", "randomness", "jsonable", "run_record", "progress",
+    ("base types", ("errors", "version", "domain", "randomness", "jsonable", "run_record", "progress",
                     "document_file", "privacy.unit", "schema", "runtime", "sample")),  # privacy.unit: a declared type
     ("privacy math", ("privacy",)),
     ("budget ledger", ("budget",)),
@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("write", ("write",)),
     ("evaluate", ("evaluate",)),
     ("api", ("config", "release.plan", "run_artifacts", "release.identity", "release.artifact", "release.guard",
-             "synth_model", "people_model", "release.table_run", "evaluation_report", "api", "operations", "")),
+             "synth_model", "people_model", "release.table_run", "evaluate.api_report", "api", "operations", "")),
     ("cli/jobs", ("cli",)),
 )
 """The package's floors in pipeline order, lowest first: a module imports only from its own floor or
