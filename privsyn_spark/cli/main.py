@@ -21,8 +21,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark import operations
 from privsyn_spark.api import PrivSyn
+from privsyn_spark.budget.dataset_budget import check_budget, check_epsilon_delta
+from privsyn_spark.budget.ledger import all_datasets, check_run, dataset_state, local_states, require_ledger, set_budget
+from privsyn_spark.budget.ledger_show import describe as describe_budget
+from privsyn_spark.budget.ledger_state import DatasetState
+from privsyn_spark.budget.ledger_store import check_exclusive
 from privsyn_spark.cli import pipeline
 from privsyn_spark.cli.options import (
     config_from_args,
@@ -37,32 +41,22 @@ from privsyn_spark.cli.parser import build_parser as _build_parser
 from privsyn_spark.cli.pipeline import RunConfig
 from privsyn_spark.cli.resample import SampleConfig, run_sample
 from privsyn_spark.errors import EXIT_FAILURE, PrivsynError, UsageError, out_of_space
-from privsyn_spark.operations import (
-    DEFAULT_RUNS_DIR,
-    REVIEW_NOTE,
-    PrivacyUnit,
-    Scope,
-    build_spark_session,
-    check_budget,
-    check_default_runs_dir,
-    check_epsilon_delta,
-    check_exclusive,
-    check_first_pass,
-    check_ledger_path,
-    check_locations,
-    check_output_path,
-    check_width,
-    connect_url,
-    draft_schema,
-    install_stop_handlers,
-    load_schema,
-    provenance,
-    rho_from_eps_delta,
-    stop_started_sessions,
-    summary,
-    sweep_and_claim,
-    terminated,
-)
+from privsyn_spark.measure.engine import check_first_pass
+from privsyn_spark.privacy.accounting import rho_from_eps_delta
+from privsyn_spark.privacy.unit import PrivacyUnit
+from privsyn_spark.progress import summary
+from privsyn_spark.release.draft_run import REVIEW_NOTE, draft_schema
+from privsyn_spark.runtime.delta_jars import describe as describe_jars
+from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
+from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.output_check import check_ledger_path, check_locations, check_output_path
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
+from privsyn_spark.runtime.session import build_spark_session, connect_url, stop_started_sessions
+from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and_claim, terminated
+from privsyn_spark.runtime.stale_scratch import release as release_claim
+from privsyn_spark.schema.schema import load_schema
+from privsyn_spark.select.selection_config import check_width
+from privsyn_spark.write.delta_output import local_provenance, provenance
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -149,8 +143,8 @@ def _main(args: argparse.Namespace) -> int:
         return _plan(args)
     if args.command == "jars":  # no session: the cache, the spark-submit line, Spark's Ivy for --fetch
         if args.fetch:
-            operations.fetch_jars(args.repositories)
-        print(operations.describe_jars())
+            fetch_jars(args.repositories)
+        print(describe_jars())
         return 0
     sample = _sample_config(args) if args.command == "sample" else None  # before Spark starts
     if args.command == "infer-schema":
@@ -170,11 +164,11 @@ def _main(args: argparse.Namespace) -> int:
         stopped = terminated()
         if stopped is None:
             raise
-        operations.release_claim(claimed, terminated=True)
+        release_claim(claimed, terminated=True)
         claimed = None
         raise stopped from None
     finally:
-        operations.release_claim(claimed)
+        release_claim(claimed)
 
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:
@@ -256,41 +250,41 @@ def _read_without_spark(args: argparse.Namespace) -> int | None:
     """`budget show`/`budget check` of a local path ledger and `provenance` of a local table: read with
     delta-rs, no Spark (None: not one of those, or Spark must read it)."""
     if args.command == "provenance":
-        entries = operations.local_provenance(args.table)
+        entries = local_provenance(args.table)
         if entries is None:
             return None
         _print_provenance(entries, args.json)
         return 0
     if args.command != "budget" or args.action == "set":
         return None
-    states = operations.local_states(args.ledger, args.dataset_id or None)
+    states = local_states(args.ledger, args.dataset_id or None)
     return None if states is None else _print_budget(args, states)
 
 
 def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
     """`budget set` / `budget show` / `budget check`."""
     if args.action == "set":
-        operations.set_budget(spark, args.ledger, args.dataset_id, args.epsilon, args.delta, replace=args.replace,
+        set_budget(spark, args.ledger, args.dataset_id, args.epsilon, args.delta, replace=args.replace,
                           privacy_unit=_budget_unit(args), per_partition=(args.per_partition or "").strip() or None,
                               partition_constant_per_person=args.partition_constant_per_person)
     elif args.action == "show":
-        operations.require_ledger(spark, args.ledger)
-    states = ([operations.dataset_state(spark, args.ledger, args.dataset_id)] if args.dataset_id
-              else operations.all_datasets(spark, args.ledger))
+        require_ledger(spark, args.ledger)
+    states = ([dataset_state(spark, args.ledger, args.dataset_id)] if args.dataset_id
+              else all_datasets(spark, args.ledger))
     return _print_budget(args, states)
 
 
-def _print_budget(args: argparse.Namespace, states: list[operations.DatasetState]) -> int:
+def _print_budget(args: argparse.Namespace, states: list[DatasetState]) -> int:
     """What `budget set`/`show` print (each dataset's state) and `budget check` (its forecast)."""
     if args.action == "check":
-        print(operations.check_run(states[0], args.run_id or None, args.epsilon, args.delta, _scope_values(args)))
+        print(check_run(states[0], args.run_id or None, args.epsilon, args.delta, _scope_values(args)))
         return 0
     forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
         if args.action != "set" and args.epsilon is not None else None
     if not states:
         print(f"ledger {args.ledger}: no datasets")
     for state in states:
-        print("\n".join(operations.describe_budget(state, forecast)))
+        print("\n".join(describe_budget(state, forecast)))
     return 0
 
 

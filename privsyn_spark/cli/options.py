@@ -12,14 +12,11 @@ from typing import Any
 from privsyn_spark.cli.pipeline import RunConfig, synthesizer
 from privsyn_spark.config import PeopleSplit, Settings, refused_property
 from privsyn_spark.errors import UsageError
-from privsyn_spark.operations import (
-    DECLARED_DTYPES,
-    DEFAULT_RUNS_DIR,
-    PrivacyUnit,
-    PrivacyUnitError,
-    Scope,
-    check_draft,
-)
+from privsyn_spark.privacy.unit import PrivacyUnit, PrivacyUnitError
+from privsyn_spark.release.draft_run import check_draft
+from privsyn_spark.release.schema_draft import DECLARED_DTYPES
+from privsyn_spark.runtime.input_scope import Scope
+from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:

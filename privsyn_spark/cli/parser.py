@@ -18,8 +18,8 @@ from privsyn_spark.cli.flags import (
     spark_args,
 )
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.version import __version__
 from privsyn_spark.write.delta_output import WRITE_MODES
 

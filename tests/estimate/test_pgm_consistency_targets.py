@@ -11,7 +11,6 @@ from pgm_brute_force import marginal, noisy_measurements, random_table, structur
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.estimate.targets import (
     DRIVER_MODEL_CELLS,
     consistent_targets,
@@ -19,6 +18,7 @@ from privsyn_spark.estimate.targets import (
     unmeasured_pair_targets,
 )
 from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 
 def _shared_disagreement(domain: Domain, tables: dict[tuple[str, ...], np.ndarray]) -> float:
