@@ -25,10 +25,9 @@ from privsyn_spark.config import (
     ShardingConfig,
 )
 from privsyn_spark.people_model import People, PeopleModel, write_people
-from privsyn_spark.release.draft_run import draft_schema
+from privsyn_spark.release.draft_run import Schema, draft_schema
 from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.schema.people import PeopleSpec
-from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
 from privsyn_spark.write.delta_output import provenance
 

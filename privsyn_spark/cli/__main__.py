@@ -2,7 +2,7 @@
 
 import sys
 
-from privsyn_spark.cli.main import main
+from privsyn_spark.cli.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

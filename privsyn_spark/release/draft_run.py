@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.budget.dataset_budget import check_epsilon_delta, check_ledger_choice
 from privsyn_spark.budget.ledger import record_nonprivate
@@ -31,7 +31,7 @@ from privsyn_spark.release.schema_draft import (
     reserve_draft_budget,
 )
 from privsyn_spark.runtime.input_table import read_table
-from privsyn_spark.schema import schema as schema_module
+from privsyn_spark.schema.schema import Schema as DeclaredSchema
 from privsyn_spark.schema.schema import save_schema
 
 if TYPE_CHECKING:
@@ -86,7 +86,21 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
     return draft
 
 
-schema_module.DRAFTER = draft_frame  # Schema.draft (the schema's floor cannot import the drafting)
+class Schema(DeclaredSchema):
+    """The public schema (``privsyn_spark.Schema``): the declared one, :class:`privsyn_spark.schema.schema.Schema`,
+    and its private draft from a table (:meth:`draft`, which spends budget: it sits on this floor)."""
+
+    @classmethod
+    def draft(cls, df: DataFrame, epsilon: float, **options: Any) -> PrivateDraft:
+        """A DRAFT schema of the Spark DataFrame ``df``, drafted with (``epsilon``, ``delta``)-DP: the same
+        drafting as ``privsyn-spark infer-schema --epsilon`` (DP partition selection for categories,
+        DP histograms for bounds, bins and spikes; docs/user-guide.md, infer-schema), its rho reserved
+        first in ``ledger`` for ``dataset_id`` (or ``no_ledger=True``). Options as the command's:
+        ``delta``, ``run_id``, ``null_tokens``, ``bins``, ``bounds``, ``spike_share``, ``privacy_id``,
+        ``max_rows_per_id``, ``dtypes``, ``test_types`` (string columns not in ``dtypes`` get a noisy type
+        test, as ``infer-schema`` does). Returns the draft (``.schema``, its cost ``.record()``, ``.write(path)``: a
+        ``reviewed: false`` file); review it before a private run uses its ``.schema``."""
+        return draft_frame(df, epsilon, **options)
 
 
 def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: str | None = None,

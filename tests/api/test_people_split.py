@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from privsyn_spark import PrivSyn
-from privsyn_spark.cli.main import build_parser, main, validate_run_args
+from privsyn_spark.cli.entry import build_parser, main, validate_run_args
 from privsyn_spark.config import PeopleSplit, Settings
 from privsyn_spark.errors import EXIT_USAGE, UsageError
 from privsyn_spark.privacy.accounting import RunBudget

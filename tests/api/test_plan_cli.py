@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, BudgetSplit, PrivSyn, Settings
-from privsyn_spark.cli.main import build_parser, config_from_args
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
 CODE = """
 import sys
-from privsyn_spark.cli import main as cli
+from privsyn_spark.cli import entry as cli
 code = cli.main(["plan", "--schema", sys.argv[1], "--epsilon", "2", "--no-ledger", "--config", sys.argv[2]])
 print("pyspark imported:", "pyspark" in sys.modules)
 sys.exit(code)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, PrivSyn, Settings
-from privsyn_spark.cli.main import build_parser, config_from_args, validate_run_args
+from privsyn_spark.cli.entry import build_parser, config_from_args, validate_run_args
 from privsyn_spark.cli.pipeline import RunConfig, synthesizer
 from privsyn_spark.errors import UsageError
 

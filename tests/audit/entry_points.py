@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from privsyn_spark.budget.ledger import set_budget
-from privsyn_spark.cli import main as cli
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
 from privsyn_spark.runtime.input_identity import files_version
 from tests.api.test_people_sample import MARKS

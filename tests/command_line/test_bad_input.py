@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from privsyn_spark.cli import main as cli
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.errors import EXIT_BAD_INPUT, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]

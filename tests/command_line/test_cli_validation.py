@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from privsyn_spark.cli import main as cli
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.errors import EXIT_USAGE
 from privsyn_spark.schema.schema import load_schema, save_schema
 from tests.jobs.conftest import SAMPLE_INPUT, SAMPLE_SCHEMA

@@ -37,7 +37,7 @@ def _summary(out: str, version: int, run_id: str, case: Case) -> None:
 
 def test_progress_by_default_info_behind_v_one_summary_line_and_no_silent_overwrite(spark, tmp_path, capsys):
     from privsyn_spark.budget.ledger import dataset_state, set_budget
-    from privsyn_spark.cli import main as cli
+    from privsyn_spark.cli import entry as cli
 
     case = Case(tmp_path)
     set_budget(spark, str(case.ledger), DATASET, 10.0, 1e-9)

@@ -8,8 +8,8 @@ import pytest
 
 import privsyn_spark
 from privsyn_spark.budget.budget_view import BudgetState
-from privsyn_spark.cli import main as cli
-from privsyn_spark.cli.main import build_parser
+from privsyn_spark.cli import entry as cli
+from privsyn_spark.cli.entry import build_parser
 
 RUN = ["--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]
 

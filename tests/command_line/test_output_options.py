@@ -2,7 +2,7 @@
 
 import pytest
 
-from privsyn_spark.cli.main import build_parser, config_from_args
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
 BASE = ["run", "--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from privsyn_spark.cli.main import build_parser, config_from_args
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.cli.parser import READ_BY, STEPS
 
 BASE = ["--input", "in.csv", "--schema", "s.yaml", "--output", "out", "--run-id", "r"]

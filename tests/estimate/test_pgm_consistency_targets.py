@@ -141,7 +141,7 @@ def test_estimator_choice_and_its_reason() -> None:
 
 
 def test_cli_model_cells_and_estimator_flags() -> None:
-    from privsyn_spark.cli.main import build_parser, config_from_args
+    from privsyn_spark.cli.entry import build_parser, config_from_args
 
     base = ["run", "--input", "in", "--schema", "s.yaml", "--output", "out"]
     def chosen(config):

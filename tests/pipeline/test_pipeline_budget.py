@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from privsyn_spark.budget import ledger as L
-from privsyn_spark.cli import main as cli
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.cli import pipeline
 from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
