@@ -35,10 +35,10 @@ back). To add a knob:
    dataclass: a field of :class:`Settings` with a ``default_factory`` and an entry in ``_SECTIONS``),
    and its check to that class's ``__post_init__``;
 2. read it where the stage runs, from the section object it is handed (never a copy with another name);
-3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
+3. only if it deserves a flag: add it to cli/parser.py with ``default=None`` and the field's name
    (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli.options.FLAG_FIELDS`; the flag
    then overrides the YAML value. Settings that bind a run's measurements are in the run's fingerprint
-   (``release_identity.run_fingerprint``).
+   (``release/identity.run_fingerprint``).
 """
 
 from __future__ import annotations
