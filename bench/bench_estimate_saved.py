@@ -14,9 +14,9 @@ import argparse
 import os
 import time
 
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.estimate.targets import consistent_targets
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 
 def main() -> None:

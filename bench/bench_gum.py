@@ -90,7 +90,7 @@ def generated_targets(width: int, rows: int, pairs_per_column: float, seed: int 
     bounded selection), so Private-PGM can be fitted to them.
     """
     from privsyn_spark.domain import Domain
-    from privsyn_spark.estimate.junction_tree import model_cells as tree_cells
+    from privsyn_spark.select.elimination import model_cells as tree_cells
     from privsyn_spark.synthesize.gum.kernel import marginal_counts
 
     rng = np.random.default_rng(seed)

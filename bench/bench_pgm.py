@@ -27,11 +27,12 @@ import pandas as pd
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import mirror_descent
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, build_junction_tree
+from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.estimate.targets import consistent_targets, estimation_budget
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.select.selection_config import SelectionConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample" / "adult.csv.gz"

@@ -26,12 +26,13 @@ import numpy as np
 from bench_pgm import make_count_marginals
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, build_junction_tree
+from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.estimate.targets import consistent_targets
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.release.measure_privately import measure_privately
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.select.selection_config import SelectionConfig
 
 

@@ -19,11 +19,11 @@ from itertools import combinations
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, model_cells
 from privsyn_spark.privacy.accounting import Accountant, rho_from_eps_delta
 from privsyn_spark.privacy.noise import SecureDiscreteGaussian
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import dense_marg
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET, model_cells
 from privsyn_spark.select.noisy_indif import release_noisy_indif
 
 

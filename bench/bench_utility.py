@@ -64,9 +64,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from privsyn_spark.cli.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.config import SynthOptions
 from privsyn_spark.evaluate.evaluation import evaluation_metrics
-from privsyn_spark.pipeline import DEFAULT_DELTA, RunConfig, run, synthesizer
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.session import build_spark_session
@@ -130,7 +130,7 @@ def drafted_schema(spark, folder: Path, train_path: str, epsilon: float, seed: i
     """A schema drafted privately (secure noise) from the training part at ``epsilon``, marked reviewed."""
     import yaml
 
-    from privsyn_spark.measure.draft_schema import draft_schema_privately
+    from privsyn_spark.release.schema_draft import draft_schema_privately
 
     draft = draft_schema_privately(spark.read.parquet(train_path), epsilon, DEFAULT_DELTA)
     path = folder / f"draft-eps{epsilon:g}-s{seed}.yaml"

@@ -12,6 +12,8 @@ The Python API (see :mod:`privsyn_spark.api` and the user guide)::
 # as this package's ``evaluate`` attribute by the import system, replacing the function.
 from privsyn_spark import evaluate as _evaluate_stage  # noqa: F401  (so ``evaluate`` below stays the function)
 from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, Plan, PrivSyn, Report, SynthModel, evaluate, write_delta
+from privsyn_spark.budget.budget_view import budget_states
+from privsyn_spark.budget.ledger import set_budget
 from privsyn_spark.config import (
     BudgetSplit,
     EstimationConfig,
@@ -22,11 +24,12 @@ from privsyn_spark.config import (
     Settings,
     ShardingConfig,
 )
-from privsyn_spark.operations import budget_states, build_spark_session, draft_schema, provenance, set_budget
 from privsyn_spark.people_model import People, PeopleModel, write_people
+from privsyn_spark.release.draft_run import Schema, draft_schema
+from privsyn_spark.runtime.session import build_spark_session
 from privsyn_spark.schema.people import PeopleSpec
-from privsyn_spark.schema.schema import Schema
 from privsyn_spark.version import __version__
+from privsyn_spark.write.delta_output import provenance
 
 __all__ = ["__version__", "BudgetSplit", "EstimationConfig", "GumConfig", "OutputConfig", "People", "PeopleModel",
            "PeopleSpec", "Plan", "PrivSyn",

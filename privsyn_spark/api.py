@@ -1,9 +1,9 @@
 """The Python API: ``PrivSyn(schema, epsilon, ...)`` -> ``plan()`` -> ``fit(df)`` -> ``model.sample(n)``.
 
 ``fit`` is the only step that reads private data, and it spends the budget once (through the
-ledger's reservation, :mod:`privsyn_spark.release_guard`); ``plan``, ``sample``, ``save`` and ``load``
+ledger's reservation, :mod:`privsyn_spark.release.guard`); ``plan``, ``sample``, ``save`` and ``load``
 read only the public schema or the persisted measurements. The CLI's steps, the jobs and the Airflow
-DAG are calls of this API (:mod:`privsyn_spark.pipeline`). A session on the bundled sample (no
+DAG are calls of this API (:mod:`privsyn_spark.cli.pipeline`). A session on the bundled sample (no
 ledger, a local SparkSession; about a minute on a laptop):
 
 >>> import pandas as pd
@@ -36,16 +36,17 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from privsyn_spark.config import DEFAULT_DELTA, DEFAULT_EPSILON, OutputConfig, Settings, SynthOptions, as_output
 from privsyn_spark.errors import UsageError
-from privsyn_spark.evaluation_report import Report, evaluate
+from privsyn_spark.evaluate.api_report import Report, evaluate
 from privsyn_spark.measure.bounding import check_id_columns
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.input_codes import InputCodes
 from privsyn_spark.people_model import PeopleModel, load_people, measure_people_run
-from privsyn_spark.plan import Plan, plan_release
 from privsyn_spark.privacy.unit import PrivacyUnit
-from privsyn_spark.release_artifact import committed_measurements, local_artifact
-from privsyn_spark.release_guard import Draw, guarded_run
-from privsyn_spark.release_identity import Charge, check_same_run, run_fingerprint
+from privsyn_spark.release.artifact import committed_measurements, local_artifact
+from privsyn_spark.release.guard import Draw, guarded_run
+from privsyn_spark.release.identity import Charge, check_same_run, run_fingerprint
+from privsyn_spark.release.plan import Plan, plan_release
+from privsyn_spark.release.table_run import measure_table_run
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_identity import delta_version, files_version
@@ -57,7 +58,6 @@ from privsyn_spark.runtime.runs_location import check_default_runs_dir
 from privsyn_spark.schema.people import PeopleSpec
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.synth_model import SynthModel, _active, _session, _spark_frame
-from privsyn_spark.table_measure import measure_table_run
 from privsyn_spark.write.decode import output_ddl
 from privsyn_spark.write.delta_output import check_mode, partition_column_types, table_exists
 from privsyn_spark.write.delta_output import write_delta as write
@@ -214,7 +214,7 @@ class PrivSyn:
     def measure(self, data: Data, run_id: str | None = None, input_format: str | None = None,
                 reuse: str = "check") -> SynthModel:
         """Measure ``data`` privately: the only read of private data, charged once per run id (the
-        ledger's reservation, :mod:`privsyn_spark.release_guard`); a run id measured before on the same
+        ledger's reservation, :mod:`privsyn_spark.release.guard`); a run id measured before on the same
         input is reused without spending. ``data``: a Spark or pandas DataFrame, a table location, or
         :meth:`open`'s input. The targets are estimated on the model's first sample (or by :meth:`fit`).
         A run id measured on another input (another location, or a DataFrame of another plan:
@@ -229,7 +229,7 @@ class PrivSyn:
     def guarded(self, codes: InputCodes, charge: Charge, draw: Draw, reuse: str, record: RunRecord,
                 drawn: list) -> tuple[Measurements, RunRecord]:
         """The measurements of the input ``codes`` for ``release`` and the run's record
-        (:func:`~privsyn_spark.release_guard.guarded_run`)."""
+        (:func:`~privsyn_spark.release.guard.guarded_run`)."""
         return guarded_run(self, codes, charge, draw, reuse, record, drawn)
 
     def measure_people(self, data: Data, run_id: str | None = None, input_format: str | None = None,

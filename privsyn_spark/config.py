@@ -38,10 +38,10 @@ back). To add a knob:
    dataclass: a field of :class:`Settings` with a ``default_factory`` and an entry in ``_SECTIONS``),
    and its check to that class's ``__post_init__``;
 2. read it where the stage runs, from the section object it is handed (never a copy with another name);
-3. only if it deserves a flag: add it to cli_parser.py with ``default=None`` and the field's name
-   (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli_options.FLAG_FIELDS`; the flag
+3. only if it deserves a flag: add it to cli/parser.py with ``default=None`` and the field's name
+   (``--gum-rounds`` -> ``gum_rounds``), and to :data:`privsyn_spark.cli.options.FLAG_FIELDS`; the flag
    then overrides the YAML value (the Airflow DAG passes it as one more param and argument). Settings
-   that bind a run's measurements are in the run's fingerprint (``release_identity.run_fingerprint``).
+   that bind a run's measurements are in the run's fingerprint (``release/identity.run_fingerprint``).
 
 A knob of the synthesizer itself (beside ``epsilon``, ``ledger``, ...) is a field of :class:`SynthOptions`
 with its check in its ``__post_init__``, and the keyword of ``PrivSyn.__init__`` that hands it on; the
@@ -215,7 +215,7 @@ class Settings:
 class SynthOptions:
     """Every argument of :class:`~privsyn_spark.PrivSyn` (its docstring says what each means), checked
     once here, before Spark starts: a ``SynthOptions`` that exists is valid. The API, the CLI
-    (:class:`~privsyn_spark.pipeline.RunConfig` holds one) and the jobs fill this one object.
+    (:class:`~privsyn_spark.cli.pipeline.RunConfig` holds one) and the jobs fill this one object.
 
     ``schema`` is kept as given; :attr:`resolved` is the :class:`Schema` with the privacy unit and people
     asked for (``privacy_id``/``max_rows_per_id``/``people`` override the schema's own), resolved here once.

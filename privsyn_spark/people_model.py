@@ -4,7 +4,7 @@
 section: the input is read through the same checks, its person frame and row frame
 (:mod:`privsyn_spark.measure.people_frames`) are each encoded once into a scratch table, and the three
 measurements (:mod:`privsyn_spark.release.measure_people`) are drawn by the one attempt holding the run's
-reservation, persisted as one hash-checked artifact and committed (:mod:`privsyn_spark.release_guard`): a
+reservation, persisted as one hash-checked artifact and committed (:mod:`privsyn_spark.release.guard`): a
 retry or a crash never draws uncharged noise. :class:`PeopleModel` holds the two fitted models (the person
 table's and the row table's) and the noisy degree histogram; everything from there is post-processing.
 """
@@ -25,8 +25,8 @@ from privsyn_spark.measure.people_frames import linked_table, people_frames
 from privsyn_spark.privacy.measurements import ARTIFACT_FILE, Measurements, NoisyMarginal
 from privsyn_spark.privacy.table_size import default_rows
 from privsyn_spark.progress import Progress
+from privsyn_spark.release.identity import absolute_location
 from privsyn_spark.release.measure_people import measure_people
-from privsyn_spark.release_identity import absolute_location
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
 from privsyn_spark.runtime.input_table import read_table

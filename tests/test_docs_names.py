@@ -1,7 +1,7 @@
 """What the docs name exists: every backticked ``privsyn_spark.x.y`` imports, every error type named is
 one, every file path is there, and every ``--flag`` is an option of the command it is written with.
 
-Flags are checked against the CLI's own parser (``cli_parser.build_parser``, imported): a flag inside
+Flags are checked against the CLI's own parser (``cli/parser.build_parser``, imported): a flag inside
 ``privsyn-spark <cmd> ...`` (inline or in a code block, continuation lines joined) against that command's
 options; a span of bare flags (`` `--ledger L` ``) against any command's, a bench script's (read from its
 ``add_argument`` calls) or one of :data:`OTHER_TOOLS_FLAGS`. Spans that run another tool are not checked.
@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from privsyn_spark.cli_parser import build_parser
+from privsyn_spark.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").glob("*.md"))

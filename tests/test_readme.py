@@ -96,7 +96,7 @@ def test_readme_command_line_block_runs_as_written_twice(tmp_path):
 
 def test_readme_commands_parse():
     """Every ``privsyn-spark`` command in README's shell blocks is accepted by the CLI's parser as written."""
-    from privsyn_spark.cli_parser import build_parser
+    from privsyn_spark.cli.parser import build_parser
 
     commands = [line.split("#")[0] for block in readme_blocks(README.read_text(), "bash")
                 for line in block.replace("\\\n", " ").splitlines() if line.startswith("privsyn-spark ")]

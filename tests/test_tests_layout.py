@@ -12,8 +12,8 @@ PACKAGE = TESTS.parent / "privsyn_spark"
 
 CROSS_CUTTING = {
     "api": "the public API and the modules on its floor at the package's top (api, config, plan, synth_model, ...)",
-    "cli": "the command line end to end: refusals, exit codes, bad input, killed runs",
-    "pipeline": "whole runs through pipeline.py, measure to write",
+    "command_line": "the command line end to end: refusals, exit codes, bad input, killed runs",
+    "pipeline": "whole runs through cli/pipeline.py, measure to write",
     "jobs": "the repository's jobs/ and deploy/: spark-submit, the Airflow DAG, a standalone cluster",
     "partition": "runs over partitioned input tables, through every stage",
     "audit": "the privacy audit: every release path on neighbouring inputs, each mechanism's empirical epsilon",
@@ -75,7 +75,7 @@ def test_the_check_sees_a_test_out_of_place(tmp_path):
         "synthesize/gum/test_ok.py": "from privsyn_spark.synthesize import gum\n",
         "synthesize/test_no_such.py": "from privsyn_spark.synthesize.gum import kernel\n",
         "budget/test_ledger.py": "",
-        "cli/test_anything.py": "",
+        "command_line/test_anything.py": "",
         "select/helpers.py": "",
     }
     for name, text in files.items():

@@ -1,7 +1,7 @@
 """Whether a run id is asked again with what it was measured with: its fingerprint compared (no Spark).
 
 A reservation records the run's fingerprint (epsilon, delta, schema hash, input identity, non-default
-settings: :func:`privsyn_spark.release_identity.run_fingerprint`); a reuse asking other settings is refused.
+settings: :func:`privsyn_spark.release.identity.run_fingerprint`); a reuse asking other settings is refused.
 """
 
 from __future__ import annotations

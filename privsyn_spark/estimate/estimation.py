@@ -24,10 +24,11 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTree, build_junction_tree
+from privsyn_spark.estimate.junction_tree import JunctionTree, build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel
 from privsyn_spark.privacy.measurements import NoisyMarginal, weighted_total
 from privsyn_spark.progress import SILENT, Progress
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
+from privsyn_spark.estimate.junction_tree import JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.estimate.one_way_fit import one_way_fit
 from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.progress import SILENT, Progress
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 if TYPE_CHECKING:  # pragma: no cover
     from privsyn_spark.estimate.model import GraphicalModel

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.measure.bounding import bound_contributions, check_id_columns
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
 from privsyn_spark.privacy.unit import PrivacyUnit
-from privsyn_spark.schema import discovery as counts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

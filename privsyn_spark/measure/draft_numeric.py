@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.draft_range import drafted_edges
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit
-from privsyn_spark.schema import discovery as counts
 from privsyn_spark.schema.time_parts import DAY, iso_day
 
 if TYPE_CHECKING:  # pragma: no cover

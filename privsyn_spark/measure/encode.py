@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.domain import Domain
+from privsyn_spark.measure.draft_counts import cleaned
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn
-from privsyn_spark.schema.discovery import cleaned
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.time_parts import TimestampColumn
 

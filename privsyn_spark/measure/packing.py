@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
+from privsyn_spark.measure.count_layout import CountLayout
 from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES, EncodedTable
 from privsyn_spark.schema.columns import Column
 from privsyn_spark.schema.schema import Schema

@@ -1,6 +1,6 @@
 """Choosing the contribution bound K privately: a DP quantile of rows per id (no Spark here).
 
-The Spark side (``schema/discovery.rows_per_id_cells``) counts the ids whose number of rows falls in
+The Spark side (``measure/draft_counts.rows_per_id_cells``) counts the ids whose number of rows falls in
 each cell of a public geometric grid over 1 .. 2^24 rows (``privacy/discovery.geometric_grid``); a
 null-id row is an id of one row. Each person is in exactly one cell, so the histogram has L2
 sensitivity 1 whatever the person's rows (no bound needed yet). One discrete Gaussian release, then

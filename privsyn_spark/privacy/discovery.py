@@ -1,6 +1,6 @@
 """Private domain discovery: the mechanisms behind a privately drafted schema (no Spark here).
 
-The Spark side (``privsyn_spark.schema.discovery``) computes exact counts; everything here noises
+The Spark side (``privsyn_spark.measure.draft_counts``) computes exact counts; everything here noises
 them through one :class:`~privsyn_spark.privacy.accounting.Accountant` and post-processes the
 noisy counts into public declarations. Neighbouring tables differ by one unit (``privacy/unit.py``):
 a row adds 1 to one cell of each column's histogram (L2 sensitivity 1 per release); a person of

@@ -9,7 +9,7 @@ the degree histogram is noised at sensitivity 1 (:mod:`privsyn_spark.privacy.peo
 :meth:`~privsyn_spark.privacy.accounting.Accountant.part` (ledger names ``persons/``, ``degrees``,
 ``rows/``). The artifact is the row table's measurements carrying the person table's (``persons``) and
 the histogram (``degrees``), its ledger the whole release's: the caller persists it once, under one
-ledger reservation (:mod:`privsyn_spark.release_guard`).
+ledger reservation (:mod:`privsyn_spark.release.guard`).
 """
 
 from __future__ import annotations

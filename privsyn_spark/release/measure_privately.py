@@ -79,7 +79,7 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
     ``SecureDiscreteGaussian``. ``accountant``: a part of a larger release's accountant
     (:meth:`~privsyn_spark.privacy.accounting.Accountant.part`, of this budget's rho). Reusing a run's
     measurements (nothing spent) is the ledger's job:
-    :mod:`privsyn_spark.release_guard`. ``hierarchies``: public prefix levels of categorical attributes,
+    :mod:`privsyn_spark.release.guard`. ``hierarchies``: public prefix levels of categorical attributes,
     where rare values merge first (:func:`~privsyn_spark.privacy.rare_values.merge_attribute`).
     """
     if len(domain) == 0:

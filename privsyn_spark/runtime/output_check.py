@@ -120,3 +120,13 @@ def check_output_table(spark: SparkSession, target: str, mode: str, ddl: str) ->
         raise UsageError(f"--output {target}: cannot append, the existing table's columns differ from the "
                          f"schema's: {', '.join(differ) or 'column order'}; use --write-mode overwrite or "
                          f"another output")
+
+
+def check_locations(source: str, target: str | None, write_mode: str) -> None:
+    """Refuse (UsageError), before Spark starts, a local input that does not exist and an output path the
+    write would fail on (``target`` None: the step writes nothing)."""
+    local = is_path(source) and "://" not in source and not any(c in source for c in "*?[{")
+    if local and not Path(source).expanduser().exists():
+        raise UsageError(f"--input {source}: no such file or folder")
+    if target:
+        check_output_path(target, write_mode)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -117,20 +117,6 @@ class Schema:
         return load_schema(path)
 
     @classmethod
-    def draft(cls, df: Any, epsilon: float, **options: Any) -> Any:
-        """A DRAFT schema of the Spark DataFrame ``df``, drafted with (``epsilon``, ``delta``)-DP: the same
-        drafting as ``privsyn-spark infer-schema --epsilon`` (DP partition selection for categories,
-        DP histograms for bounds, bins and spikes; docs/user-guide.md, infer-schema), its rho reserved
-        first in ``ledger`` for ``dataset_id`` (or ``no_ledger=True``). Options as the command's:
-        ``delta``, ``run_id``, ``null_tokens``, ``bins``, ``bounds``, ``spike_share``, ``privacy_id``,
-        ``max_rows_per_id``, ``dtypes``, ``test_types`` (string columns not in ``dtypes`` get a noisy type
-        test, as ``infer-schema`` does). Returns the draft (``.schema``, its cost ``.record()``, ``.write(path)``: a
-        ``reviewed: false`` file); review it before a private run uses its ``.schema``."""
-        if DRAFTER is None:  # pragma: no cover - bound by privsyn_spark.operations on the package's import
-            raise RuntimeError("Schema.draft needs privsyn_spark.operations (import privsyn_spark)")
-        return DRAFTER(df, epsilon, **options)
-
-    @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Schema:
         """Validate a schema document (the file's content as a dict).
 
@@ -166,11 +152,6 @@ class Schema:
         if nested:
             raise BadInputData(f"column(s) {', '.join(nested)} hold nested values in the table, not one value per "
                                f"row: select the field you mean into a column of its own, or declare it type: drop")
-
-
-DRAFTER: Callable[..., Any] | None = None
-"""The private drafting behind :meth:`Schema.draft`: :func:`privsyn_spark.operations.draft_frame`, bound
-when that module is imported (drafting counts the table on the measure floor, which imports this one)."""
 
 
 def load_schema(path: str | Path) -> Schema:

@@ -12,7 +12,7 @@ therefore one vectorised pass over the candidates, O(m), instead of a recomputat
 Bounded selection (``model_cells``): the best candidate is taken only if the junction tree of the
 selected pairs plus it still fits in ``model_cells`` cells in total (the way AIM caps its model size,
 applied to the greedy step); otherwise it is dropped for good and the next best is tried. The size is
-that of :func:`privsyn_spark.estimate.junction_tree.model_cells`, the very min-fill elimination the
+that of :func:`privsyn_spark.select.elimination.model_cells`, the very min-fill elimination the
 estimator's junction tree is chosen against, so Private-PGM can always run on the selection.
 Checks are made only for candidates that would lower the error.
 
@@ -43,7 +43,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
-from privsyn_spark.estimate.junction_tree import Elimination, adjacency_matrix, eliminate
+from privsyn_spark.select.elimination import Elimination, adjacency_matrix, eliminate
 from privsyn_spark.select.triangulation import OrderedTriangulation
 
 logger = logging.getLogger(__name__)

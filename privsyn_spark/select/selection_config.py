@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.privacy.rare_values import THETA_SIGMAS
 from privsyn_spark.select.combine import DEFAULT_GAMMA
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privsyn_spark.estimate.estimation import MirrorDescent
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET, JunctionTreeTooLarge, build_junction_tree
+from privsyn_spark.estimate.junction_tree import JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
 from privsyn_spark.runtime.remote import default_parallelism, share
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.synthesize.gum.update import redraw_ruled_out
 from privsyn_spark.synthesize.sharded.context import shard_sizes
 from privsyn_spark.synthesize.sharded.spark_driver import codes_schema

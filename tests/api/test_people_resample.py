@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from privsyn_spark import PrivSyn
+from privsyn_spark.cli.resample import SampleConfig, run_sample
 from privsyn_spark.errors import UsageError
-from privsyn_spark.resample import SampleConfig, run_sample
 from tests.people_tables import keyed_table, people_doc
 
 pytestmark = pytest.mark.slow

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from privsyn_spark import PrivSyn
-from privsyn_spark.cli import build_parser, main, validate_run_args
+from privsyn_spark.cli.entry import build_parser, main, validate_run_args
 from privsyn_spark.config import PeopleSplit, Settings
 from privsyn_spark.errors import EXIT_USAGE, UsageError
 from privsyn_spark.privacy.accounting import RunBudget
-from tests.cli.test_bad_input import one_error_line
+from tests.command_line.test_bad_input import one_error_line
 from tests.people_tables import keyed_table, people_doc
 
 

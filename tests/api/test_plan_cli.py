@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, BudgetSplit, PrivSyn, Settings
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.errors import UsageError
 
 CODE = """
 import sys
-from privsyn_spark import cli
+from privsyn_spark.cli import entry as cli
 code = cli.main(["plan", "--schema", sys.argv[1], "--epsilon", "2", "--no-ledger", "--config", sys.argv[2]])
 print("pyspark imported:", "pyspark" in sys.modules)
 sys.exit(code)
@@ -85,8 +85,8 @@ def test_plan_counts_the_cells_the_first_engine_pass_computes():
 
 
 def test_sharding_settings_reach_the_synthesizer_from_the_config_file_and_the_flags(tmp_path):
+    from privsyn_spark.cli.pipeline import synthesizer
     from privsyn_spark.config import ShardingConfig
-    from privsyn_spark.pipeline import synthesizer
 
     config = tmp_path / "c.yaml"
     config.write_text("sharding: {shard_rows: 500, gum_rounds: 3, iterations_per_round: 7, sweep_iterations: 4}\n")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from privsyn_spark import PrivSyn, Schema, Settings, ShardingConfig
-from privsyn_spark.cli import build_parser, validate_run_args
+from privsyn_spark.cli.entry import build_parser, validate_run_args
 from privsyn_spark.config import ProgressConfig
 from privsyn_spark.progress import Progress, in_notebook
 

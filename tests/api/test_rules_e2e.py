@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from privsyn_spark import PrivSyn, Settings, pipeline
+from privsyn_spark import PrivSyn, Settings
 from privsyn_spark.api import evaluate
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.config import ShardingConfig
 from privsyn_spark.schema.schema import parse_schema
 

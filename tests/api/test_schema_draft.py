@@ -14,8 +14,8 @@ from privsyn_spark import SAMPLE_DATA, Schema
 from privsyn_spark.budget.ledger import dataset_state, set_budget
 from privsyn_spark.cli import main
 from privsyn_spark.errors import UsageError
-from privsyn_spark.measure.draft_schema import INFER_STEP
 from privsyn_spark.privacy.discovery import DraftBudget
+from privsyn_spark.release.schema_draft import INFER_STEP
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import SAMPLE_SCHEMA, PrivSyn, Settings
-from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
+from privsyn_spark.cli.entry import build_parser, config_from_args, validate_run_args
+from privsyn_spark.cli.pipeline import RunConfig, synthesizer
 from privsyn_spark.config import SynthOptions
 from privsyn_spark.errors import UsageError
-from privsyn_spark.pipeline import RunConfig, synthesizer
 
 # a non-default value in every section, gum_rounds among them (a RunConfig once reset it to 8)
 YAML = """\

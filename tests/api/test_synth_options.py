@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 from privsyn_spark import PrivSyn
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli.entry import build_parser, config_from_args
+from privsyn_spark.cli.pipeline import RunConfig, synthesizer
 from privsyn_spark.config import Settings, SynthOptions
 from privsyn_spark.errors import UsageError
-from privsyn_spark.pipeline import RunConfig, synthesizer
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.sample.generator import people_schema
 
@@ -79,7 +79,7 @@ def test_the_run_config_holds_the_options_the_cli_fills(tmp_path):
 
 def test_the_report_lists_the_run_and_its_synthesizer_flat(tmp_path):
     """The run report's ``config`` section: one flat dict as before (the run's people count kept)."""
-    from privsyn_spark.pipeline import _config_dict
+    from privsyn_spark.cli.pipeline import _config_dict
 
     synth = SynthOptions(people_schema(7), epsilon=2.0, no_ledger=True, run_id="r")
     doc = _config_dict(RunConfig(input="in", output="o", synth=synth, people=40, seed=5))

@@ -27,13 +27,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from privsyn_spark import cli
 from privsyn_spark.budget.ledger import set_budget
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
 from privsyn_spark.runtime.input_identity import files_version
 from tests.api.test_people_sample import MARKS
 from tests.audit.release_diff import handed_on
-from tests.cli.test_bad_input import COLUMNS, DATASET, people, write_parquet
+from tests.command_line.test_bad_input import COLUMNS, DATASET, people, write_parquet
 from tests.people_tables import keyed_table, parent_child, people_doc
 
 ROOT = Path(__file__).resolve().parents[2]

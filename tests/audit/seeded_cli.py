@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from privsyn_spark import cli
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.privacy.noise import seeded_noise_for_tests_only
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from pgm_brute_force import marginal, noisy_measurements, random_table, structur
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.consistency import consistent_marginals, intersection_closure
-from privsyn_spark.estimate.junction_tree import DEFAULT_CELL_BUDGET
 from privsyn_spark.estimate.targets import (
     DRIVER_MODEL_CELLS,
     consistent_targets,
@@ -19,6 +18,7 @@ from privsyn_spark.estimate.targets import (
     unmeasured_pair_targets,
 )
 from privsyn_spark.privacy.measurements import NoisyMarginal
+from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 
 def _shared_disagreement(domain: Domain, tables: dict[tuple[str, ...], np.ndarray]) -> float:
@@ -142,7 +142,7 @@ def test_estimator_choice_and_its_reason() -> None:
 
 def test_cli_model_cells_and_estimator_flags() -> None:
     from privsyn_spark import SAMPLE_SCHEMA
-    from privsyn_spark.cli import build_parser, config_from_args
+    from privsyn_spark.cli.entry import build_parser, config_from_args
 
     base = ["run", "--input", "in", "--schema", SAMPLE_SCHEMA, "--output", "out", "--no-ledger"]
     def chosen(config):

@@ -10,13 +10,8 @@ from pgm_brute_force import STRUCTURES, structure
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.factor import Factor, logsumexp, product
-from privsyn_spark.estimate.junction_tree import (
-    JunctionTreeTooLarge,
-    adjacency_matrix,
-    build_junction_tree,
-    eliminate,
-    model_cells,
-)
+from privsyn_spark.estimate.junction_tree import JunctionTreeTooLarge, build_junction_tree
+from privsyn_spark.select.elimination import adjacency_matrix, eliminate, model_cells
 
 
 def test_factor_product_marginalise_expand_transpose() -> None:

@@ -5,7 +5,8 @@ import contextlib
 import io
 import sys
 
-from privsyn_spark import PrivSyn, Schema, cli
+from privsyn_spark import PrivSyn, Schema
+from privsyn_spark.cli import entry as cli
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.session import build_spark_session
 

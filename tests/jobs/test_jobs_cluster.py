@@ -51,8 +51,8 @@ def _same_rows(spark, left: str, right: str) -> None:
 
 
 def test_cluster_synthesis_matches_local_and_survives_a_lost_worker(spark, standalone_cluster, tmp_path):
+    from privsyn_spark.cli.pipeline import RunConfig, run_measure, run_synthesize
     from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
-    from privsyn_spark.pipeline import RunConfig, run_measure, run_synthesize
 
     delta_jars()  # skips when setup.sh has not resolved the Delta jars
     runs, local_out, cluster_out = tmp_path / "runs", tmp_path / "local", tmp_path / "cluster_out"

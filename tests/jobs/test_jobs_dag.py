@@ -86,7 +86,7 @@ def test_dag_has_the_steps_params_and_retries(dag_info):
 
 
 def test_dag_arguments_are_what_the_cli_expects_and_require_a_ledger_and_runs_dir(dag_info):
-    from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
+    from privsyn_spark.cli.entry import build_parser, config_from_args, validate_run_args
     from privsyn_spark.errors import NON_RETRYABLE_EXIT_CODES, UsageError
 
     assert dag_info["task_types"] == ["PrivsynSparkSubmitOperator"]
@@ -204,8 +204,8 @@ def test_dag_runs_end_to_end_on_local_spark(spark, tmp_path):
 
     # a retry of the measure task (same Airflow run id, even from another runs dir) reuses the
     # measurements the ledger points to and is not charged again
-    from privsyn_spark.cli import build_parser, config_from_args, validate_run_args
-    from privsyn_spark.pipeline import run_measure
+    from privsyn_spark.cli.entry import build_parser, config_from_args, validate_run_args
+    from privsyn_spark.cli.pipeline import run_measure
 
     args = build_parser().parse_args([
         "measure", "--input", str(SAMPLE_INPUT), "--schema", str(SAMPLE_SCHEMA), "--run-id", runs[0],

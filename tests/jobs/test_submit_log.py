@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.cli.test_bad_input import Case
+from tests.command_line.test_bad_input import Case
 from tests.jobs.conftest import DAGS_DIR, REPO, airflow_env, base_env, delta_jars
 
 LOG4J = REPO / "deploy" / "spark" / "log4j2.properties"

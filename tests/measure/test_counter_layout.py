@@ -4,8 +4,8 @@ from itertools import combinations
 
 import numpy as np
 
-from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
+from privsyn_spark.measure.count_layout import CountLayout
 from privsyn_spark.measure.packing import CounterLayout
 
 

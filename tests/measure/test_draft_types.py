@@ -10,12 +10,12 @@ import yaml
 
 from privsyn_spark.budget.ledger import dataset_state, set_budget
 from privsyn_spark.cli import main
+from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.type_test import TYPE_CANDIDATES, TYPE_TEST_SHARE, release_type
-from privsyn_spark.schema import discovery as counts
 
 N = 3000
 TESTED = {"n": "int", "x": "double", "d": "date", "t": "timestamp", "city": None}

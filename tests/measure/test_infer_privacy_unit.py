@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from privsyn_spark.measure.draft_bounding import BOUND_SHARE
-from privsyn_spark.measure.draft_schema import draft_schema_privately
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
+from privsyn_spark.release.schema_draft import draft_schema_privately
 from privsyn_spark.schema.columns import SchemaError
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ def test_a_private_draft_bounds_once_and_every_count_reads_the_same_kept_rows(sp
     bounded table, cached, and the kept rows hash alike in every call."""
     from pyspark.sql import functions as F
 
-    from privsyn_spark.schema import discovery
+    from privsyn_spark.measure import draft_counts as discovery
 
     rng = np.random.default_rng(4)
     sizes = rng.integers(1, 40, 400)

@@ -173,7 +173,7 @@ def test_sample_reads_no_input_and_charges_nothing(spark, backfill, tmp_path, no
 
 
 def test_sample_from_a_saved_model(spark, backfill, tmp_path, no_input):
-    from privsyn_spark.resample import SampleConfig, load_model
+    from privsyn_spark.cli.resample import SampleConfig, load_model
 
     work, _, _, _ = backfill
     model = load_model(spark, SampleConfig(output="-", from_run=f"events.day_{DAYS[0]}", schema=SAMPLE_SCHEMA,

@@ -69,8 +69,8 @@ def test_an_append_into_a_scoped_partition_is_refused_alike_at_every_door():
     write_delta take an OutputConfig) and the writer itself."""
     import dataclasses
 
+    from privsyn_spark.cli.pipeline import RunConfig
     from privsyn_spark.config import OutputConfig, SynthOptions
-    from privsyn_spark.pipeline import RunConfig
     from privsyn_spark.write.delta_output import check_partition_mode
 
     partition = (("day", "1"),)

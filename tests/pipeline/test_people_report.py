@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from privsyn_spark.cli.pipeline import RunConfig, run
 from privsyn_spark.config import SynthOptions
-from privsyn_spark.pipeline import RunConfig, run
 from tests.people_tables import keyed_table, people_doc
 
 pytestmark = pytest.mark.slow

@@ -12,15 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privsyn_spark import cli, pipeline
 from privsyn_spark.budget import ledger as L
+from privsyn_spark.cli import entry as cli
+from privsyn_spark.cli import pipeline
 from privsyn_spark.errors import BadInputData, UsageError
 from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
-from privsyn_spark.release_artifact import ArtifactLost
-from privsyn_spark.release_guard import guarded_measure
-from privsyn_spark.release_identity import Charge, run_fingerprint
+from privsyn_spark.release.artifact import ArtifactLost
+from privsyn_spark.release.guard import guarded_measure
+from privsyn_spark.release.identity import Charge, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from privsyn_spark import pipeline
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from tests.jobs.conftest import REPO, SAMPLE_INPUT, SAMPLE_SCHEMA, base_env
 
 pytestmark = pytest.mark.slow

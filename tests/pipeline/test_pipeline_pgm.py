@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from privsyn_spark import pipeline
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.pipeline import RunConfig
 from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
-from privsyn_spark.pipeline import RunConfig
 from privsyn_spark.sample.generator import generated_schema, generated_table
 from tests.pipeline.test_pipeline_run import assert_same_rows
 

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from privsyn_spark import cli, pipeline
 from privsyn_spark.budget import ledger as L
+from privsyn_spark.cli import entry as cli
+from privsyn_spark.cli import pipeline
 from privsyn_spark.errors import EXIT_USAGE, UsageError
 from privsyn_spark.sample.generator import people_schema
 

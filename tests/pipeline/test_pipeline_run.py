@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from deltalake import DeltaTable as RustDeltaTable
 
-from privsyn_spark import pipeline
-from privsyn_spark.cli import build_parser, config_from_args
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.entry import build_parser, config_from_args
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.schema.schema import load_schema
 from privsyn_spark.write.delta_output import table_properties

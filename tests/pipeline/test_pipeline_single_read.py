@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from privsyn_spark import pipeline
+from privsyn_spark.cli import pipeline
+from privsyn_spark.cli.pipeline import RunConfig
 from privsyn_spark.config import Settings, ShardingConfig, SynthOptions
-from privsyn_spark.pipeline import RunConfig
 
 ADULT = "privsyn_spark/sample/adult.csv.gz"
 SCHEMA = "privsyn_spark/sample/adult.schema.yaml"

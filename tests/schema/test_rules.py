@@ -145,7 +145,7 @@ def test_a_group_too_large_is_refused():
 
 
 def test_the_cli_refuses_a_bad_rule_with_exit_2_before_spark(tmp_path, capsys):
-    from privsyn_spark import cli
+    from privsyn_spark.cli import entry as cli
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("columns:\n  - {name: a, type: categorical, values: [x, y]}\n"

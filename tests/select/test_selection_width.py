@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.junction_tree import build_junction_tree, eliminate
+from privsyn_spark.estimate.junction_tree import build_junction_tree
 from privsyn_spark.select import densemarg
 from privsyn_spark.select.densemarg import dense_marg
+from privsyn_spark.select.elimination import eliminate
 from privsyn_spark.select.triangulation import OrderedTriangulation
 
 

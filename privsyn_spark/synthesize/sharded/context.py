@@ -12,9 +12,9 @@ from math import ceil
 
 import numpy as np
 
-from privsyn_spark.count_layout import CountLayout
 from privsyn_spark.domain import Domain
 from privsyn_spark.errors import UsageError
+from privsyn_spark.measure.count_layout import CountLayout
 from privsyn_spark.synthesize.gum.kernel import GumConfig, GumStructure, Key, gum_structure, prepare_targets
 from privsyn_spark.synthesize.sharded.reconcile import Step, schedule
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from privsyn_spark.count_layout import CountLayout
+from privsyn_spark.measure.count_layout import CountLayout
 from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
     GumConfig,

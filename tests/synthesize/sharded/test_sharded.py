@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from privsyn_spark.count_layout import CountLayout
+from privsyn_spark.measure.count_layout import CountLayout
 from privsyn_spark.synthesize.gum.kernel import GumConfig, append_conditional, gum_structure, marginal_counts
 from privsyn_spark.synthesize.sharded.algorithm import (
     deficit_share,
