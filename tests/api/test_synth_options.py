@@ -38,7 +38,7 @@ def test_the_privacy_unit_is_resolved_once_from_the_schema_and_its_overrides():
     overridden = SynthOptions(people_schema(7), no_ledger=True, max_rows_per_id=3)
     assert overridden.unit == PrivacyUnit(("person_id",), 3) == overridden.resolved.privacy_unit
     synth = PrivSyn.from_options(overridden)
-    assert synth.unit == overridden.unit and synth.release("r").unit == overridden.unit
+    assert synth.unit == overridden.unit and synth.charge("r").unit == overridden.unit
     assert synth.plan().max_rows_per_id == 3  # the plan sees the overridden bound
     assert SynthOptions(people_schema(), no_ledger=True).unit.is_row
 
