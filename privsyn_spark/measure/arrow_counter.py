@@ -17,7 +17,7 @@ import numpy as np
 
 from privsyn_spark.measure.encode import STATUS_BITS, TALLIED_STATUSES
 from privsyn_spark.measure.packing import CounterLayout
-from privsyn_spark.runtime.remote import is_connect, sum_vectors
+from privsyn_spark.runtime.backend import backend_of
 
 BATCH_ROWS = 200_000  # rows counted at once (small Arrow batches are gathered up to this)
 
@@ -77,19 +77,9 @@ def _partition_counter(layout: CounterLayout) -> Any:
     return count
 
 
-def _add_partial(left: tuple[np.ndarray, int], right: tuple[np.ndarray, int]) -> tuple[np.ndarray, int]:
-    """Tree-aggregation step: add count vectors, keep the larger worker memory peak."""
-    return left[0] + right[0], max(left[1], right[1])
-
-
 def count_with_arrow(packed: Any, layout: CounterLayout) -> tuple[np.ndarray, float]:
     """The flat count array of ``layout`` over ``packed``, and the largest Python worker peak RSS (MB;
     0 on Spark Connect, where the partials are summed by DataFrame steps that carry only the counts)."""
     partials = packed.mapInArrow(_partition_counter(layout), "counts binary, peak_kb long")
-    if is_connect(packed.sparkSession):
-        total = sum_vectors(partials, "counts")
-        return (np.zeros(layout.length, dtype=np.int64) if total is None else total), 0.0
-    zero = (np.zeros(layout.length, dtype=np.int64), 0)
-    total, peak_kb = partials.rdd.map(lambda row: (np.frombuffer(row[0], dtype=np.int64), row[1])).treeAggregate(
-        zero, _add_partial, _add_partial, depth=2)
-    return total, peak_kb / 1024
+    total, peak_kb = backend_of(packed.sparkSession).sum_vectors_and_peak(partials, "counts", "peak_kb")
+    return (np.zeros(layout.length, dtype=np.int64) if total is None else total), peak_kb / 1024

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privsyn_spark.runtime.remote import is_connect, sum_vectors
+from privsyn_spark.runtime.backend import backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -117,12 +117,8 @@ def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, floa
 
     zero = np.zeros(int(offsets[-1]), dtype=np.int64)
     partials = selected.mapInArrow(count, "counts binary")
-    if is_connect(df.sparkSession):  # no RDDs there: two DataFrame levels
-        summed = sum_vectors(partials, "counts")
-        total = zero if summed is None else summed
-    else:
-        total = (partials.rdd.map(lambda row: np.frombuffer(row[0], dtype=np.int64))
-                 .treeAggregate(zero, lambda a, b: a + b, lambda a, b: a + b, depth=2))
+    summed = backend_of(df.sparkSession).sum_vectors(partials, "counts")
+    total = zero if summed is None else summed
     return {n: (total[offsets[j]:offsets[j + 1] - 2], int(total[offsets[j + 1] - 2]), int(total[offsets[j + 1] - 1]))
             for j, n in enumerate(names)}
 

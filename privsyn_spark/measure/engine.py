@@ -30,7 +30,7 @@ from privsyn_spark.measure.arrow_counter import count_with_arrow
 from privsyn_spark.measure.encode import EncodedTable
 from privsyn_spark.measure.jvm_counter import count_with_jvm, jvm_counter_loaded
 from privsyn_spark.measure.packing import PackedCodes, pack_codes
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -136,7 +136,7 @@ def check_first_pass(domain: Domain, max_cells: int = DEFAULT_MAX_CELLS) -> int:
 def _choose_backend(spark: SparkSession, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
-    if is_connect(spark):
+    if not backend_of(spark).jvm:
         if backend == "jvm":
             raise RuntimeError("the JVM marginal counter needs a classic SparkSession (Spark Connect has no JVM "
                                "on the client): use backend 'auto' or 'arrow'")

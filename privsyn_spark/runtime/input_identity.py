@@ -29,7 +29,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from privsyn_spark.runtime.delta_tables import delta_identifier
+from privsyn_spark.runtime.locations import delta_identifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import BadInputData, UsageError
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.delta_tables import is_delta_table
 from privsyn_spark.runtime.locations import is_path, location
-from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -34,13 +34,6 @@ def _hadoop_path(spark: SparkSession, *args: Any) -> Any:
     return jvm.org.apache.hadoop.fs.Path(*args)
 
 
-def _qualified_path(spark: SparkSession, source: str) -> Any:
-    """(file system, fully qualified Hadoop Path) of ``source``, with the session's Hadoop configuration."""
-    path = _hadoop_path(spark, location(source))
-    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
-    return fs, fs.makeQualified(path)
-
-
 def delta_root(spark: SparkSession, source: str) -> str | None:
     """The Delta table ``source`` is or lies inside (the nearest folder with a ``_delta_log``), or None."""
     return _delta_root(spark, source)[0]
@@ -48,11 +41,12 @@ def delta_root(spark: SparkSession, source: str) -> str | None:
 
 def _delta_root(spark: SparkSession, source: str) -> tuple[str | None, bool]:
     """(the Delta table at or above ``source``, whether it is ``source`` itself)."""
-    if is_connect(spark):  # no Hadoop FS on this side; ask Delta
+    found = backend_of(spark).session_file_system(location(source))
+    if found is None:  # no Hadoop FS on this side (Spark Connect); ask Delta
         return (location(source), True) if is_delta_table(spark, source) else (None, False)
     from py4j.protocol import Py4JJavaError
 
-    fs, path = _qualified_path(spark, source)
+    fs, path = found
     if fs.exists(_hadoop_path(spark, path, DELTA_LOG)):
         return str(path.toString()), True
     path = path.getParent()
@@ -136,12 +130,13 @@ def input_version(spark: SparkSession, source: str, fmt: str | None = None) -> s
     reuses the measurements of the version it read) and where the file system cannot be asked."""
     import hashlib
 
-    if not is_path(source) or fmt in ("delta", "table") or is_connect(spark):
+    if not is_path(source) or fmt in ("delta", "table"):
         return None
     try:
-        if delta_root(spark, source) is not None:
+        found = backend_of(spark).session_file_system(location(source))
+        if found is None or delta_root(spark, source) is not None:  # None: Spark Connect, no file system here
             return None
-        fs, root = _qualified_path(spark, source)
+        fs, root = found
         files = fs.listFiles(root, True)
         entries = []
         base = str(root.toString())

@@ -1,4 +1,5 @@
-"""Where a table is: a file-system location (local path or URI) or a catalog name (``db.table``)."""
+"""Where a table is: a file-system location (local path or URI) or a catalog name (``db.table``); its SQL
+identifier."""
 
 from __future__ import annotations
 
@@ -34,3 +35,10 @@ def local_path(target: str) -> Path | None:
     if has_scheme(target):
         return None
     return Path(target).expanduser()
+
+
+def delta_identifier(target: str) -> str:
+    """The SQL identifier of a Delta table: ``delta.`<location>``` for a path, the name otherwise."""
+    if is_path(target):
+        return "delta.`" + location(target).replace("`", "``") + "`"
+    return target

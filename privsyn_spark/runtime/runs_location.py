@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -24,12 +24,7 @@ DEFAULT_RUNS_DIR = "runs"
 def master_of(spark: SparkSession) -> str:
     """The session's master URL (``local[2]``, ``spark://...``, ``yarn``, ``k8s://...``); on Spark Connect
     the server's ``spark.master`` ('' when it does not say)."""
-    if is_connect(spark):
-        try:
-            return str(spark.conf.get("spark.master", "") or "")
-        except Exception:  # noqa: BLE001 - a server that does not expose it
-            return ""
-    return str(spark.sparkContext.master)
+    return backend_of(spark).master()
 
 
 def check_default_runs_dir(spark: SparkSession | None, master: str | None = None) -> None:
@@ -38,7 +33,7 @@ def check_default_runs_dir(spark: SparkSession | None, master: str | None = None
     master = master_of(spark) if spark is not None else master
     if master is None or master.startswith("local"):
         return
-    connect = spark is not None and is_connect(spark)
+    connect = spark is not None and not backend_of(spark).jvm
     where = ("a path this process and the server both write, e.g. /Volumes/catalog/schema/volume/runs" if connect
              else "a location every driver reads, e.g. s3a://bucket/privsyn/runs, hdfs:///privsyn/runs or "
                   "/Volumes/catalog/schema/volume/runs")

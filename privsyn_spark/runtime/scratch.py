@@ -18,11 +18,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.locations import has_scheme
-from privsyn_spark.runtime.remote import is_connect
 from privsyn_spark.runtime.storage import join
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,29 +41,28 @@ def _client_path(location: str) -> Path | None:
 def delete(spark: SparkSession, location: str) -> None:
     """Remove ``location`` (a folder, recursively) through the Hadoop file system; on Spark Connect (no
     JVM here) a local path or ``file:`` URI from this process, and anything else is left with a warning."""
-    if is_connect(spark):
-        local = _client_path(location)
-        if local is None:
-            log.warning("Spark Connect: %s cannot be removed from the client; delete it on the cluster", location)
-            return
-        shutil.rmtree(local, ignore_errors=True)
+    found = backend_of(spark).context_file_system(location)
+    if found is not None:
+        fs, path = found
+        fs.delete(path, True)
         return
-    jvm: Any = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+    local = _client_path(location)
+    if local is None:
+        log.warning("Spark Connect: %s cannot be removed from the client; delete it on the cluster", location)
+        return
+    shutil.rmtree(local, ignore_errors=True)
 
 
 def delete_if_empty(spark: SparkSession, location: str) -> None:
     """Remove the folder ``location`` if it exists and holds nothing (another process may still use it)."""
-    if is_connect(spark):
+    found = backend_of(spark).context_file_system(location)
+    if found is None:  # Spark Connect: only a folder of this process
         local = _client_path(location)
         if local is not None:
             with suppress(OSError):
                 local.rmdir()
         return
-    jvm: Any = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = found
     try:
         if fs.exists(path) and len(fs.listStatus(path)) == 0:
             fs.delete(path, False)
@@ -82,12 +81,12 @@ def run_scratch(spark: SparkSession, run_checkpoints: str, keep: bool = False) -
     folder under ``run_checkpoints``: a path or URI under the run folder); delete what it wrote on exit."""
     shared = spark.conf.get("spark.checkpoint.dir", None)
     root = shared or own_folder(run_checkpoints)
-    connect = is_connect(spark)  # the server's checkpoint folder is its own (no SparkContext here)
-    before = None if connect else spark.sparkContext.getCheckpointDir()
+    backend = backend_of(spark)
+    before = backend.context_checkpoint_dir()
     try:
         yield root
     finally:
-        used = None if connect else spark.sparkContext.getCheckpointDir()
+        used = backend.context_checkpoint_dir()
         if keep:
             log.info("keeping the run's checkpoints in %s (--keep-scratch)", used or root)
         else:

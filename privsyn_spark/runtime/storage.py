@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -153,7 +153,7 @@ def storage_for(location: str, spark: SparkSession | None = None) -> Storage:
         return LocalStorage()
     if spark is None:
         raise ValueError(f"{location} is a URI: reading it needs the Spark session's Hadoop file system")
-    if is_connect(spark):
+    if not backend_of(spark).jvm:
         raise UsageError(f"{location}: run artifacts on a URI need a classic SparkSession's Hadoop file system; "
                          f"on Spark Connect give runs_dir as a path this process writes (local or a mounted Volume)")
     return HadoopStorage(spark)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.scratch import delete
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +50,7 @@ def warm_up(spark: SparkSession | None, folder: str | None, jobs: Sequence[WarmU
     """Run the warm-up ``jobs`` on ``spark`` in a background thread while the block runs (see the module
     doc), writing only into ``folder`` (deleted on exit). No-op without a folder, without a JVM (Spark
     Connect) or when this session was warmed up before."""
-    if spark is None or folder is None or is_connect(spark):
+    if spark is None or folder is None or not backend_of(spark).jvm:
         yield
         return
     app = spark.sparkContext.applicationId

@@ -26,7 +26,7 @@ from privsyn_spark.estimate.estimation import MirrorDescent
 from privsyn_spark.estimate.junction_tree import JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.randomness import Stage, generator
-from privsyn_spark.runtime.remote import default_parallelism, share
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.synthesize.gum.update import redraw_ruled_out
 from privsyn_spark.synthesize.sharded.context import shard_sizes
@@ -87,9 +87,9 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
     domain = measurements.domain
     one_way: dict[tuple[str, ...], np.ndarray] = {(a,): np.asarray(targets[(a,)], dtype=np.float64)
                                                  for a in domain.attrs if (a,) in targets}
-    sizes = shard_sizes(rows, shard_rows, parallelism=default_parallelism(spark))
+    sizes = shard_sizes(rows, shard_rows, parallelism=backend_of(spark).default_parallelism())
     log.info("pgm sampling: %d records in %d shards", rows, len(sizes))
-    model = share(spark, model)
+    model = backend_of(spark).broadcast(model)
 
     def sample(batches: Iterator[Any]) -> Any:
         for batch in batches:

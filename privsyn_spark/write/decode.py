@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from privsyn_spark.measure.encode import spark_type
 from privsyn_spark.randomness import Stage, uniforms_at
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.schema.columns import CategoricalColumn, NumericalColumn, integer_bin_bounds
 from privsyn_spark.schema.rules import bin_value_bounds
 from privsyn_spark.schema.schema import Schema
@@ -253,9 +253,5 @@ def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[st
             start += batch.num_rows
 
     out = codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))
-    if is_connect(out.sparkSession):  # there a UDF's string columns carry an explicit collation ("string collate
-        from pyspark.sql import functions as F  # UTF8_BINARY") into the Delta log, which delta-rs cannot read
-
-        out = out.select(*[F.col(f"`{c.name}`").cast("string").alias(c.name) if c.dtype == "string"
-                           else F.col(f"`{c.name}`") for c in schema.columns])
-    return out
+    strings = [c.name for c in schema.columns if c.dtype == "string"]
+    return backend_of(out.sparkSession).plain_strings(out, strings)

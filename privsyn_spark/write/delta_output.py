@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime import delta_rs
-from privsyn_spark.runtime.delta_tables import delta_frame, delta_identifier, is_delta_table
+from privsyn_spark.runtime.backend import backend_of
+from privsyn_spark.runtime.delta_tables import delta_frame, is_delta_table
 from privsyn_spark.runtime.input_scope import Scope
-from privsyn_spark.runtime.locations import is_path, location
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.locations import delta_identifier, is_path
 from privsyn_spark.write.failed_write import cleaned_on_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -190,14 +190,9 @@ def latest_version(spark: SparkSession, target: str) -> int:
     """The latest version of a Delta table: for a path, from the Delta log's snapshot (which the
     session's own commit just updated; no Spark job), else (a catalog name, Spark Connect, or a Delta
     without that method) from its history, a job reading the log."""
-    if not is_connect(spark) and is_path(target):
-        jvm: Any = spark._jvm
-        try:
-            none = jvm.scala.Option.empty()
-            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location(target))
-            return int(delta_log.update(False, none, none).version())
-        except Exception as error:  # noqa: BLE001 - py4j: the method is Delta-internal and may change between releases
-            log.debug("Delta log snapshot unavailable (%s); reading the table's history", error)
+    snapshot = backend_of(spark).delta_log_version(target) if is_path(target) else None
+    if snapshot is not None:
+        return snapshot
     return int(spark.sql(f"DESCRIBE HISTORY {delta_identifier(target)} LIMIT 1").select("version").head(1)[0][0])
 
 

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.delta_tables import delta_frame, is_delta_table
 from privsyn_spark.runtime.locations import is_path, location
-from privsyn_spark.runtime.remote import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -39,12 +39,11 @@ _GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interrup
 def cleaned_on_failure(spark: SparkSession, target: str) -> Iterator[None]:
     """Run a write of ``target``; if it raises (or is interrupted), remove the data files it left (module
     docstring) and re-raise."""
-    if is_connect(spark) or not is_path(target):
+    found = backend_of(spark).context_file_system(location(target)) if is_path(target) else None
+    if found is None:  # a catalog table, or Spark Connect (no Hadoop file system here)
         yield
         return
-    jvm: Any = spark._jvm
-    root = jvm.org.apache.hadoop.fs.Path(location(target))
-    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
+    fs, root = found
     before = _data_files(fs, root)
     sc = spark.sparkContext
     saved = {key: sc.getLocalProperty(key) for key in _GROUP_KEYS}

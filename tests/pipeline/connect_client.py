@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 import privsyn_spark
 from privsyn_spark import PrivSyn, Schema
 from privsyn_spark.errors import UsageError
-from privsyn_spark.runtime.remote import is_connect
+from privsyn_spark.runtime.backend import backend_of
+from privsyn_spark.runtime.backend_connect import ConnectBackend
 
 
 class _Lines(logging.Handler):
@@ -37,7 +38,8 @@ def main(url: str, tmp: Path) -> None:
 
 
 def check(spark: SparkSession, tmp: Path) -> None:
-    assert is_connect(spark)
+    backend = backend_of(spark)  # the adapter's choice, once per session
+    assert isinstance(backend, ConnectBackend) and backend_of(spark) is backend and not backend.jvm
     conf_before = dict(spark.conf.getAll)
     ledger, out, runs = str(tmp / "ledger"), str(tmp / "out"), str(tmp / "runs")
     df = spark.read.csv(privsyn_spark.SAMPLE_DATA, header=True)

@@ -8,7 +8,7 @@ checkpoint directory is available, else ``localCheckpoint``), which truncates th
 reach the driver: their sum by a tree aggregation after every round, and each shard's counts at the
 append cores once, for the exact split of the appended attributes. On Spark Connect the shard context
 travels inside each round's UDF instead of a broadcast and the sums are DataFrame steps
-(:mod:`privsyn_spark.runtime.remote`).
+(:mod:`privsyn_spark.runtime.backend`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.progress import SILENT, Progress
-from privsyn_spark.runtime.remote import default_parallelism, is_connect, share, sum_vectors
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.synthesize.gum.kernel import GumConfig, codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
     ShardedRun,
@@ -147,15 +147,10 @@ class _Checkpointer:
     ``spark.checkpoint.dir`` (Spark's cleaner removes them), else local."""
 
     def __init__(self, spark: SparkSession, checkpoint_dir: str | None) -> None:
-        if is_connect(spark):
-            self.dir = spark.conf.get("spark.checkpoint.dir", None)
-        else:
-            sc = spark.sparkContext
-            if checkpoint_dir is not None:
-                sc.setCheckpointDir(checkpoint_dir)
-            self.dir = sc.getCheckpointDir()
+        backend = backend_of(spark)
+        self.dir = backend.checkpoint_folder(checkpoint_dir)
         self.reliable = self.dir is not None
-        self.local_dir = _local_path(self.dir) if self.reliable and not is_connect(spark) else None
+        self.local_dir = _local_path(backend.context_checkpoint_dir())  # Connect: the server's, not listed here
         self.mine: list[set[str]] = []
 
     def __call__(self, df: DataFrame) -> Any:
@@ -207,13 +202,9 @@ def _collect_cores(state: DataFrame, ctx: ShardContext) -> list[np.ndarray]:
 def _sum_counts(state: DataFrame) -> np.ndarray:
     """Tree-aggregate the shards' count vectors (only counts reach the driver); by DataFrame steps on
     Spark Connect."""
-    if is_connect(state.sparkSession):
-        total = sum_vectors(state, "counts")
-        assert total is not None  # every shard has a row
-        return total
-    return (state.select("counts").rdd
-            .map(lambda row: np.frombuffer(row[0], dtype=np.int64))
-            .treeReduce(np.add, depth=2))
+    total = backend_of(state.sparkSession).sum_vectors(state, "counts")
+    assert total is not None  # every shard has a row
+    return total
 
 
 def _pass_through(batches: Iterator[Any]) -> Iterator[Any]:
@@ -249,9 +240,10 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     start from its samples instead of independent 1-way draws; None (the consistency fallback): 1-way.
     ``progress`` hears of each round ("GUM round k of N"; the first is the shards' start).
     """
-    ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=default_parallelism(spark))
+    backend = backend_of(spark)
+    ctx = make_context(domain, targets, n, seed, sharding, gum, model, parallelism=backend.default_parallelism())
     p = len(ctx.sizes)
-    bc = share(spark, ctx)
+    bc = backend.broadcast(ctx)
     checkpoint = _Checkpointer(spark, checkpoint_dir)
     run = ShardedGumResult(ctx)
     log.info("sharded GUM: %d records in %d shards, %d partitions, %s checkpoints", n, p, partitions or p,
@@ -269,7 +261,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
         if done:
             break
         started = time.perf_counter()
-        bc_deficit = share(spark, ctx.targets - counts)
+        bc_deficit = backend.broadcast(ctx.targets - counts)
         state = checkpoint(state.mapInArrow(_round_fn(bc, bc_deficit, step), STATE_SCHEMA))
         counts = _sum_counts(state)
         bc_deficit.unpersist()
@@ -277,7 +269,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
         rounds.update(run.rounds)
     rounds.close(run.rounds)
 
-    bc_split = share(spark, split_appended(ctx, _collect_cores(state, ctx)))
+    bc_split = backend.broadcast(split_appended(ctx, _collect_cores(state, ctx)))
     state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
     run.final_errors = union_errors(ctx, _sum_counts(state), ctx.structure.targets)
     run.records = state.mapInArrow(_decode_fn(bc), codes_schema(domain))
