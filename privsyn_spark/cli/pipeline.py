@@ -301,7 +301,9 @@ def _config_dict(config: RunConfig) -> dict[str, Any]:
     """The run configuration as a JSON-ready dict (for the report): its synthesizer's fields and the run's
     (``people``: the run's count of synthetic persons)."""
     doc = asdict(config)
-    doc = {**doc.pop("synth"), **doc}
+    write = doc.pop("write")  # the report's names since before the write options were one object
+    doc = {**doc.pop("synth"), **doc, "write_mode": write["mode"], "partition_by": write["partition_by"],
+           "table_comment": write["comment"], "table_properties": write["properties"]}
     if isinstance(config.synth.schema, Schema):
         doc["schema"] = f"Schema {config.synth.schema.schema_hash()}"
     return doc

@@ -84,4 +84,5 @@ def test_the_report_lists_the_run_and_its_synthesizer_flat(tmp_path):
     synth = SynthOptions(people_schema(7), epsilon=2.0, no_ledger=True, run_id="r")
     doc = _config_dict(RunConfig(input="in", output="o", synth=synth, people=40, seed=5))
     assert (doc["epsilon"], doc["run_id"], doc["people"], doc["seed"], doc["input"]) == (2.0, "r", 40, 5, "in")
-    assert "synth" not in doc and doc["settings"]["progress"]["quiet"] is False
+    assert "synth" not in doc and "write" not in doc and doc["settings"]["progress"]["quiet"] is False
+    assert (doc["write_mode"], doc["partition_by"], doc["table_properties"]) == ("error", (), {})
