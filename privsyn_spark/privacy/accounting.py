@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from privsyn_spark.errors import BudgetRefused
+from privsyn_spark.errors import BudgetRefused, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -168,17 +168,17 @@ class BudgetSplit:
 
     def __post_init__(self) -> None:
         if self.one_way_allocation not in ONE_WAY_ALLOCATIONS:
-            raise ValueError(f"BudgetSplit: one_way_allocation must be one of {ONE_WAY_ALLOCATIONS}, "
+            raise UsageError(f"BudgetSplit: one_way_allocation must be one of {ONE_WAY_ALLOCATIONS}, "
                              f"got {self.one_way_allocation!r}")
         if not 0 < self.policy_checks < 1:
-            raise ValueError(f"BudgetSplit: policy_checks must be in (0, 1), got {self.policy_checks}")
+            raise UsageError(f"BudgetSplit: policy_checks must be in (0, 1), got {self.policy_checks}")
         parts = (self.one_way, self.indif, self.selected)
         if any(p < 0 for p in parts):
-            raise ValueError(f"BudgetSplit: fractions must be >= 0, got {parts}")
+            raise UsageError(f"BudgetSplit: fractions must be >= 0, got {parts}")
         if self.one_way <= 0:
-            raise ValueError("BudgetSplit: one_way must be > 0 (the 1-way marginals are always released)")
+            raise UsageError("BudgetSplit: one_way must be > 0 (the 1-way marginals are always released)")
         if abs(sum(parts) - 1.0) > 1e-9:
-            raise ValueError(f"BudgetSplit: fractions must sum to 1, got {sum(parts)}")
+            raise UsageError(f"BudgetSplit: fractions must sum to 1, got {sum(parts)}")
 
 
 PRIVSYN_SPLIT = BudgetSplit(0.1, 0.1, 0.8, one_way_allocation="uniform")

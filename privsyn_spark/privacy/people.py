@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privsyn_spark.errors import UsageError
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
 from privsyn_spark.schema.people import degree_bins
 
@@ -72,9 +73,9 @@ class PeopleSplit:
     def __post_init__(self) -> None:
         parts = (self.persons, self.degrees, self.rows)
         if any(not (isinstance(p, (int, float)) and math.isfinite(p) and p > 0) for p in parts):
-            raise ValueError(f"PeopleSplit: every fraction must be > 0, got {parts}")
+            raise UsageError(f"PeopleSplit: every fraction must be > 0, got {parts}")
         if abs(math.fsum(parts) - 1.0) > 1e-9:
-            raise ValueError(f"PeopleSplit: fractions must sum to 1, got {math.fsum(parts)}")
+            raise UsageError(f"PeopleSplit: fractions must sum to 1, got {math.fsum(parts)}")
 
     @classmethod
     def parse(cls, text: str) -> PeopleSplit:

@@ -12,7 +12,16 @@ import pytest
 from privsyn_spark import SAMPLE_SCHEMA, PrivSyn, Settings
 from privsyn_spark.cli.entry import build_parser, config_from_args, validate_run_args
 from privsyn_spark.cli.pipeline import RunConfig, synthesizer
-from privsyn_spark.config import SynthOptions
+from privsyn_spark.config import (
+    BudgetSplit,
+    EstimationConfig,
+    GumConfig,
+    PeopleSplit,
+    ProgressConfig,
+    SelectionConfig,
+    ShardingConfig,
+    SynthOptions,
+)
 from privsyn_spark.errors import UsageError
 
 # a non-default value in every section, gum_rounds among them (a RunConfig once reset it to 8)
@@ -136,3 +145,14 @@ def test_the_user_guides_settings_example_is_read_as_numbers(tmp_path):
     settings = Settings.load(path)
     assert settings.selection.model_cells == 5.0e6 and settings.estimation.pair_target_work == 2.0e7
     assert settings.split.one_way_allocation == "weighted"
+
+
+@pytest.mark.parametrize("section", ["split", "people_split", "gum", "selection", "sharding", "estimation", "progress"])
+def test_every_section_refuses_a_bad_value_with_a_usage_error(section):
+    """Each section of the settings checks itself on construction and raises the one configuration error."""
+    bad = {"split": lambda: BudgetSplit(one_way=0.0), "people_split": lambda: PeopleSplit(0.5, 0.5, 0.0),
+           "gum": lambda: GumConfig(alpha_0=0.0), "selection": lambda: SelectionConfig(max_pairs=-1),
+           "sharding": lambda: ShardingConfig(shard_rows=0), "estimation": lambda: EstimationConfig(estimator="x"),
+           "progress": lambda: ProgressConfig(every_seconds=-1.0)}
+    with pytest.raises(UsageError):
+        bad[section]()

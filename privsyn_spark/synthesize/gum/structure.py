@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from privsyn_spark.domain import Domain, Key
+from privsyn_spark.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +102,27 @@ class GumConfig:
 
     def __post_init__(self) -> None:
         if self.iterations < 0:
-            raise ValueError("GumConfig: iterations must be >= 0")
+            raise UsageError("GumConfig: iterations must be >= 0")
         if self.alpha_0 <= 0:
-            raise ValueError("GumConfig: alpha_0 must be > 0")
+            raise UsageError("GumConfig: alpha_0 must be > 0")
         if not 0 < self.decay_rate <= 1:
-            raise ValueError("GumConfig: decay_rate must be in (0, 1]")
+            raise UsageError("GumConfig: decay_rate must be in (0, 1]")
         if self.decay_step < 1:
-            raise ValueError("GumConfig: decay_step must be >= 1")
+            raise UsageError("GumConfig: decay_step must be >= 1")
         if not 0 <= self.duplicate_min <= self.duplicate_max <= 1:
-            raise ValueError("GumConfig: need 0 <= duplicate_min <= duplicate_max <= 1")
+            raise UsageError("GumConfig: need 0 <= duplicate_min <= duplicate_max <= 1")
         if not 1 <= self.candidate_pool <= max(self.pool_max, 1):
-            raise ValueError("GumConfig: need 1 <= candidate_pool <= pool_max")
+            raise UsageError("GumConfig: need 1 <= candidate_pool <= pool_max")
         if not 0 < self.pool_share <= 1:
-            raise ValueError("GumConfig: pool_share must be in (0, 1]")
+            raise UsageError("GumConfig: pool_share must be in (0, 1]")
         if self.duplicate_error_scale <= 0:
-            raise ValueError("GumConfig: duplicate_error_scale must be > 0")
+            raise UsageError("GumConfig: duplicate_error_scale must be > 0")
         if self.whole_record_marginals < 0:
-            raise ValueError("GumConfig: whole_record_marginals must be >= 0")
+            raise UsageError("GumConfig: whole_record_marginals must be >= 0")
         if not (0 <= self.min_gain < 1 and 0 <= self.model_min_gain < 1):
-            raise ValueError("GumConfig: min_gain and model_min_gain must be in [0, 1)")
+            raise UsageError("GumConfig: min_gain and model_min_gain must be in [0, 1)")
         if min(self.best_cell_pairs, self.model_best_cell_pairs) < 0 or self.best_cell_candidates < 1:
-            raise ValueError("GumConfig: need best_cell_pairs >= 0, model_best_cell_pairs >= 0 and "
+            raise UsageError("GumConfig: need best_cell_pairs >= 0, model_best_cell_pairs >= 0 and "
                              "best_cell_candidates >= 1")
 
     def alpha(self, t: int) -> float:
