@@ -136,8 +136,9 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
 
     # an attempt that dies after drawing noise keeps its reservation; the run id is then refused
     conf = config(small, "crash", tmp_path / "runs", *led)
-    fingerprint, charge = run_fingerprint(conf.epsilon, conf.delta, "h", conf.input), Charge(
-        conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
+    opts = conf.synth
+    fingerprint, charge = run_fingerprint(opts.epsilon, opts.delta, "h", conf.input), Charge(
+        conf.run_id, opts.runs_location, opts.epsilon, opts.delta, opts.ledger, opts.dataset_id)
 
     def draw_then_crash(sampler, provenance):
         sampler.discrete_gaussian(1.0, 3)
@@ -163,7 +164,8 @@ def test_a_run_stopped_before_any_noise_is_refunded(spark, small, tmp_path):
     L.set_budget(spark, ledger, "small", 1.0, 1e-9)
     led = ["--ledger", ledger, "--dataset-id", "small"]
     conf = config(small, "failing", tmp_path / "runs", *led)
-    charge = Charge(conf.run_id, conf.runs_dir, conf.epsilon, conf.delta, conf.ledger, conf.dataset_id)
+    opts = conf.synth
+    charge = Charge(conf.run_id, opts.runs_location, opts.epsilon, opts.delta, opts.ledger, opts.dataset_id)
 
     def fail_before_noise(sampler, provenance):
         raise OSError("input vanished")
