@@ -5,7 +5,7 @@
 #   for, at the exact versions of constraints.txt
 #   (PRIVSYN_CONSTRAINTS=none: the newest versions pyproject.toml's ranges allow);
 # - the Delta Lake jars matching the installed pyspark/delta-spark, resolved with Maven into
-#   ~/.cache/privsyn-spark/jars (Spark's own Ivy resolution is not relied on);
+#   ~/.cache/privsyn-spark/jars (without Maven: once, with Spark's Ivy, `privsyn-spark jars --fetch`);
 # - the marginal engine's counter jar: the Maven module jvm/ built (and its JUnit tests run) against
 #   the installed pyspark, copied into the package (privsyn_spark/measure/jvm/privsyn-spark-counter.jar).
 # Usage: scripts/setup.sh [extras]   e.g. scripts/setup.sh dev,airflow
@@ -32,7 +32,10 @@ JARS_DIR="${PRIVSYN_SPARK_JARS_DIR:-$HOME/.cache/privsyn-spark/jars}"
 if ls "$JARS_DIR"/delta-spark_"${SPARK_MINOR}"_2.13-"${DELTA_VERSION}".jar >/dev/null 2>&1; then
   :
 elif ! command -v mvn >/dev/null; then
-  echo "mvn not found: Spark will try to resolve Delta itself (spark.jars.packages) at session start" >&2
+  # once, with Spark's Ivy: JVMs that each resolve spark.jars.packages at the same moment (the test
+  # command's two workers) can corrupt the shared Ivy cache
+  echo "mvn not found: resolving the Delta jars with Spark's Ivy (privsyn-spark jars --fetch)" >&2
+  PRIVSYN_SPARK_JARS_DIR="$JARS_DIR" .venv/bin/privsyn-spark jars --fetch >/dev/null
 else
   mkdir -p "$JARS_DIR"
   # Spark already ships Hadoop, Scala, Parquet, Jackson, logging and compression jars: skip those.

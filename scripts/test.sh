@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, lints and type-checks, builds the docs site (warnings are errors), then runs the
-# whole test suite (slow, cluster and Airflow tests included). Extra arguments go to pytest, e.g.
-# scripts/test.sh -m "not slow".
+# whole test suite (slow, cluster and Airflow tests included) in two worker processes (pytest-xdist,
+# `-n 2 --dist loadgroup`). Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow";
+# a `-n` of the caller's replaces the two workers: scripts/test.sh -n 0 runs the tests in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev,airflow
@@ -19,4 +20,8 @@ fi
 .venv/bin/ruff check privsyn_spark tests bench jobs deploy   # lint + import order ([tool.ruff] in pyproject.toml)
 .venv/bin/mypy                                              # privsyn_spark/ ([tool.mypy] in pyproject.toml)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"   # docs/ + API reference (not --quiet: it hides the warnings --strict counts)
-exec .venv/bin/python -m pytest "$@"
+workers=(-n 2 --dist loadgroup)
+for arg in "$@"; do
+  case "$arg" in -n|-n[0-9]*|-nauto|-nlogical|--numprocesses|--numprocesses=*) workers=() ;; esac
+done
+exec .venv/bin/python -m pytest ${workers[@]+"${workers[@]}"} "$@"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -62,20 +63,26 @@ def _runs(fitted: Case, tmp_path: Path) -> Path:
 
 def test_two_samples_of_one_run_at_once_keep_their_own_checkpoints(fitted, tmp_path):
     runs = _runs(fitted, tmp_path)
-    long_config = tmp_path / "long.yaml"  # many rounds on many shards: it checkpoints long after the other ends
-    long_config.write_text(yaml.safe_dump({"sharding": {"gum_rounds": 60, "shard_rows": 500, "model_min_gain": 0}}))
-    slow = _popen(_sample(fitted, runs, tmp_path / "slow", "--rows", "20000", "--config", str(long_config)))
+    long_config = tmp_path / "long.yaml"  # several rounds on many shards: it checkpoints for a while
+    long_config.write_text(yaml.safe_dump({"sharding": {"gum_rounds": 12, "shard_rows": 500, "model_min_gain": 0}}))
+    # paused (SIGSTOP) while the quick one runs, so its Spark must not time out its own executor meanwhile
+    slow = _popen(_sample(fitted, runs, tmp_path / "slow", "--rows", "20000", "--config", str(long_config),
+                          "--conf", "spark.network.timeout=900s"))
     checkpoints = runs / "r1" / "checkpoints"
     end = time.monotonic() + 600
     while not any(checkpoints.rglob("rdd-*")):  # the slow one is synthesizing
         assert slow.poll() is None, slow.communicate()[1]
         assert time.monotonic() < end, "the sample never checkpointed"
         time.sleep(0.2)
-    mine = {p.relative_to(checkpoints).parts[0] for p in checkpoints.rglob("rdd-*")}
-    quick, quick_err = _finish(_popen(_sample(fitted, runs, tmp_path / "quick", "--rows", "300")))
-    assert quick == 0, quick_err
-    assert checkpoints.is_dir() and {p.name for p in checkpoints.iterdir()} == mine  # the quick one's only gone
-    assert slow.poll() is None, "the slow sample ended before the quick one: the test proves nothing"
+    os.killpg(slow.pid, signal.SIGSTOP)  # mid-synthesis until the quick one is done: alive, its checkpoints kept
+    try:
+        mine = {p.relative_to(checkpoints).parts[0] for p in checkpoints.rglob("rdd-*")}
+        quick, quick_err = _finish(_popen(_sample(fitted, runs, tmp_path / "quick", "--rows", "300")))
+        assert quick == 0, quick_err
+        assert checkpoints.is_dir() and {p.name for p in checkpoints.iterdir()} == mine  # the quick one's only gone
+        assert slow.poll() is None, "the slow sample ended before the quick one: the test proves nothing"
+    finally:
+        os.killpg(slow.pid, signal.SIGCONT)
     code, err = _finish(slow)
     assert code == 0 and "Traceback" not in err, err
     assert not checkpoints.exists()  # the last one out removes the run's checkpoints folder
