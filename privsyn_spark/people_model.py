@@ -1,8 +1,8 @@
 """A people run (docs/people.md): its measure step under one ledger reservation, and its fitted model.
 
 :func:`measure_people_run` is :meth:`privsyn_spark.PrivSyn.measure` for a schema with a ``people:``
-section: the input is read through the same checks, its person frame and row frame
-(:mod:`privsyn_spark.measure.people_frames`) are each encoded once into a scratch table, and the three
+section: the input is read through the same checks and scanned once for its person frame and row frame
+(:mod:`privsyn_spark.measure.people_frames`), each encoded once into a scratch table, and the three
 measurements (:mod:`privsyn_spark.release.measure_people`) are drawn by the one attempt holding the run's
 reservation, persisted as one hash-checked artifact and committed (:mod:`privsyn_spark.release.guard`): a
 retry or a crash never draws uncharged noise. :class:`PeopleModel` holds the two fitted models (the person
@@ -262,6 +262,7 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
     finally:
         for scratch in tables:
             scratch.close()
+        frames.release()
         codes.close()
     folder.write_state(record.to_state())
     return PeopleModel.of(measurements, schema, synth.synthesizer, synth.settings, record, folder)
