@@ -1,8 +1,8 @@
 """A people run (docs/people.md): its measure step under one ledger reservation, and its fitted model.
 
 :func:`measure_people_run` is :meth:`privsyn_spark.PrivSyn.measure` for a schema with a ``people:``
-section: the input is read through the same checks, its person frame and row frame
-(:mod:`privsyn_spark.measure.people_frames`) are each encoded once into a scratch table, and the three
+section: the input is read through the same checks and scanned once for its person frame and row frame
+(:mod:`privsyn_spark.measure.people_frames`), each encoded once into a scratch table, and the three
 measurements (:mod:`privsyn_spark.release.measure_people`) are drawn by the one attempt holding the run's
 reservation, persisted as one hash-checked artifact and committed (:mod:`privsyn_spark.release.guard`): a
 retry or a crash never draws uncharged noise. :class:`PeopleModel` holds the two fitted models (the person
@@ -29,6 +29,7 @@ from privsyn_spark.release.identity import absolute_location
 from privsyn_spark.release.measure_people import measure_people
 from privsyn_spark.run_artifacts import RunArtifacts
 from privsyn_spark.run_record import RunRecord
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.preflight import check_delta
 from privsyn_spark.schema.people import DEGREE, check_parent_child, degree_bins, degree_label, mode_name
@@ -122,19 +123,21 @@ class PeopleModel:
         if n < 1:
             raise UsageError(f"n_people must be >= 1, got {n}")
         spark = spark or _session()
+        stored = backend_of(spark).persisted_rdds()
         sampled = key_persons(self.persons.sample(n, 2 * int(seed), spark), spec.id)
         labels = F.array(*(F.lit(degree_label(*b)) for b in degree_bins(spec.max_rows_per_person)))  # 1..M
         binned = sampled.withColumn(_BIN, F.array_position(labels, F.col(DEGREE)) - 1)  # the bin "0": -1
         hist = self.degrees.values[spec.lowest_degree == 0:]  # the parent-child form's cell 0: no rows to draw
         persons = draw_degrees(binned.where(F.col(_BIN) >= 0), _BIN, hist, int(seed)).unionByName(
-            binned.where(F.col(_BIN) < 0).withColumn(ROWS_COLUMN, F.lit(0))).drop(_BIN).cache()
+            binned.where(F.col(_BIN) < 0).withColumn(ROWS_COLUMN, F.lit(0))).drop(_BIN).persist()
         summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
         total = (summed[0] if summed is not None else 0) or 0
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
         signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
-        rows = deal_rows(persons, pool, signature, spec.id, int(seed))
+        rows, choice = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
-                      rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)))
+                      rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)),
+                      (persons, choice), backend_of(spark).persisted_rdds() - stored)
 
 
 def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | None:
@@ -165,23 +168,44 @@ def linked_input(child: Any, parents: Any, input_format: str | None, schema: Sch
 @dataclass
 class People:
     """Synthetic people: ``persons`` (the key column, named as the id, and the person columns) and ``rows``
-    (the key and every schema column; the person columns copied from the person: constant per key)."""
+    (the key and every schema column; the person columns copied from the person: constant per key).
+
+    Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees and the
+    dealing's back-off choice; ``stored``: the ids of the RDDs the synthesizers checkpointed locally):
+    :meth:`release` (or the end of a ``with`` block, or :func:`write_people`) frees them, after which the
+    two DataFrames can no longer be computed."""
 
     persons: DataFrame
     rows: DataFrame
+    cached: tuple[DataFrame, ...] = ()
+    stored: set[int] = field(default_factory=set)
+
+    def release(self) -> None:
+        """Unpersist what sampling stored (class docstring); write the tables first."""
+        for df in self.cached:
+            df.unpersist()
+        backend_of(self.rows.sparkSession).release_rdds(self.stored)
+        self.cached, self.stored = (), set()
+
+    def __enter__(self) -> People:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
 
 def write_people(people: People, persons_target: str, rows_target: str,
                  provenance: PeopleModel | Mapping[str, str] | None = None, mode: str = "error") -> tuple[int, int]:
     """Write the persons and their rows as two Delta tables (paths or catalog names), each in one commit with
     ``provenance`` (the model they were sampled from, or its ``provenance()``) as ``privsyn.*`` properties and
-    the commit's userMetadata; returns the two versions."""
+    the commit's userMetadata, then :meth:`People.release` them (also on error); returns the two versions."""
     props = dict(provenance.provenance() if isinstance(provenance, PeopleModel) else provenance or {})
     versions = []
-    for df, target, table in ((people.persons, persons_target, "persons"), (people.rows, rows_target, "rows")):
-        check_delta(df.sparkSession, f"the output {target}")
-        meta = {**props, "privsyn.people_table": table}
-        versions.append(write_delta(df, target, mode, properties=meta, user_metadata=meta))
+    with people:
+        for df, target, table in ((people.persons, persons_target, "persons"), (people.rows, rows_target, "rows")):
+            check_delta(df.sparkSession, f"the output {target}")
+            meta = {**props, "privsyn.people_table": table}
+            versions.append(write_delta(df, target, mode, properties=meta, user_metadata=meta))
     return versions[0], versions[1]
 
 
@@ -238,6 +262,7 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
     finally:
         for scratch in tables:
             scratch.close()
+        frames.release()
         codes.close()
     folder.write_state(record.to_state())
     return PeopleModel.of(measurements, schema, synth.synthesizer, synth.settings, record, folder)

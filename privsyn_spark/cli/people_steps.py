@@ -16,7 +16,7 @@ from privsyn_spark.api import PrivSyn
 from privsyn_spark.config import OutputConfig
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.people_metrics import PeopleColumns, people_metrics
-from privsyn_spark.people_model import People, PeopleModel, write_people
+from privsyn_spark.people_model import PeopleModel, write_people
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -52,9 +52,9 @@ def measured_people(synth: PrivSyn, run_id: str, source: str | None, spark: Spar
 
 
 def synthesize_people(spark: SparkSession, model: PeopleModel, persons_output: str, output: str,
-                      people: int | None, seed: int, mode: str) -> tuple[People, int, int]:
+                      people: int | None, seed: int, mode: str) -> tuple[int, int]:
     """Sample ``people`` persons (default: the noisy person count) and their rows from ``model`` and write them
-    to ``persons_output`` and ``output``; returns them and the two Delta versions (the rows' is the run's
+    to ``persons_output`` and ``output``; returns the two Delta versions (the rows' is the run's
     ``output_version``)."""
     found = model.estimate().sample_people(people, seed, spark)
     persons, rows = write_people(found, persons_output, output, provenance=model, mode=mode)
@@ -64,7 +64,7 @@ def synthesize_people(spark: SparkSession, model: PeopleModel, persons_output: s
         folder.write_state(model.record.to_state())
         model.save(folder.release, spark)
         folder.write_note()
-    return found, persons, rows
+    return persons, rows
 
 
 def people_columns(schema: Schema) -> PeopleColumns | None:

@@ -31,6 +31,7 @@ from privsyn_spark.people_model import PeopleModel
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.progress import summary
 from privsyn_spark.run_artifacts import OPERATOR_DIR
+from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -158,17 +159,17 @@ def canonical(spark: SparkSession, config: RunConfig, codes: InputCodes | None =
 
 def run_synthesize(spark: SparkSession, config: RunConfig) -> DataFrame:
     """CLI step `synthesize`: targets and synthesis from the run's persisted measurements (no raw data); a
-    people schema's: the persons to ``--persons-output``, their rows to ``--output`` (returned)."""
+    people schema's: the persons to ``--persons-output``, their rows to ``--output`` (returned as written)."""
     config = canonical(spark, config)
     synth = synthesizer(config)
     if synth.schema.people is not None:
         check_people_outputs(synth, spark, config.persons_output, config.output, config.scope,
                              config.write)
         people = measured_people(synth, config.run_id, config.source, spark)
-        found, persons, rows = synthesize_people(spark, people, config.persons_output, config.output, config.people,
-                                                 config.seed, config.write.mode)
+        persons, rows = synthesize_people(spark, people, config.persons_output, config.output, config.people,
+                                          config.seed, config.write.mode)
         _done_people("synthesize", config, people, persons, rows)
-        return found.rows
+        return backend_of(spark).delta_frame(config.output)
     model = synth.measured(config.run_id, config.source, spark)
     output = output_for(spark, config)
     synth.check_output(config.output, output, spark)
@@ -220,7 +221,7 @@ def run_people(spark: SparkSession, config: RunConfig, synth: PrivSyn) -> dict:
     people metrics (unless ``--no-evaluate``)."""
     check_people_outputs(synth, spark, config.persons_output, config.output, config.scope, config.write)
     model = synth.measure_people(config.input, config.run_id, config.input_format, parents=config.parents or None)
-    _, persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
+    persons, rows = synthesize_people(spark, model, config.persons_output, config.output, config.people,
                                          config.seed, config.write.mode)
     report = people_report(spark, synth, model, config.input, config.input_format, config.output,
                            {**_run_doc(config), "persons_version": persons}, config.evaluate,

@@ -1,14 +1,18 @@
 """The two tables a people run measures, built in Spark from one keyed input (docs/people.md).
 
-- the person frame: one row per id (``groupBy(id)``, aggregated partially before its one shuffle): each
-  person column, ``_degree`` (the bin of min(the id's rows, M)) and ``_mode_<col>`` (the id's most frequent
-  non-null value of ``col``; ties to the smallest value); the id is dropped. The degree histogram over
-  1..M is observed in the same job (``DataFrame.observe``: one count per degree, no extra pass);
-- the row frame: every input row with its person's attributes (the same aggregates as window functions
-  over the id: one shuffle on the id, which the bounding to K rows per id reuses), the id kept for that
-  bounding (:func:`~privsyn_spark.measure.input_codes.bounded_codes` drops it after).
+Both come from one frame: every input row with its person's attributes, as window functions over the id
+(one shuffle on the id), persisted, so the input is scanned once for both tables:
 
-Each is read by the job that writes its scratch codes: two scans of the input in all, none to the driver.
+- the person frame: one row per id (the id's first row in that frame): each person column, ``_degree``
+  (the bin of min(the id's rows, M)) and ``_mode_<col>`` (the id's most frequent non-null value of ``col``;
+  ties to the smallest value); the id is dropped. The degree histogram over 1..M is observed in the job
+  that writes it (``DataFrame.observe``: one count per degree, no extra pass);
+- the row frame: every row with its person's attributes, the id kept for the bounding to K rows per id
+  (:func:`~privsyn_spark.measure.input_codes.bounded_codes`, which reuses the frame's partitioning on the
+  id and drops the id after).
+
+The person frame's job (the first) scans the input and fills the persisted frame, the row frame's reads
+it back; :meth:`PeopleFrames.release` unpersists it once both are written. None of it reaches the driver.
 
 The parent-child form (a parent table, one row per id, and a child table with a foreign key) is first
 stacked into one keyed table (:func:`linked_table`: each row marked parent or child) and read by the same
@@ -36,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 _ROWS, _PARENTS = "__privsyn_person_rows", "__privsyn_person_parents"
+_ORDER, _FIRST = "__privsyn_row_order", "__privsyn_first_row"
 _PARENT, _CHILD = "__privsyn_parent_row", "__privsyn_child_row"
 
 
@@ -47,6 +52,12 @@ class PeopleFrames:
     rows: DataFrame
     observations: tuple[Any, ...]
     spec: PeopleSpec
+    attributed: DataFrame
+    """The persisted frame both read (every row with its person's attributes)."""
+
+    def release(self) -> None:
+        """Unpersist the frame both tables read: once both are written (their scratch codes)."""
+        self.attributed.unpersist()
 
     def degree_counts(self) -> np.ndarray:
         """The exact degree histogram: persons with 1..M rows (0..M in the parent-child form; a person of more
@@ -112,26 +123,31 @@ def people_frames(raw: DataFrame, spec: PeopleSpec) -> PeopleFrames:
     side = (lambda marker: F.col(marker).isNotNull()) if linked else (lambda marker: F.lit(True))
     keyed = raw.observe(nulls, *(F.sum(F.when(key.isNull() & side(m), 1).otherwise(0)).alias(n) for n, m in (
         ("null_ids", _CHILD), ("null_id_parents", _PARENT))[:1 + linked])).where(key.isNotNull())
+    keyed = keyed.withColumn(_ORDER, F.monotonically_increasing_id())  # a row's place: the id's first row
     parents = F.count(F.col(_PARENT))
     extra = [_PARENTS] * linked
+    window = Window.partitionBy(key)
 
-    def attributes(window: Any) -> list[Column]:
-        over = (lambda c: c.over(window)) if window is not None else (lambda c: c)
-        cols = [over(F.min(F.col(f"`{c}`"))).alias(c) for c in spec.person_columns]
-        cols.append(over(F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS))
-        cols += [over(parents).alias(_PARENTS)] * linked
-        return cols + [over(F.mode(F.col(f"`{c}`"), True)).alias(mode_name(c)) for c in spec.summaries]
+    def over(c: Column) -> Column:
+        return c.over(window)
 
-    varies = [parents > 1] if linked else [  # a duplicate parent id; a person column that is not constant
-        (F.min(F.col(f"`{c}`")) != F.max(F.col(f"`{c}`")))
-        | ((F.count(F.col(f"`{c}`")) > 0) & (F.count(F.col(f"`{c}`")) < F.count(F.lit(1)))) for c in
-        spec.person_columns]
-    grouped = keyed.groupBy(key).agg(*attributes(None), *varies).toDF(
-        spec.id, *spec.person_columns, _ROWS, *extra, *(mode_name(c) for c in spec.summaries),
-        *(f"__privsyn_varies_{j}" for j in range(len(varies))))
+    attributes = [*(over(F.min(F.col(f"`{c}`"))).alias(c) for c in spec.person_columns),
+                  over(F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS),
+                  *[over(parents).alias(_PARENTS)] * linked,
+                  *(over(F.mode(F.col(f"`{c}`"), True)).alias(mode_name(c)) for c in spec.summaries)]
+    varies = [over(parents) > 1] if linked else [  # a duplicate parent id; a person column that is not constant
+        (over(F.min(F.col(f"`{c}`"))) != over(F.max(F.col(f"`{c}`"))))
+        | ((over(F.count(F.col(f"`{c}`"))) > 0) & (over(F.count(F.col(f"`{c}`"))) < over(F.count(F.lit(1)))))
+        for c in spec.person_columns]
+    flags = [f"__privsyn_varies_{j}" for j in range(len(varies))]
+    own = [c for c in raw.columns if c not in (*spec.person_columns, _PARENT, _CHILD)]
+    attributed = keyed.select(
+        *(F.col(f"`{c}`") for c in own), *attributes, *(v.alias(n) for v, n in zip(varies, flags)),
+        *(F.col(c) for c in (_CHILD,) * linked), (F.col(_ORDER) == over(F.min(_ORDER))).alias(_FIRST)).persist()
     varying = F.lit(False)
-    for j in range(len(varies)):
-        varying = varying | F.col(f"__privsyn_varies_{j}")
+    for flag in flags:
+        varying = varying | F.col(flag)
+    grouped = attributed.where(F.col(_FIRST))
     orphans = Observation("privsyn_people_orphans")
     if linked:  # a child key that names no parent: no one's rows
         grouped = grouped.observe(orphans, F.sum(F.when(F.col(_PARENTS) == 0, F.col(_ROWS)).otherwise(0))
@@ -146,10 +162,8 @@ def people_frames(raw: DataFrame, spec: PeopleSpec) -> PeopleFrames:
     person_attrs = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
     persons = observed.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).select(*(F.col(f"`{c}`")
                                                                                    for c in person_attrs))
-    window = Window.partitionBy(key)
-    own = [c for c in raw.columns if c not in (*spec.person_columns, _PARENT, _CHILD)]
-    rows = keyed.select(*(F.col(f"`{c}`") for c in own), *attributes(window), *(F.col(c) for c in (_CHILD,) * linked))
+    rows = attributed
     if linked:  # the child's rows of a parent
         rows = rows.where(F.col(_CHILD).isNotNull() & (F.col(_PARENTS) > 0)).drop(_CHILD)
-    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS, *extra)
-    return PeopleFrames(persons, rows, (degrees, tallies, nulls, orphans), spec)
+    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS, *extra, *flags, _FIRST)
+    return PeopleFrames(persons, rows, (degrees, tallies, nulls, orphans), spec, attributed)

@@ -46,8 +46,9 @@ def measure_people(persons: Callable[[], PackedCodes], rows: Callable[[], Packed
                    selection: SelectionConfig = SelectionConfig(), max_cells: int = DEFAULT_MAX_CELLS,
                    log_exact_counts: bool = False, progress: Progress = SILENT) -> Measurements:
     """The people run's artifact (module docstring). ``persons``/``rows``: the two tables' persisted codes
-    (each written on its call: one scan of the input), ``degree_counts``: the exact histogram over 1..M
-    (observed while the person table was written); ``schema_hashes``: the person and row tables'."""
+    (each written on its call, the persons first: the one scan of the input), ``degree_counts``: the exact
+    histogram over 1..M (observed while the person table was written); ``schema_hashes``: the person and row
+    tables'."""
     accountant = Accountant(budget.rho, delta=budget.delta)
     rhos = people_split.rhos(budget.rho)
 

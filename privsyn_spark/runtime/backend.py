@@ -45,6 +45,13 @@ class SparkBackend(Protocol):
     def master(self) -> str:
         """The session's master URL ('' when a Connect server does not say)."""
 
+    def persisted_rdds(self) -> set[int]:
+        """The ids of the RDDs the session keeps in storage (cached, locally checkpointed); empty on Connect."""
+
+    def release_rdds(self, ids: set[int]) -> None:
+        """Unpersist the stored RDDs of ``ids`` (gone ones are skipped); nothing on Connect, whose server
+        releases a local checkpoint with its DataFrame."""
+
     def context_file_system(self, location: str) -> tuple[Any, Any] | None:
         """(Hadoop file system, Path) of ``location`` with the SparkContext's Hadoop configuration; None on Connect."""
 

@@ -64,6 +64,18 @@ class ClassicBackend:
         """``sparkContext.master``."""
         return str(self.spark.sparkContext.master)
 
+    def persisted_rdds(self) -> set[int]:
+        """The keys of ``SparkContext.getPersistentRDDs``."""
+        return {int(i) for i in self.spark.sparkContext._jsc.getPersistentRDDs().keySet()}
+
+    def release_rdds(self, ids: set[int]) -> None:
+        """``unpersist`` (blocking) of each of ``ids`` still stored."""
+        stored = self.spark.sparkContext._jsc.getPersistentRDDs()
+        for i in sorted(ids):
+            rdd = stored.get(i)
+            if rdd is not None:
+                rdd.unpersist(True)
+
     def context_file_system(self, location: str) -> tuple[Any, Any]:
         """The Hadoop file system of ``location`` under the SparkContext's Hadoop configuration, and its Path."""
         jvm: Any = self.spark.sparkContext._jvm

@@ -92,6 +92,13 @@ class ConnectBackend:
         except Exception:  # noqa: BLE001 - a server that does not expose it
             return ""
 
+    def persisted_rdds(self) -> set[int]:
+        """None seen from here: the server keeps them."""
+        return set()
+
+    def release_rdds(self, ids: set[int]) -> None:
+        """Nothing: the server releases a local checkpoint with its DataFrame."""
+
     def context_file_system(self, location: str) -> None:
         """None: no Hadoop file system on this side."""
         return None

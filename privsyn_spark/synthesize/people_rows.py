@@ -27,7 +27,8 @@ over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in
 lands whole in one task. Every join is hinted to a sort-merge join: both sides grow with the persons and
 rows, and Spark's size estimate after an aggregation can be far below the truth, so a broadcast could
 exhaust the driver's memory (it did at 10^6 persons). The back-off choice (one row per signature of the
-persons) is computed when :func:`deal_rows` is called and kept with ``localCheckpoint``; the rows stay lazy.
+persons) is computed when :func:`deal_rows` is called and cached (``persist``); the rows stay lazy, and the
+caller unpersists the choice once they are written.
 """
 
 from __future__ import annotations
@@ -153,8 +154,10 @@ def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> D
         .select("__sig0", *[F.col(f"__m.{c}").alias(c) for c in ("__lvl", "__sig", "__pool")])
 
 
-def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: str, seed: int) -> DataFrame:
-    """Each person's ``degree`` rows, dealt from ``pool`` by ``signature`` with back-off (module docstring).
+def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: str,
+              seed: int) -> tuple[DataFrame, DataFrame]:
+    """Each person's ``degree`` rows, dealt from ``pool`` by ``signature`` with back-off (module docstring),
+    and the cached back-off choice they read: unpersist it once the rows are written.
 
     ``persons``: ``key``, the person columns, the derived ``_*`` columns and ``degree``; ``pool``: rows
     with every column of the output, the person columns and the derived columns. ``signature``: columns
@@ -171,9 +174,10 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
         raise ValueError(f"deal_rows: the pool lacks {missing}, or the persons lack the signature or {DEGREE!r}")
     if key in pool.columns:
         raise ValueError(f"deal_rows: the pool has a column {key!r}, the name of the persons' key")
-    choice = _backoff(persons, pool, signature).localCheckpoint(eager=True)  # one row per signature: computed once
+    choice = _backoff(persons, pool, signature).persist()  # one row per signature: filled by the next action
     used = sorted(r["__lvl"] for r in choice.select("__lvl").distinct().collect())  # synthetic metadata: a few ints
     if not used and pool.isEmpty():
+        choice.unpersist()
         raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
     placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice.hint("merge"), "__sig0")
     placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
@@ -189,4 +193,4 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
     numbered = numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]).hint("merge")
     rows = slots.join(numbered, ["__sig", "__pos"])
-    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")])
+    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), choice

@@ -12,7 +12,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.people_model import PeopleModel
 from privsyn_spark.privacy.measurements import Measurements, content_hash
 from privsyn_spark.privacy.people import PeopleSplit
-from tests.people_tables import keyed_table, people_doc
+from tests.people_tables import PARENT_CHILD, keyed_table, parent_child, people_doc
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +72,31 @@ def test_measure_refuses_a_people_schema_and_measure_people_a_flat_one():
     flat = PrivSyn({k: v for k, v in people_doc().items() if k != "people"}, epsilon=1.0, no_ledger=True)
     with pytest.raises(UsageError, match="people: section"):
         flat.measure_people("anything")
+
+
+def counted(spark, frame):
+    """``frame`` as a DataFrame whose every scan adds its rows to the returned accumulator."""
+    seen = spark.sparkContext.accumulator(0)
+
+    def count(batches):
+        for batch in batches:
+            seen.add(batch.num_rows)
+            yield batch
+
+    df = spark.createDataFrame(frame)
+    return df.mapInArrow(count, df.schema), seen
+
+
+def test_a_people_fit_scans_each_input_once_as_a_flat_fit_does(spark, tmp_path):
+    frame = keyed_table(40, seed=2)
+    flat_doc = {k: v for k, v in people_doc().items() if k != "people"}
+    flat, flat_seen = counted(spark, frame)
+    PrivSyn(flat_doc, epsilon=4.0, no_ledger=True, runs_dir=str(tmp_path / "flat")).fit(flat)
+    keyed, keyed_seen = counted(spark, frame)
+    PrivSyn(people_doc(), epsilon=4.0, no_ledger=True, runs_dir=str(tmp_path / "people")).fit(keyed)
+    parents, child = parent_child(frame)
+    (parent_df, parents_seen), (child_df, child_seen) = counted(spark, parents), counted(spark, child)
+    PrivSyn(people_doc(PARENT_CHILD), epsilon=4.0, no_ledger=True, runs_dir=str(tmp_path / "linked")).fit(
+        child_df, parents=parent_df)
+    assert flat_seen.value == keyed_seen.value == len(frame)  # one scan (two before the frames shared one)
+    assert (parents_seen.value, child_seen.value) == (len(parents), len(child))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import PeopleModel, PrivSyn, write_people
+from privsyn_spark.runtime.backend import backend_of
 from tests.people_tables import keyed_table, log_messages, people_doc
 
 pytestmark = pytest.mark.slow
@@ -23,15 +24,25 @@ def files_holding_real_ids(root: Path) -> list[str]:
 def people(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("people_sample")
     synth = PrivSyn(people_doc(), epsilon=8.0, no_ledger=True, run_id="ppl", runs_dir=str(root / "runs"))
+    stored = backend_of(spark).persisted_rdds()
     with log_messages() as records:
         model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
         people = model.sample_people(n_people=60, seed=1)
+        sampled = backend_of(spark).persisted_rdds() - stored, len(people.cached)
         versions = write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
-    return root, model, people, versions, records
+    left = backend_of(spark).persisted_rdds() - stored
+    return root, model, people, versions, records, (sampled, left)
+
+
+def test_write_people_releases_every_cache_and_checkpoint_of_the_people_path(people):
+    _, _, found, _, _, (sampled, left) = people
+    (kept, cached) = sampled
+    assert cached == 2 and len(kept) >= 2  # the persons, the back-off choice and the synthesizers' checkpoints
+    assert left == set() and found.cached == () and found.stored == set()
 
 
 def test_every_row_has_a_person_whose_columns_it_copies(spark, people):
-    root, model, _, versions, _ = people
+    root, model, _, versions, _, _ = people
     assert isinstance(model, PeopleModel) and versions == (0, 0)  # one commit each
     persons = spark.read.format("delta").load(str(root / "persons")).toPandas()  # synthetic tables
     rows = spark.read.format("delta").load(str(root / "rows")).toPandas()
@@ -50,7 +61,7 @@ def test_every_row_has_a_person_whose_columns_it_copies(spark, people):
 
 
 def test_no_real_id_in_any_output_log_report_property_or_saved_model(spark, people):
-    root, model, people_frames, _, records = people
+    root, model, people_frames, _, records, _ = people
     for table in ("persons", "rows"):
         df = spark.read.format("delta").load(str(root / table))
         text = df.toPandas().astype(str).to_string()
@@ -65,4 +76,5 @@ def test_no_real_id_in_any_output_log_report_property_or_saved_model(spark, peop
     again = PrivSyn.load(str(saved))
     assert isinstance(again, PeopleModel) and again.measurements.to_bytes() == model.measurements.to_bytes()
     back = again.sample_people(n_people=5, seed=1)
-    assert back.persons.count() == 5 and set(back.rows.columns) == {"customer_id", *model.schema.names}
+    with back:
+        assert back.persons.count() == 5 and set(back.rows.columns) == {"customer_id", *model.schema.names}

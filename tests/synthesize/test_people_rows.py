@@ -77,7 +77,7 @@ def hand_built(spark):
 
 def test_rows_are_dealt_by_signature_with_backoff(spark):
     persons, pool, frame = hand_built(spark)
-    out = deal_rows(persons, pool, SIGNATURE, "key", seed=1)
+    out, choice = deal_rows(persons, pool, SIGNATURE, "key", seed=1)
     assert out.columns == ["key", "seg", "amount", "region", "channel"]
     rows = out.toPandas()
     people = persons.toPandas().set_index("key")
@@ -95,6 +95,8 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
     assert amount["e1"][0] in set(frame.amount)
     channel = rows.set_index("amount").channel.to_dict()  # row columns come with their pool row
     assert all(channel[a] == frame.set_index("amount").channel[a] for a in channel)
+    assert choice.is_cached  # the back-off choice, computed once, until its owner unpersists it
+    choice.unpersist()
     with pytest.raises(ValueError, match=r"the pool lacks \['seg'\]"):
         deal_rows(persons, pool.drop("seg"), SIGNATURE, "key", seed=1)
     with pytest.raises(ValueError, match="the pool has a column 'key'"):
@@ -104,7 +106,7 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
 def test_a_short_whole_pool_is_dealt_evenly_with_replacement(spark):
     persons = spark.createDataFrame(pd.DataFrame({"key": ["p", "q"], "seg": [0, 0], "degree": [5, 2]}))
     pool = spark.createDataFrame(pd.DataFrame({"seg": [0, 0, 1], "amount": [1, 2, 3]}))
-    rows = deal_rows(persons, pool, ["seg"], "key", seed=3).toPandas()  # seg 0 has 2 rows for 5: the whole pool
+    rows = deal_rows(persons, pool, ["seg"], "key", seed=3)[0].toPandas()  # seg 0 has 2 rows for 5: the whole pool
     assert rows.groupby("key").size().to_dict() == {"p": 5, "q": 2}
     assert sorted(rows.amount.value_counts().tolist()) == [2, 2, 3]  # each row 7 // 3 or 7 // 3 + 1 times
     assert (rows.seg == 0).all()  # the person's own, whatever the pool row's
@@ -114,7 +116,7 @@ def test_dealing_never_broadcasts_a_side_that_grows_with_the_persons(spark):
     """Spark would broadcast a small-looking side (its estimate after an aggregation can be far below the
     truth: at 10^6 persons it exhausted the driver's memory); every join of the dealing is a sort-merge join."""
     persons, pool, _ = hand_built(spark)
-    plan = deal_rows(persons, pool, SIGNATURE, "key", seed=1)._jdf.queryExecution().executedPlan().toString()
+    plan = deal_rows(persons, pool, SIGNATURE, "key", seed=1)[0]._jdf.queryExecution().executedPlan().toString()
     assert "SortMergeJoin" in plan
     assert "Broadcast" not in plan
 
@@ -123,14 +125,14 @@ def test_dealing_never_broadcasts_a_side_that_grows_with_the_persons(spark):
 def test_dealing_is_deterministic_for_a_seed_and_refuses_an_empty_pool(spark):
     persons, pool, _ = hand_built(spark)
     sort = ["key", "amount"]
-    one = deal_rows(persons, pool, SIGNATURE, "key", seed=1).toPandas().sort_values(sort).reset_index(drop=True)
-    again = deal_rows(persons, pool.repartition(3), SIGNATURE, "key", seed=1).toPandas()
+    one = deal_rows(persons, pool, SIGNATURE, "key", seed=1)[0].toPandas().sort_values(sort).reset_index(drop=True)
+    again = deal_rows(persons, pool.repartition(3), SIGNATURE, "key", seed=1)[0].toPandas()
     pd.testing.assert_frame_equal(one, again.sort_values(sort).reset_index(drop=True))
-    other = deal_rows(persons, pool, SIGNATURE, "key", seed=2).toPandas().sort_values(sort).reset_index(drop=True)
+    other = deal_rows(persons, pool, SIGNATURE, "key", seed=2)[0].toPandas().sort_values(sort).reset_index(drop=True)
     assert not one.equals(other)
     with pytest.raises(ValueError, match="pool of synthetic rows is empty"):
         deal_rows(persons, pool.limit(0), SIGNATURE, "key", seed=1)
-    assert deal_rows(persons.limit(0), pool, SIGNATURE, "key", seed=1).count() == 0
+    assert deal_rows(persons.limit(0), pool, SIGNATURE, "key", seed=1)[0].count() == 0
 
 
 def person_table(rows: pd.DataFrame, max_rows: int) -> pd.DataFrame:
@@ -175,7 +177,7 @@ def test_two_flat_fits_give_persons_and_a_pool_that_deal_rows_joins(spark, tmp_p
     persons = draw_degrees(key_persons(person_model.sample(300, seed=1), "person_id"), "_degree", hist, seed=1)
     total = persons.agg({"degree": "sum"}).first()[0]
     pool = row_model.sample(int(1.2 * total), seed=1)
-    rows = deal_rows(persons, pool, ["segment", "region", "_degree", "_mode_channel"], "person_id", seed=1)
+    rows, _ = deal_rows(persons, pool, ["segment", "region", "_degree", "_mode_channel"], "person_id", seed=1)
     assert rows.columns == ["person_id", "segment", "region", "channel", "amount_band"]
     got, people = rows.toPandas(), persons.toPandas().set_index("person_id")
     assert len(got) == total and set(got.person_id) == set(people.index)
