@@ -8,6 +8,8 @@ Tables (each split once, seeded, into a training part, 80 %, and a held-out test
 * ``wide``: a 97-column Bayesian network (sizes 2-60; ``--wide-rows`` rows), label as above (else the last
   column that has parents). AIM is not
   run on it (it does not finish in useful time).
+* ``binary``: 24 0/1 flags (``sample.generator.binary_table``: shares of 1 from 0.5 down to 0.01, chains of
+  dependent flags; 50,000 rows), label ``x1`` (a copy of ``x0`` 80 % of the time).
 
 Every method gets the same training codes, epsilon and delta (``--delta``, default 1e-9) and makes as many
 rows as the training part: ``ours`` is the production pipeline through the API (``PrivSyn(...).fit``,
@@ -24,7 +26,7 @@ logistic regression, numpy, 300 full-batch Adam steps) trained on the synthetic 
 real part; seconds (``ours``: fit + sample + collect, Spark session already up; anchors: the mechanism's own
 wall time). ``2-way indep.`` is the 2-way TVD of the product of the method's own 1-way marginals: an anchor
 whose 2-way TVD is not clearly below it has lost the joint distribution (the broken mbi 1.1.0 symptom).
-``2-way dep.`` (generated tables only) is the 2-way TVD over the network's (parent, child) pairs alone: the
+``2-way dep.`` (generated and binary tables only) is the 2-way TVD over the network's (parent, child) pairs alone: the
 all-pairs mean of a wide table is mostly independent pairs, where every method that samples rows pays the
 same sampling error.
 
@@ -55,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SAMPLE = Path(__file__).resolve().parents[1] / "privsyn_spark" / "sample"
-TABLES = ("adult", "generated", "wide")
+TABLES = ("adult", "generated", "wide", "binary")
 METHODS = ("ours", "mst", "aim")
 METRICS = ("1-way", "2-way", "3-way", "range", "ml", "seconds", "2-way indep.", "2-way dep.")
 NETWORKS = {"generated": (30, 16, 26), "wide": (97, 60, 97)}
@@ -89,6 +91,10 @@ def _network(name: str) -> tuple[list[int], list[tuple[int, ...]]]:
 def dependent_pairs(name: str) -> list[tuple[int, int]]:
     """A generated table's (parent, child) column pairs, the pairs its generator makes dependent (none for
     Adult, whose structure is not known)."""
+    if name == "binary":
+        from privsyn_spark.sample.generator import binary_structure
+
+        return sorted((p, j) for j, ps in enumerate(binary_structure()[1]) for p in ps)
     if name not in NETWORKS:
         return []
     return sorted({(p, j) for j, ps in enumerate(_network(name)[1]) for p in ps})
@@ -117,6 +123,11 @@ def prepare(session, name: str, work: Path, wide_rows: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if name == "adult":
         frame, domain, label = _adult_codes(spark)
+    elif name == "binary":
+        from privsyn_spark.sample.generator import binary_table
+
+        frame = binary_table(spark, 50_000).toPandas()  # bench only: a generated public table
+        domain, label = {c: 2 for c in frame.columns}, "x1"
     else:
         frame, domain, label = _network_codes(spark, name, 50_000 if name == "generated" else wide_rows)
     frame = frame[list(domain)].astype(np.int64)

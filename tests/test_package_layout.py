@@ -70,6 +70,7 @@ CLI_HELPERS = {
     "privsyn_spark.runtime.runs_location": "--runs-dir: its default and its check",
     "privsyn_spark.runtime.session": "the command's own Spark session (local or Spark Connect)",
     "privsyn_spark.runtime.stale_scratch": "a killed run's scratch: claimed, swept, released on a signal",
+    "privsyn_spark.schema.instants": "infer-schema --bounds: dates and timestamps read before Spark starts",
     "privsyn_spark.schema.schema": "--schema: the schema file",
     "privsyn_spark.select.selection_config": "plan: the selection's width check",
     "privsyn_spark.write.delta_output": "provenance: an output table's run history",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from privsyn_spark.release.draft_run import check_draft
 from privsyn_spark.release.schema_draft import DECLARED_DTYPES
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR
+from privsyn_spark.schema.instants import range_end_seconds
 
 
 def _table_properties(items: list[str]) -> dict[str, str]:
@@ -121,8 +123,10 @@ def _flag_value(flag: str, value: Any) -> Any:
     return (value or None) if flag == "model_cells" else value
 
 
-def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """Check infer-schema's options (before Spark starts) and parse its --bounds."""
+def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float | str, float | str]]:
+    """Check infer-schema's options (before Spark starts) and parse its --bounds: numbers, or ISO dates and
+    timestamps for a date or timestamp column (``schema.instants``: UTC without an offset; a date as HI holds
+    its whole day)."""
     if args.non_private == (args.epsilon is not None):
         raise UsageError("infer-schema: give --epsilon E for a private draft, or --non-private (NOT private)")
     check_draft(args.epsilon, args.delta, args.ledger, args.dataset_id, args.no_ledger)
@@ -134,15 +138,31 @@ def draft_bounds(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     draft_dtypes(args)
     bounds = {}
     for item in args.bounds:
-        try:
-            column, span = item.rsplit("=", 1)
-            lo, hi = (float(v) for v in span.split(":"))
-        except ValueError:
-            raise UsageError(f"--bounds {item!r}: expected COLUMN=LO:HI") from None
-        if not lo < hi:
+        column, _, span = item.rpartition("=")
+        pairs = [(span[:i], span[i + 1:]) for i, c in enumerate(span) if c == ":"]
+        read = [(a, b) for lo, hi in pairs if (a := _bound_end(lo)) is not None and (b := _bound_end(hi)) is not None]
+        if not column or len(read) != 1:
+            raise UsageError(f"--bounds {item!r}: expected COLUMN=LO:HI, each a number or an ISO-8601 date or "
+                             f"timestamp (2024-01-01, 2024-01-01T00:00:00, with Z or an offset; UTC without)")
+        lo, hi = read[0]
+        if not range_end_seconds(lo, False) < range_end_seconds(hi, True):
             raise UsageError(f"--bounds {item!r}: LO must be below HI")
         bounds[column] = (lo, hi)
     return bounds
+
+
+def _bound_end(text: str) -> float | str | None:
+    """One end of ``--bounds``: a finite number as a float, an ISO date or timestamp as its text (read per the
+    column's type by the draft), None when it is neither."""
+    try:
+        number = float(text)
+        return number if math.isfinite(number) else None
+    except ValueError:
+        pass
+    try:
+        return text if math.isfinite(range_end_seconds(text, False)) else None
+    except (ValueError, OverflowError):
+        return None
 
 
 

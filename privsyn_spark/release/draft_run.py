@@ -18,6 +18,7 @@ from privsyn_spark.budget.ledger import record_nonprivate
 from privsyn_spark.config import DEFAULT_DELTA
 from privsyn_spark.errors import UsageError
 from privsyn_spark.measure.bounding import check_id_columns
+from privsyn_spark.measure.draft_numeric import declared_bounds
 from privsyn_spark.privacy.bound_choice import implausible_bound
 from privsyn_spark.privacy.discovery import DraftBudget
 from privsyn_spark.privacy.unit import PrivacyUnit
@@ -28,6 +29,7 @@ from privsyn_spark.release.schema_draft import (
     commit_draft,
     draft_schema_privately,
     infer_schema,
+    number_dtype,
     reserve_draft_budget,
 )
 from privsyn_spark.runtime.input_table import read_table
@@ -57,7 +59,7 @@ def check_draft(epsilon: float | None, delta: float, ledger: str | None, dataset
 def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, ledger: str | None = None,
                 dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
                 artifact: str | None = None, null_tokens: Sequence[str] = (), bins: int = 16,
-                bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
+                bounds: Mapping[str, tuple[Any, Any]] | None = None, spike_share: float | None = None,
                 privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None,
                 dtypes: Mapping[str, str] | None = None, test_types: bool = False) -> PrivateDraft:
     """A private draft of ``df``'s schema at (``epsilon``, ``delta``), its rho reserved in the ledger first
@@ -67,6 +69,10 @@ def draft_frame(df: DataFrame, epsilon: float, delta: float = DEFAULT_DELTA, *, 
     ``artifact``: where the draft is written, as the ledger records it."""
     check_draft(epsilon, delta, ledger, dataset_id, no_ledger)
     check_dtypes(df.columns, dtypes or {})
+    known = {n: (dtypes or {}).get(n) or number_dtype(t) for n, t in df.dtypes}
+    for name, given in (bounds or {}).items():  # bounds of a known type: read before the budget is reserved
+        if known.get(name) not in (None, "string", "boolean"):
+            declared_bounds(name, given, str(known[name]))
     draft_id = run_id or uuid.uuid4().hex[:12]
     ids = tuple(privacy_id)
     if ids:  # a missing id column or a K of noise only: refused before the draft's budget is reserved
@@ -107,7 +113,7 @@ def draft_schema(spark: SparkSession, source: str, out: str, *, input_format: st
                  epsilon: float | None = None, delta: float, ledger: str | None = None,
                  dataset_id: str | None = None, no_ledger: bool = False, run_id: str | None = None,
                  null_tokens: Sequence[str] = (), bins: int = 16,
-                 bounds: Mapping[str, tuple[float, float]] | None = None, spike_share: float | None = None,
+                 bounds: Mapping[str, tuple[Any, Any]] | None = None, spike_share: float | None = None,
                  privacy_id: Sequence[str] = (), max_rows_per_id: int | None = None,
                  dtypes: Mapping[str, str] | None = None) -> None:
     """Write a DRAFT schema of table ``source`` to ``out``: private at ``epsilon`` (charged to the ledger

@@ -27,7 +27,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.measure.draft_bounding import bounded_for_draft
 from privsyn_spark.measure.draft_counts import cleaned
-from privsyn_spark.measure.draft_numeric import draft_numeric_columns
+from privsyn_spark.measure.draft_numeric import declared_bounds, draft_numeric_columns, stated
 from privsyn_spark.measure.encode import epoch_seconds, spark_type
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
@@ -69,7 +69,6 @@ def infer_schema(df: Any, null_tokens: tuple[str, ...] = (), bins: int = 16,
     Only aggregates (distinct values, min/max) reach the driver, never rows.
     """
     from pyspark.sql import functions as F
-
 
     log.warning("infer-schema reads the data: the draft is not private; review it before use")
     columns: list[dict[str, Any]] = []
@@ -132,8 +131,8 @@ class PrivateDraft:
                  "Bins are at noisy quantiles, the tails in bins of their own (octaves of the grid); 'spikes' are "
                  "single values with a large noisy share.",
                  "Review every column (a person, with public knowledge), then set reviewed: true."]
-        lines += [f"column {name!r}: range [{o['range'][0]:g}, {o['range'][1]:g}]; noisy share of rows outside it "
-                  f"(a run clips them): {o['noisy_share']:.1%} (noise sd {o['noise_sd']:.1%})"
+        lines += [f"column {name!r}: range [{stated(o['range'][0])}, {stated(o['range'][1])}]; noisy share of rows "
+                  f"outside it (a run clips them): {o['noisy_share']:.1%} (noise sd {o['noise_sd']:.1%})"
                   for name, o in self.outside.items()]
         lines += self.notes
         return "".join(f"# {line}\n" for line in lines)
@@ -197,7 +196,8 @@ def _tested_types(df: DataFrame, names: list[str], tokens: Sequence[str], rho: f
     return found
 
 
-def _number_dtype(spark_type: str) -> str | None:
+def number_dtype(spark_type: str) -> str | None:
+    """The draft's dtype of a numeric, date or timestamp Spark type (decimals: double); None for the others."""
     base = spark_type.split("(")[0]
     if base in _NUMERIC:
         return _NUMERIC[base]
@@ -205,7 +205,7 @@ def _number_dtype(spark_type: str) -> str | None:
 
 
 def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_tokens: tuple[str, ...] = (),
-                           bins: int = 16, bounds: Mapping[str, tuple[float, float]] | None = None,
+                           bins: int = 16, bounds: Mapping[str, tuple[Any, Any]] | None = None,
                            max_categories: int = 200, spike_share: float | None = None,
                            sampler: Any = None, privacy_id: Sequence[str] = (),
                            max_rows_per_id: int | None = None, dtypes: Mapping[str, str] | None = None,
@@ -213,7 +213,8 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
     """Draft a schema with (epsilon, delta)-DP (module docstring; mechanisms in ``privacy.discovery``).
 
     The budget's rho is split evenly over the columns; ``bounds`` declares public outer bounds of
-    numeric columns (values are clamped to them; without, ``draft_numeric.ASSUMED_BOUNDS`` of the dtype, said in
+    numeric columns (numbers; ISO dates or timestamps for dates and timestamps: ``draft_numeric.declared_bounds``;
+    values are clamped to them; without, ``draft_numeric.ASSUMED_BOUNDS`` of the dtype, said in
     the header). ``sampler`` defaults to the secure discrete Gaussian. With ``privacy_id`` (a person
     is the unit) the draft first proposes K (``max_rows_per_id`` when not given) from a DP quantile
     of rows per id (``measure/draft_bounding``), then drafts the columns on the table bounded
@@ -245,12 +246,13 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
             df = with_declared_types(df, _tested_types(df, untyped, null_tokens, rho_types, unit, accountant,
                                                        sampler, notes))
         types = {n: t for n, t in df.dtypes if n not in ids}
-        numeric: dict[str, str] = {n: d for n, t in types.items() if (d := _number_dtype(t))}
+        numeric: dict[str, str] = {n: d for n, t in types.items() if (d := number_dtype(t))}
         categorical = [n for n in columns if n not in numeric]
         not_numeric = sorted(set(bounds) - set(numeric))
         if not_numeric:
             raise SchemaError(f"--bounds names columns that are not numeric in the table: {not_numeric}; declare "
                               f"their type (--dtype COLUMN=int|long|double|date|timestamp)")
+        read_bounds = {n: declared_bounds(n, b, numeric[n]) for n, b in bounds.items()}
         rho_column = rho_columns / max(1, len(columns))
         delta_column = budget.delta_selection / max(1, len(categorical))
         share = dp.DEFAULT_SPIKE_SHARE if spike_share is None else spike_share
@@ -281,7 +283,7 @@ def draft_schema_privately(df: DataFrame, epsilon: float, delta: float, *, null_
                            "values": sorted(values) if boolean else values, "unseen": "other", "nulls": null_handling}
 
         numeric_specs, outside = draft_numeric_columns(
-            df, numeric, bounds, tokens, rho_column, notes, bins=bins, spike_share=share, accountant=accountant,
+            df, numeric, read_bounds, tokens, rho_column, notes, bins=bins, spike_share=share, accountant=accountant,
             sampler=sampler, unit=unit)
         specs.update(numeric_specs)
         doc: dict[str, Any] = {"columns": [specs[n] for n in df.columns], "max_column_codes": DEFAULT_MAX_COLUMN_CODES}

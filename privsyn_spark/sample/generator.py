@@ -141,3 +141,33 @@ def people_schema(max_rows_per_id: int | None = None) -> dict:
     if max_rows_per_id is not None:
         doc["privacy_unit"] = {"id": "person_id", "max_rows_per_id": int(max_rows_per_id)}
     return doc
+
+
+#: Shares of 1 of the binary table's columns, by group of four (a flag's prevalence: common to rare).
+BINARY_SHARES = (0.5, 0.25, 0.1, 0.03, 0.01, 0.3)
+#: Chance that a dependent flag copies its parent (else it is drawn at its own share).
+BINARY_COPY = 0.8
+
+
+def binary_structure(columns: int = 24) -> tuple[list[float], list[tuple[int, ...]]]:
+    """Shares of 1 and parents of the binary table's flags ``x0..x{columns-1}``, in groups of four: a flag at
+    the group's share (:data:`BINARY_SHARES`), a chain of two flags depending on it, and an independent one."""
+    shares = [BINARY_SHARES[(j // 4) % len(BINARY_SHARES)] for j in range(columns)]
+    parents: list[tuple[int, ...]] = [(j - 1,) if j % 4 in (1, 2) else () for j in range(columns)]
+    return shares, parents
+
+
+def binary_table(spark: SparkSession, rows: int, columns: int = 24, seed: int = 0,
+                 partitions: int | None = None) -> Any:
+    """Rows of ``columns`` 0/1 flags with the structure of :func:`binary_structure`, made on the executors: a
+    dependent flag copies its parent with probability :data:`BINARY_COPY`, else it is 1 at its share."""
+    from pyspark.sql import functions as F
+
+    shares, parents = binary_structure(columns)
+    df = spark.range(0, rows, numPartitions=partitions) if partitions else spark.range(0, rows)
+    for j, (share, parent) in enumerate(zip(shares, parents)):
+        own = (F.rand(seed * 100_003 + 2 * j) < share).cast("int")
+        if parent:
+            own = F.when(F.rand(seed * 100_003 + 2 * j + 1) < BINARY_COPY, F.col(f"x{parent[0]}")).otherwise(own)
+        df = df.withColumn(f"x{j}", own)
+    return df.select(*[f"x{j}" for j in range(columns)])

@@ -45,6 +45,7 @@ from privsyn_spark.schema.columns import (
     uniform_edges,
     with_spike_bins,
 )
+from privsyn_spark.schema.instants import instant_seconds
 from privsyn_spark.schema.rules import Rule, parse_rules
 from privsyn_spark.schema.time_parts import TimestampColumn, timestamp_column
 
@@ -269,7 +270,7 @@ def _numerical(name: str, spec: Mapping[str, Any]) -> NumericalColumn:
     if not isinstance(raw_spikes, list):
         raise SchemaError(f"column {name!r}: spikes must be a list of values")
     try:
-        spikes = tuple(sorted({float(_number(v)) for v in raw_spikes}))
+        spikes = tuple(sorted({float(instant_seconds(v)) for v in raw_spikes}))
         edges = with_spike_bins(edges, spikes, integer)
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"column {name!r}: spikes: {exc}") from None
@@ -298,29 +299,10 @@ def _bound(name: str, key: str, value: Any, dated: bool) -> float:
             or (dated and not isinstance(value, (int, float, str, dt.date))):
         raise SchemaError(f"column {name!r}: {key} must be {what}, got {value!r}")
     try:
-        number = float(_number(value))
+        number = float(instant_seconds(value))
     except (TypeError, ValueError, OverflowError):
         raise SchemaError(f"column {name!r}: {key} must be {what}, got {value!r}") from None
     if not np.isfinite(number):
         raise SchemaError(f"column {name!r}: {key} must be finite, got {value!r} (bounds are public, "
                           f"declare the largest value the column may hold)")
     return number
-
-
-def _number(value: Any) -> float:
-    """Numbers as they are; dates/timestamps (YAML dates or ISO strings) as epoch seconds (UTC)."""
-    import datetime as dt
-
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, dt.datetime):
-        value = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-        return value.timestamp()
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp()
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return _number(dt.datetime.fromisoformat(value))
-    raise TypeError(f"not a number or date: {value!r}")

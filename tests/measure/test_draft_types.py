@@ -63,12 +63,17 @@ def test_the_cli_draft_types_its_columns_charges_them_in_its_ledger_record_and_d
     ledger, out = str(tmp_path / "ledger"), tmp_path / "draft.yaml"
     set_budget(spark, ledger, "typed", 3.0, 1e-9)
     assert main(["infer-schema", "--input", csv, "--out", str(out), "--epsilon", "1", "--ledger", ledger,
-                 "--dataset-id", "typed", "--run-id", "d1", "--dtype", "code=string", "--dtype", "amount=double"]) == 0
+                 "--dataset-id", "typed", "--run-id", "d1", "--dtype", "code=string", "--dtype", "amount=double",
+                 "--bounds", "t=2024-01-01:2024-12-31", "--bounds", "d=2024-01-01T00:00:00Z:2024-12-31"]) == 0
     doc = yaml.safe_load(out.read_text())
     kinds = {c["name"]: (c["type"], c.get("dtype")) for c in doc["columns"]}
     assert kinds == {"n": ("numerical", "int"), "x": ("numerical", "double"), "d": ("numerical", "date"),
-                     "t": ("numerical", "timestamp"), "city": ("categorical", "string"),
+                     "t": ("timestamp", "timestamp"), "city": ("categorical", "string"),
                      "code": ("categorical", "string"), "amount": ("numerical", "double")}
+    columns = {c["name"]: c for c in doc["columns"]}  # the tested types' ISO bounds: the declared days
+    assert (columns["t"]["start"], columns["t"]["end"]) == ("2024-01-01", "2024-12-31")
+    assert (columns["d"]["edges"][0], columns["d"]["edges"][-1]) == (1704067200, 1735689599)
+    assert doc["draft"]["outside_range"]["t"]["range"] == ["2024-01-01T00:00:00Z", "2024-12-31T23:59:59Z"]
     rho = DraftBudget.from_eps_delta(1.0, 1e-9).rho
     state = dataset_state(spark, ledger, "typed")
     assert [r.run_id for r in state.reservations] == ["d1"] and state.spent_rho == pytest.approx(rho)
