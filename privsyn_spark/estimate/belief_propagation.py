@@ -26,6 +26,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, with_long_tail
 from privsyn_spark.estimate.factor import Factor, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
+from privsyn_spark.estimate.sum_plan import sum_down_plan
 
 
 @dataclass(frozen=True)
@@ -43,25 +44,13 @@ class Calibration:
         return self._cache[self.tree.cliques[i]]
 
     def marginals(self, cliques: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], np.ndarray]:
-        """Normalised marginals on ``cliques`` (canonical tuples), each summed down from the smallest
-        table holding it: a junction-tree clique or a larger one of ``cliques`` (the plan is cached)."""
+        """Normalised marginals on ``cliques`` (canonical tuples), summed down from the junction-tree
+        cliques through shared intermediate tables (:func:`~privsyn_spark.estimate.sum_plan.sum_down_plan`,
+        cached on the tree)."""
         cliques = tuple(cliques)
         plans = self.tree.cache.setdefault("marginal_plans", {})
         if cliques not in plans:
-            domain = self.tree.domain
-            sources = {c: domain.cells(c) for c in self.tree.cliques}
-            plan = []
-            for attrs in sorted(set(cliques), key=lambda c: -domain.cells(c)):
-                if attrs in sources:
-                    continue
-                wanted = set(attrs)
-                holders = [(cells, src) for src, cells in sources.items() if wanted <= set(src)]
-                if not holders:
-                    raise KeyError(f"{attrs} is not inside any junction-tree clique")
-                source = min(holders)[1]
-                plan.append((attrs, source, tuple(k for k, a in enumerate(source) if a not in wanted)))
-                sources[attrs] = domain.cells(attrs)
-            plans[cliques] = plan
+            plans[cliques] = sum_down_plan(self.tree.domain, self.tree.cliques, cliques)
         for attrs, source, drop in plans[cliques]:
             if attrs not in self._cache:
                 self._cache[attrs] = sum_axes(self._cache[source], drop)

@@ -17,23 +17,26 @@ import numpy as np
 from privsyn_spark.domain import Domain
 
 
+def sum_cost(shape: Sequence[int], order: Sequence[int]) -> float:
+    """Modelled cost of summing out the axes ``order`` of a ``shape`` table, one after the other: numpy
+    reduces an axis over contiguous blocks of the axes after it, at a cost per cell that grows as those
+    blocks get short (summing a middle axis with a 3-cell block behind it is ~50x slower per cell)."""
+    dims, total = list(shape), 0.0
+    for ax in order:
+        inner = float(np.prod(dims[ax + 1:], dtype=np.float64))
+        total += float(np.prod(dims, dtype=np.float64)) * (1.0 + 64.0 / inner)
+        dims[ax] = 1
+    return total
+
+
 @lru_cache(maxsize=4096)
 def _reduction_order(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    """Order of single-axis sums with the least modelled cost: numpy reduces an axis over contiguous
-    blocks of the axes after it, at a cost per cell that grows as those blocks get short (summing
-    a middle axis with a 3-cell block behind it is ~50x slower per cell than with a long block)."""
-    def cost(order: tuple[int, ...]) -> float:
-        dims, total = list(shape), 0.0
-        for ax in order:
-            inner = float(np.prod(dims[ax + 1:], dtype=np.float64))
-            total += float(np.prod(dims, dtype=np.float64)) * (1.0 + 64.0 / inner)
-            dims[ax] = 1
-        return total
+    """Order of single-axis sums with the least :func:`sum_cost`."""
     if len(axes) <= 5:
-        return min(permutations(axes), key=cost)
+        return min(permutations(axes), key=lambda o: sum_cost(shape, o))
     order: list[int] = []
     while len(order) < len(axes):  # greedy beyond 5 axes
-        order.append(min((a for a in axes if a not in order), key=lambda a: cost(tuple(order) + (a,))))
+        order.append(min((a for a in axes if a not in order), key=lambda a: sum_cost(shape, (*order, a))))
     return tuple(order)
 
 
