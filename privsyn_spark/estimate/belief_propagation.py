@@ -93,8 +93,10 @@ class _Schedule:
     order: list[int]
     parent: list[int]
     children: list[list[int]]
-    # per clique: terms (attrs, [(potential key, perm, shape)]); a term is the sum of its aligned potentials
-    terms: list[list[tuple[tuple[str, ...], list[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]]]]]
+    # per clique: terms (attrs, [(potential key, perm, shape)], shape of its potentials' union broadcast
+    # into attrs); a term is the sum of its aligned potentials
+    terms: list[list[tuple[tuple[str, ...], list[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]],
+                           tuple[int, ...]]]]
     term_shapes: list[list[tuple[int, ...]]]  # each term broadcast into its clique
     separators: dict[tuple[int, int], tuple[str, ...]]
     drop: dict[tuple[int, int], tuple[int, ...]]   # (i, j): axes of clique i summed out onto sep(i, j)
@@ -103,13 +105,15 @@ class _Schedule:
     #  and the separator's shape broadcast into it, or (-1, ()): the message is added to the full table
 
 
-def _group_plan(tree: JunctionTree,
-                keys: list[tuple[str, ...]]) -> list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]]:
+def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]],
+                children: list[list[int]]) -> list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]]:
     """Per clique, the attribute sets of its terms and which potentials (keys) each one sums.
 
     Potentials inside a larger measured clique are folded into it, and small tables are summed
     together while their union stays well below the clique's size, so that building a clique's
-    belief touches its full table only a few times.
+    belief touches its full table only a few times. The separators of its ``children`` take part as
+    tables without potentials, so that their upward messages join a small term rather than the full
+    table (on Adult's largest clique: one pass of it fewer per calibration).
     """
     domain = tree.domain
     folded: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
@@ -126,6 +130,10 @@ def _group_plan(tree: JunctionTree,
     for i, clique in enumerate(tree.cliques):
         limit = domain.cells(clique) / 8
         group = groups[i]
+        for k in children[i]:
+            sep = tree.separator(k, i)
+            if sep and not any(set(sep) <= set(attrs) for attrs, _ in group):
+                group.append((sep, []))
         while len(group) > 1:
             cost, a, b = min((domain.cells(set(f[0]) | set(g[0])), a, b)
                              for a, f in enumerate(group) for b, g in enumerate(group) if a < b)
@@ -146,9 +154,11 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
     order, parent = tree.rooted(0)
     children = [[k for k in tree.neighbors(i) if k != parent[i]] for i in range(len(tree.cliques))]
     terms, term_shapes = [], []
-    for i, group in enumerate(_group_plan(tree, list(keys))):
+    for i, group in enumerate(_group_plan(tree, list(keys), children)):
         clique = tree.cliques[i]
-        terms.append([(attrs, [(k, *_alignment(k, attrs, domain)) for k in members]) for attrs, members in group])
+        terms.append([(attrs, [(k, *_alignment(k, attrs, domain)) for k in members],
+                       _alignment(domain.canonical(set().union(*members)), attrs, domain)[1])
+                      for attrs, members in group])
         term_shapes.append([_alignment(attrs, clique, domain)[1] for attrs, _ in group])
     separators, drop, into, home = {}, {}, {}, {}
     for i, j in [(i, j) for i, j in tree.edges] + [(j, i) for i, j in tree.edges]:
@@ -156,7 +166,7 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
         separators[(i, j)] = sep
         drop[(i, j)] = tuple(k for k, a in enumerate(tree.cliques[i]) if a not in sep)
         into[(i, j)] = _alignment(sep, tree.cliques[j], domain)[1]
-        holders = [(domain.cells(attrs), t) for t, (attrs, _) in enumerate(terms[j]) if set(sep) <= set(attrs)]
+        holders = [(domain.cells(attrs), t) for t, (attrs, *_) in enumerate(terms[j]) if set(sep) <= set(attrs)]
         t = min(holders)[1] if holders else -1
         home[(i, j)] = (t, _alignment(sep, terms[j][t][0], domain)[1]) if t >= 0 else (-1, ())
     plan = _Schedule(order, parent, children, terms, term_shapes, separators, drop, into, home)
@@ -164,14 +174,15 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
     return plan
 
 
-def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
-    """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
+def _term(domain: Domain, attrs: tuple[str, ...], members: list, core: tuple[int, ...], theta: Mapping) -> Factor:
+    """A term's log table: its aligned potentials summed (the potential itself when it is the only one) on
+    their union (shape ``core``), broadcast (a view) to the term's attributes when they are more."""
     if len(members) == 1 and members[0][0] == attrs:
         return Factor(domain, attrs, theta[attrs])
-    values = np.zeros(domain.shape(attrs))
+    values = np.zeros(core)
     for key, perm, shape in members:
         values += np.transpose(theta[key], perm).reshape(shape)
-    return Factor(domain, attrs, values)
+    return Factor(domain, attrs, np.broadcast_to(values, domain.shape(attrs)))
 
 
 def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> list[list[Factor]]:
@@ -179,7 +190,8 @@ def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.n
     (potentials folded and small tables merged as the calibration schedule says)."""
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
     plan = _schedule(tree, tuple(theta))
-    return [[_term(tree.domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+    return [[_term(tree.domain, attrs, members, core, theta) for attrs, members, core in terms]
+            for terms in plan.terms]
 
 
 def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray],
