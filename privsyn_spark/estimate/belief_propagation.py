@@ -111,9 +111,10 @@ def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]],
 
     Potentials inside a larger measured clique are folded into it, and small tables are summed
     together while their union stays well below the clique's size, so that building a clique's
-    belief touches its full table only a few times. The separators of its ``children`` take part as
-    tables without potentials, so that their upward messages join a small term rather than the full
-    table (on Adult's largest clique: one pass of it fewer per calibration).
+    belief touches its full table only a few times. A term then takes in the separator of a child
+    when their union stays within that limit too, so that the child's upward message joins it rather
+    than the full table (its potentials are summed on their own union first, then broadcast: on
+    Adult's largest clique, one pass of it fewer per calibration).
     """
     domain = tree.domain
     folded: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
@@ -130,10 +131,6 @@ def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]],
     for i, clique in enumerate(tree.cliques):
         limit = domain.cells(clique) / 8
         group = groups[i]
-        for k in children[i]:
-            sep = tree.separator(k, i)
-            if sep and not any(set(sep) <= set(attrs) for attrs, _ in group):
-                group.append((sep, []))
         while len(group) > 1:
             cost, a, b = min((domain.cells(set(f[0]) | set(g[0])), a, b)
                              for a, f in enumerate(group) for b, g in enumerate(group) if a < b)
@@ -141,6 +138,12 @@ def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]],
                 break
             merged = (domain.canonical(set(group[a][0]) | set(group[b][0])), group[a][1] + group[b][1])
             group = [f for k, f in enumerate(group) if k not in (a, b)] + [merged]
+        for k in children[i]:  # a child's separator widens the term it adds least to, within the limit
+            sep = set(tree.separator(k, i))
+            if sep and group and not any(sep <= set(attrs) for attrs, _ in group):
+                cost, t = min((domain.cells(sep | set(attrs)), t) for t, (attrs, _) in enumerate(group))
+                if cost <= limit:
+                    group[t] = (domain.canonical(sep | set(group[t][0])), group[t][1])
         groups[i] = group
     return groups
 
