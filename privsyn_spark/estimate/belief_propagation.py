@@ -26,6 +26,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, with_long_tail
 from privsyn_spark.estimate.factor import Factor, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
+from privsyn_spark.estimate.sum_plan import sum_down_plan
 
 
 @dataclass(frozen=True)
@@ -43,25 +44,13 @@ class Calibration:
         return self._cache[self.tree.cliques[i]]
 
     def marginals(self, cliques: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], np.ndarray]:
-        """Normalised marginals on ``cliques`` (canonical tuples), each summed down from the smallest
-        table holding it: a junction-tree clique or a larger one of ``cliques`` (the plan is cached)."""
+        """Normalised marginals on ``cliques`` (canonical tuples), summed down from the junction-tree
+        cliques through shared intermediate tables (:func:`~privsyn_spark.estimate.sum_plan.sum_down_plan`,
+        cached on the tree)."""
         cliques = tuple(cliques)
         plans = self.tree.cache.setdefault("marginal_plans", {})
         if cliques not in plans:
-            domain = self.tree.domain
-            sources = {c: domain.cells(c) for c in self.tree.cliques}
-            plan = []
-            for attrs in sorted(set(cliques), key=lambda c: -domain.cells(c)):
-                if attrs in sources:
-                    continue
-                wanted = set(attrs)
-                holders = [(cells, src) for src, cells in sources.items() if wanted <= set(src)]
-                if not holders:
-                    raise KeyError(f"{attrs} is not inside any junction-tree clique")
-                source = min(holders)[1]
-                plan.append((attrs, source, tuple(k for k, a in enumerate(source) if a not in wanted)))
-                sources[attrs] = domain.cells(attrs)
-            plans[cliques] = plan
+            plans[cliques] = sum_down_plan(self.tree.domain, self.tree.cliques, cliques)
         for attrs, source, drop in plans[cliques]:
             if attrs not in self._cache:
                 self._cache[attrs] = sum_axes(self._cache[source], drop)
@@ -104,8 +93,10 @@ class _Schedule:
     order: list[int]
     parent: list[int]
     children: list[list[int]]
-    # per clique: terms (attrs, [(potential key, perm, shape)]); a term is the sum of its aligned potentials
-    terms: list[list[tuple[tuple[str, ...], list[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]]]]]
+    # per clique: terms (attrs, [(potential key, perm, shape)], shape of its potentials' union broadcast
+    # into attrs); a term is the sum of its aligned potentials
+    terms: list[list[tuple[tuple[str, ...], list[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]],
+                           tuple[int, ...]]]]
     term_shapes: list[list[tuple[int, ...]]]  # each term broadcast into its clique
     separators: dict[tuple[int, int], tuple[str, ...]]
     drop: dict[tuple[int, int], tuple[int, ...]]   # (i, j): axes of clique i summed out onto sep(i, j)
@@ -114,13 +105,16 @@ class _Schedule:
     #  and the separator's shape broadcast into it, or (-1, ()): the message is added to the full table
 
 
-def _group_plan(tree: JunctionTree,
-                keys: list[tuple[str, ...]]) -> list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]]:
+def _group_plan(tree: JunctionTree, keys: list[tuple[str, ...]],
+                children: list[list[int]]) -> list[list[tuple[tuple[str, ...], list[tuple[str, ...]]]]]:
     """Per clique, the attribute sets of its terms and which potentials (keys) each one sums.
 
     Potentials inside a larger measured clique are folded into it, and small tables are summed
     together while their union stays well below the clique's size, so that building a clique's
-    belief touches its full table only a few times.
+    belief touches its full table only a few times. A term then takes in the separator of a child
+    when their union stays within that limit too, so that the child's upward message joins it rather
+    than the full table (its potentials are summed on their own union first, then broadcast: on
+    Adult's largest clique, one pass of it fewer per calibration).
     """
     domain = tree.domain
     folded: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
@@ -144,6 +138,12 @@ def _group_plan(tree: JunctionTree,
                 break
             merged = (domain.canonical(set(group[a][0]) | set(group[b][0])), group[a][1] + group[b][1])
             group = [f for k, f in enumerate(group) if k not in (a, b)] + [merged]
+        for k in children[i]:  # a child's separator widens the term it adds least to, within the limit
+            sep = set(tree.separator(k, i))
+            if sep and group and not any(sep <= set(attrs) for attrs, _ in group):
+                cost, t = min((domain.cells(sep | set(attrs)), t) for t, (attrs, _) in enumerate(group))
+                if cost <= limit:
+                    group[t] = (domain.canonical(sep | set(group[t][0])), group[t][1])
         groups[i] = group
     return groups
 
@@ -157,9 +157,11 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
     order, parent = tree.rooted(0)
     children = [[k for k in tree.neighbors(i) if k != parent[i]] for i in range(len(tree.cliques))]
     terms, term_shapes = [], []
-    for i, group in enumerate(_group_plan(tree, list(keys))):
+    for i, group in enumerate(_group_plan(tree, list(keys), children)):
         clique = tree.cliques[i]
-        terms.append([(attrs, [(k, *_alignment(k, attrs, domain)) for k in members]) for attrs, members in group])
+        terms.append([(attrs, [(k, *_alignment(k, attrs, domain)) for k in members],
+                       _alignment(domain.canonical(set().union(*members)), attrs, domain)[1])
+                      for attrs, members in group])
         term_shapes.append([_alignment(attrs, clique, domain)[1] for attrs, _ in group])
     separators, drop, into, home = {}, {}, {}, {}
     for i, j in [(i, j) for i, j in tree.edges] + [(j, i) for i, j in tree.edges]:
@@ -167,7 +169,7 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
         separators[(i, j)] = sep
         drop[(i, j)] = tuple(k for k, a in enumerate(tree.cliques[i]) if a not in sep)
         into[(i, j)] = _alignment(sep, tree.cliques[j], domain)[1]
-        holders = [(domain.cells(attrs), t) for t, (attrs, _) in enumerate(terms[j]) if set(sep) <= set(attrs)]
+        holders = [(domain.cells(attrs), t) for t, (attrs, *_) in enumerate(terms[j]) if set(sep) <= set(attrs)]
         t = min(holders)[1] if holders else -1
         home[(i, j)] = (t, _alignment(sep, terms[j][t][0], domain)[1]) if t >= 0 else (-1, ())
     plan = _Schedule(order, parent, children, terms, term_shapes, separators, drop, into, home)
@@ -175,14 +177,15 @@ def _schedule(tree: JunctionTree, keys: tuple[tuple[str, ...], ...]) -> _Schedul
     return plan
 
 
-def _term(domain: Domain, attrs: tuple[str, ...], members: list, theta: Mapping) -> Factor:
-    """A term's log table: its aligned potentials summed (the potential itself when it is the only one)."""
+def _term(domain: Domain, attrs: tuple[str, ...], members: list, core: tuple[int, ...], theta: Mapping) -> Factor:
+    """A term's log table: its aligned potentials summed (the potential itself when it is the only one) on
+    their union (shape ``core``), broadcast (a view) to the term's attributes when they are more."""
     if len(members) == 1 and members[0][0] == attrs:
         return Factor(domain, attrs, theta[attrs])
-    values = np.zeros(domain.shape(attrs))
+    values = np.zeros(core)
     for key, perm, shape in members:
         values += np.transpose(theta[key], perm).reshape(shape)
-    return Factor(domain, attrs, values)
+    return Factor(domain, attrs, np.broadcast_to(values, domain.shape(attrs)))
 
 
 def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray]) -> list[list[Factor]]:
@@ -190,7 +193,8 @@ def clique_factors(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.n
     (potentials folded and small tables merged as the calibration schedule says)."""
     theta = {tuple(k): np.asarray(v, dtype=np.float64) for k, v in potentials.items()}
     plan = _schedule(tree, tuple(theta))
-    return [[_term(tree.domain, attrs, members, theta) for attrs, members in terms] for terms in plan.terms]
+    return [[_term(tree.domain, attrs, members, core, theta) for attrs, members, core in terms]
+            for terms in plan.terms]
 
 
 def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarray],

@@ -37,24 +37,33 @@ TAIL = 256
 
 
 def with_long_tail(full: tuple[int, ...], parts: list[np.ndarray]) -> tuple[tuple[int, ...], list[np.ndarray]]:
-    """``full`` and ``parts`` with the trailing axes merged into one of at least :data:`TAIL` cells, the
-    parts that broadcast there expanded over it (small copies); unchanged when the expansions would
-    cost more than a tenth of the table."""
-    k, tail = len(full), 1
-    while k > 0 and tail < TAIL:
-        k -= 1
-        tail *= full[k]
-    if k >= len(full) - 1:
+    """``full`` and ``parts`` with the trailing axes merged into one long axis, the parts that broadcast
+    there expanded over it (small copies): as many axes as it takes to reach :data:`TAIL` cells, or
+    fewer when more would expand the parts into more than a quarter of the table's cells (Adult's
+    largest clique: a 3-value last axis expanded alone, then with the 12-value one before it, runs a
+    belief's product 2.5x faster than 3-cell loops); unchanged when nothing is gained."""
+    if not full or full[-1] >= TAIL:
         return full, parts
     size = int(np.prod(full))
-    heads = [p.shape[:k] for p in parts]
-    if sum(int(np.prod(h)) * tail for h, p in zip(heads, parts) if p.shape[k:] != full[k:]) * 10 > size:
+    k, tail, best = len(full) - 1, full[-1], None
+    while True:
+        cost = sum(int(np.prod(p.shape[:k])) * tail for p in parts if p.shape[k:] != full[k:])
+        if cost * 4 > size:
+            break
+        best = (k, tail, cost)
+        if tail >= TAIL or k == 0:
+            break
+        k -= 1
+        tail *= full[k]
+    if best is None or (best[0] == len(full) - 1 and best[2] == 0):
         return full, parts
+    k, tail, _ = best
     out = []
-    for h, p in zip(heads, parts):
+    for p in parts:
+        head = p.shape[:k]
         if p.shape[k:] != full[k:]:
-            p = np.ascontiguousarray(np.broadcast_to(p, h + full[k:]))
-        out.append(p.reshape(h + (tail,)))
+            p = np.ascontiguousarray(np.broadcast_to(p, head + full[k:]))
+        out.append(p.reshape(head + (tail,)))
     return full[:k] + (tail,), out
 
 

@@ -16,36 +16,63 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 
+SHORT_BLOCK = 64
+"""An axis with a contiguous block shorter than this behind it is summed by BLAS (:func:`_sum_axis`)."""
+
+
+def sum_cost(shape: Sequence[int], order: Sequence[int]) -> float:
+    """Modelled cost of summing out the axes ``order`` of a ``shape`` table, one after the other: numpy
+    reduces an axis over contiguous blocks of the axes after it, at a cost per cell that grows as those
+    blocks get short; below :data:`SHORT_BLOCK` cells BLAS does it at about twice a long block's cost."""
+    dims, total = list(shape), 0.0
+    for ax in order:
+        inner = float(np.prod(dims[ax + 1:], dtype=np.float64))
+        total += float(np.prod(dims, dtype=np.float64)) * (1.0 + min(SHORT_BLOCK / inner, 1.0))
+        dims[ax] = 1
+    return total
+
+
+def _sum_axis(values: np.ndarray, ax: int) -> np.ndarray:
+    """``values.sum(axis=ax, keepdims=True)``; with a contiguous block shorter than :data:`SHORT_BLOCK`
+    behind the axis, products with ones over batches of small blocks (4-20x faster than numpy's loops of
+    a few cells; never one large BLAS call, which threads and stalls on a busy machine)."""
+    shape = values.shape
+    n, inner = shape[ax], int(np.prod(shape[ax + 1:]))
+    if inner >= SHORT_BLOCK or values.dtype.kind != "f" or not values.flags.c_contiguous:
+        return values.sum(axis=ax, keepdims=True)
+    ones = np.ones(n, dtype=values.dtype)
+    if inner > 1:
+        out = np.matmul(ones, values.reshape(-1, n, inner))
+    else:  # the last axis: rows of it in batches of at least SHORT_BLOCK rows (whole axes before it)
+        k, rows = ax, 1
+        while k > 0 and rows < SHORT_BLOCK:
+            k -= 1
+            rows *= shape[k]
+        out = np.matmul(values.reshape(-1, rows, n), ones)
+    return out.reshape(shape[:ax] + (1,) + shape[ax + 1:])
+
 
 @lru_cache(maxsize=4096)
 def _reduction_order(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    """Order of single-axis sums with the least modelled cost: numpy reduces an axis over contiguous
-    blocks of the axes after it, at a cost per cell that grows as those blocks get short (summing
-    a middle axis with a 3-cell block behind it is ~50x slower per cell than with a long block)."""
-    def cost(order: tuple[int, ...]) -> float:
-        dims, total = list(shape), 0.0
-        for ax in order:
-            inner = float(np.prod(dims[ax + 1:], dtype=np.float64))
-            total += float(np.prod(dims, dtype=np.float64)) * (1.0 + 64.0 / inner)
-            dims[ax] = 1
-        return total
+    """Order of single-axis sums with the least :func:`sum_cost`."""
     if len(axes) <= 5:
-        return min(permutations(axes), key=cost)
+        return min(permutations(axes), key=lambda o: sum_cost(shape, o))
     order: list[int] = []
     while len(order) < len(axes):  # greedy beyond 5 axes
-        order.append(min((a for a in axes if a not in order), key=lambda a: cost(tuple(order) + (a,))))
+        order.append(min((a for a in axes if a not in order), key=lambda a: sum_cost(shape, (*order, a))))
     return tuple(order)
 
 
 def sum_axes(values: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     """``values.sum(axis=axes)``, one axis at a time in the cheapest order (:func:`_reduction_order`):
-    numpy's multi-axis sum and single sums over axes with short contiguous blocks behind them are slow."""
+    numpy's multi-axis sum and single sums over axes with short contiguous blocks behind them are slow
+    (those go to BLAS, :func:`_sum_axis`)."""
     axes = tuple(axes)
     if not axes:
         return values
     out = values
     for ax in _reduction_order(tuple(values.shape), axes):
-        out = out.sum(axis=ax, keepdims=True)
+        out = _sum_axis(out, ax)
     return out.reshape([n for k, n in enumerate(values.shape) if k not in axes])
 
 

@@ -38,3 +38,14 @@ def test_long_tail_merges_a_short_last_axis() -> None:
     assert shape == (40, 990) and TAIL <= 990 and [p.shape for p in tailed] == [(40, 990), (1, 990), (1, 990)]
     big = [np.ones((40, 30, 11, 3)), np.ones((40, 30, 1, 3))]  # expanding would copy the whole table
     assert with_long_tail(full, big) == (full, big)
+
+
+def test_long_tail_stops_before_expanding_a_part_into_the_whole_table() -> None:
+    """Adult's largest clique: the 3- and 12-value last axes merge (one small part expanded), the
+    11-value one before them does not (the other part would be copied whole)."""
+    full = (120, 7, 15, 11, 12, 3)
+    parts = [np.ones((120, 1, 15, 11, 12, 1), dtype=np.float32), np.ones((120, 7, 15, 1, 12, 3), dtype=np.float32)]
+    shape, tailed = with_long_tail(full, parts)
+    assert shape == (120, 7, 15, 11, 36) and [p.shape for p in tailed] == [(120, 1, 15, 11, 36), (120, 7, 15, 1, 36)]
+    long_last = (40, 300)
+    assert with_long_tail(long_last, [np.ones((40, 1))])[0] == long_last  # the inner loop is long already
