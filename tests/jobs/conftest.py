@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,6 +47,25 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
         PRIVSYN_SPARK_CONN_ID="spark_local",
         **extra,
     )
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_db(tmp_path_factory) -> Path:
+    """An Airflow SQLite metadata db, `airflow db migrate`d once per test process; tests copy it."""
+    home = tmp_path_factory.mktemp("airflow_migrated")
+    done = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=airflow_env(home), capture_output=True,
+                          text=True, timeout=600, cwd=home)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return home / "airflow.db"
+
+
+@pytest.fixture
+def airflow_home(tmp_path, migrated_airflow_db) -> Path:
+    """A throwaway AIRFLOW_HOME (``tmp_path/airflow``) holding a copy of the migrated SQLite db."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copyfile(migrated_airflow_db, home / "airflow.db")
+    return home
 
 
 def spark_home() -> Path:

@@ -15,16 +15,12 @@ pytest.importorskip("airflow", reason="the airflow extra is not installed")
 
 @pytest.mark.airflow
 @pytest.mark.slow
-def test_dag_runs_a_people_schema_end_to_end(spark, tmp_path):
+def test_dag_runs_a_people_schema_end_to_end(spark, tmp_path, airflow_home):
     from privsyn_spark.budget.ledger import dataset_state, set_budget
     from privsyn_spark.sample.keyed_people import KEY, SCHEMA_PATH, keyed_people
 
-    home, work = tmp_path / "airflow", tmp_path / "work"
-    home.mkdir()
+    home, work = airflow_home, tmp_path / "work"
     env = airflow_env(home)
-    migrate = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
-                             timeout=600, cwd=home)
-    assert migrate.returncode == 0, migrate.stderr[-4000:]
     orders, ledger = work / "orders", work / "ledger"
     keyed_people(spark, people=1500, seed=3).write.format("delta").save(str(orders))
     set_budget(spark, str(ledger), "orders", 10.0, 1e-9, privacy_unit=KEY)
