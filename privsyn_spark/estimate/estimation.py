@@ -26,6 +26,7 @@ from privsyn_spark.domain import Domain
 from privsyn_spark.estimate.belief_propagation import Calibration, calibrate
 from privsyn_spark.estimate.junction_tree import JunctionTree, build_junction_tree
 from privsyn_spark.estimate.model import GraphicalModel
+from privsyn_spark.estimate.zeroed_values import cells_ruled_out
 from privsyn_spark.privacy.measurements import NoisyMarginal, weighted_total
 from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
@@ -44,6 +45,9 @@ the real table, paired over 3 seeds; at 1e-3 the 2-way TVD rose 6 %; ``bench/ben
 
 HOLD_AFTER_BACKTRACK = 10
 """Mirror descent's line search holds its step this many iterations after halving it."""
+
+ZERO_POTENTIAL = 50.0
+"""A ruled-out code's potential is held at minus this: e^-50 of a cell's weight, no mass at any table size."""
 
 FLOAT32_ABOVE = 1e6
 """Junction trees above this many cells iterate in float32 (the returned model is float64)."""
@@ -163,6 +167,7 @@ def mirror_descent(
     log_every: int = 50,
     float32_above: float | None = FLOAT32_ABOVE,
     progress: Progress = SILENT,
+    zeros: Mapping[str, np.ndarray] | None = None,
 ) -> EstimationResult:
     """Private-PGM Algorithm 1: entropic mirror descent, stopping when the loss fell by less than
     ``tol`` (relative) per iteration over the last :data:`STOP_WINDOW` iterations.
@@ -177,6 +182,10 @@ def mirror_descent(
     On a junction tree of more than ``float32_above`` cells (None: never) the iterates' clique tables
     are float32 (see :func:`calibrate`); the returned model and its loss come from a float64 calibration.
     ``progress`` hears of the iterations ("mirror descent iteration k of at most max_iters").
+    ``zeros``: per attribute, codes the model holds at (almost) no mass (``estimate.zeroed_values.ruled_out``:
+    values the noisy 1-way counts rule out): their cells' potentials start at -:data:`ZERO_POTENTIAL` in one
+    clique and stay where they start in every clique, so the other marginals' noise in those cells cannot pull
+    mass out of the kept values (a structural zero; post-processing of the 1-way release).
     """
     start, cpu_start = time.perf_counter(), time.process_time()
     measurements, cliques, n, tree, lipschitz = _setup(marginals, domain, total, tree, cell_budget)
@@ -188,6 +197,12 @@ def mirror_descent(
             if key not in theta or tuple(c) != key or np.shape(v) != domain.shape(key):
                 raise ValueError(f"warm-start potential on {tuple(c)}: not a measured clique in canonical order")
             theta[key] = np.asarray(v, dtype=np.float64).copy()
+    held = {c: cells for c in cliques if (cells := cells_ruled_out(c, domain.shape(c), zeros or {})).any()}
+    for attr, mask in (zeros or {}).items():  # in one clique: a sum over many cliques makes subnormal floats
+        first = next((c for c in cliques if attr in c), None)
+        if first is not None:
+            theta[first] = theta[first] - ZERO_POTENTIAL * cells_ruled_out(first, domain.shape(first), {attr: mask})
+    frozen = {c: theta[c][cells] for c, cells in held.items()}
     base_step = 1.0 / lipschitz  # step on the gradient with respect to p
     step = base_step
     cal = calibrate(tree, theta, dtype)
@@ -209,6 +224,8 @@ def mirror_descent(
         while True:
             # Private-PGM Algorithm 1: theta <- theta - eta * grad_p L, mu <- MARGINAL-ORACLE(theta)
             new_theta = {c: theta[c] - step * n * grad[c] for c in theta}
+            for c, cells in held.items():
+                new_theta[c][cells] = frozen[c]
             new_cal = calibrate(tree, new_theta, dtype)
             calls += 1
             new_mu = _marginals(new_cal, cliques, n)
@@ -266,9 +283,12 @@ class MirrorDescent:
     line_search: bool = True
     cell_budget: float | None = DEFAULT_CELL_BUDGET
     progress: Progress = field(default=SILENT, compare=False, repr=False)
+    zeros: Mapping[str, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """Codes held at no mass (:func:`mirror_descent`'s ``zeros``)."""
 
     def estimate(self, marginals: Sequence[NoisyMarginal], domain: Domain, total: float | None = None,
                  *, tree: JunctionTree | None = None) -> EstimationResult:
         """Fit by mirror descent."""
         return mirror_descent(marginals, domain, total, tree=tree, max_iters=self.max_iters, tol=self.tol,
-                              line_search=self.line_search, cell_budget=self.cell_budget, progress=self.progress)
+                              line_search=self.line_search, cell_budget=self.cell_budget, progress=self.progress,
+                              zeros=self.zeros)

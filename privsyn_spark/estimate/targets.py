@@ -17,7 +17,7 @@ from privsyn_spark.estimate.consistency import consistent_marginals
 from privsyn_spark.estimate.estimation import Estimator, MirrorDescent, estimate_total
 from privsyn_spark.estimate.junction_tree import JunctionTreeTooLarge, build_junction_tree
 from privsyn_spark.estimate.one_way_fit import one_way_fit
-from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, unavailable_merged
+from privsyn_spark.estimate.zeroed_values import absent_values, drop_zeroed_values, ruled_out, unavailable_merged
 from privsyn_spark.jsonable import to_jsonable
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.progress import SILENT, Progress
@@ -89,6 +89,7 @@ def consistent_targets(
     consistency_iters: int = 100,
     estimator_choice: str = "auto",
     progress: Progress = SILENT,
+    zeros: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[dict[tuple[str, ...], np.ndarray], str, dict[str, Any]]:
     """Consistent non-negative count tables summing to ``total``, one per distinct measured clique.
 
@@ -99,6 +100,7 @@ def consistent_targets(
     elimination order (None: deterministic). ``estimator`` defaults to :class:`MirrorDescent`. With ``"pgm"``,
     ``info["model"]`` is the fitted graphical model (not JSON: callers that save ``info`` pop it; GUM
     starts from its samples, the ``pgm`` synthesizer samples it). ``progress`` hears of the iterations.
+    ``zeros``: codes the default estimator holds at no mass (``zeroed_values.ruled_out``).
     """
     start = time.perf_counter()
     if estimator_choice not in ESTIMATORS:
@@ -127,7 +129,7 @@ def consistent_targets(
         info.update(extra)
         info.update({"method": "consistency", "reason": reason, "seconds": time.perf_counter() - start})
         return tables, "consistency", info
-    estimator = estimator or MirrorDescent(cell_budget=cell_budget, progress=progress)
+    estimator = estimator or MirrorDescent(cell_budget=cell_budget, progress=progress, zeros=zeros)
     result = estimator.estimate(marginals, domain, n, tree=tree)
     tables = {c: np.maximum(result.model.marginal(c), 0.0) for c in cliques}
     info.update({"method": "pgm", "reason": f"{'requested' if estimator_choice == 'pgm' else 'auto'}: the junction "
@@ -154,18 +156,18 @@ def estimate_targets(measurements: Measurements, schema: Schema, *, model_cells:
     section (with ``one_way_fit``: :mod:`privsyn_spark.estimate.one_way_fit`); ``model`` the fitted
     graphical model (None: the consistency fallback); ``progress`` hears of the estimation's iterations.
     """
+    unavailable = unavailable_merged(absent_values(schema, measurements), measurements.value_maps,
+                                     measurements.domain)
     tables, method, info = consistent_targets(
         measurements.marginals, measurements.domain, measurements.noisy_total,
         estimation_budget(model_cells, estimator), estimator_choice=estimator, consistency_iters=consistency_iters,
-        progress=progress)
+        progress=progress, zeros=ruled_out(measurements.marginals, measurements.domain, unavailable))
     model = info.pop("model", None)
     if model is not None and pair_target_work > 0:
         extra = unmeasured_pair_targets(model, tables, pair_target_work)
         tables.update(extra)
         info["pair_targets"] = len(extra)
-    absent = absent_values(schema, measurements)
-    tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain,
-                                unavailable_merged(absent, measurements.value_maps, measurements.domain))
+    tables = drop_zeroed_values(tables, measurements.marginals, measurements.domain, unavailable)
     fit = one_way_fit(tables, measurements.marginals, measurements.domain, info["total"])
     log.info("targets from %s: %d tables; 1-way fit: mean TVD %.4g to the noisy 1-ways (noise explains %.4g)%s",
              method, len(tables), fit.get("mean_tvd", 0.0), fit.get("mean_noise_tvd", 0.0),

@@ -57,26 +57,38 @@ def unavailable_merged(absent: Mapping[str, np.ndarray], value_maps: Mapping[str
     return out
 
 
-def drop_zeroed_values(tables: Mapping[tuple[str, ...], np.ndarray], marginals: Sequence[NoisyMarginal],
-                       domain: Domain, unavailable: Mapping[str, np.ndarray] | None = None
-                       ) -> dict[tuple[str, ...], np.ndarray]:
-    """Targets without the values whose noisy 1-way count is <= 0 (canonical attribute order), nor
-    the merged values marked in ``unavailable`` (see :func:`unavailable_merged`)."""
+def ruled_out(marginals: Sequence[NoisyMarginal], domain: Domain,
+              unavailable: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Per attribute, a mask over its codes the targets leave out: the values whose noisy 1-way count is
+    <= 0 and the merged values marked in ``unavailable`` (see :func:`unavailable_merged`); attributes with
+    none, or with every code ruled out (nothing to keep), are not listed."""
     allowed = {m.attrs[0]: np.asarray(m.values) > 0 for m in marginals if len(m.attrs) == 1}
     for attr, mask in (unavailable or {}).items():
         if attr in allowed:
             allowed[attr] = allowed[attr] & ~np.asarray(mask, dtype=bool)
+    return {a: ~keep for a, keep in allowed.items() if keep.shape == (domain[a],) and keep.any() and not keep.all()}
+
+
+def cells_ruled_out(attrs: Sequence[str], shape: Sequence[int], ruled: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The cells of a table over ``attrs`` with a code of ``ruled`` (:func:`ruled_out`) on some axis."""
+    mask = np.zeros(tuple(shape), dtype=bool)
+    for axis, attr in enumerate(attrs):
+        if attr in ruled:
+            along = [1] * len(attrs)
+            along[axis] = -1
+            mask |= np.asarray(ruled[attr], dtype=bool).reshape(along)
+    return mask
+
+
+def drop_zeroed_values(tables: Mapping[tuple[str, ...], np.ndarray], marginals: Sequence[NoisyMarginal],
+                       domain: Domain, unavailable: Mapping[str, np.ndarray] | None = None
+                       ) -> dict[tuple[str, ...], np.ndarray]:
+    """Targets without the values :func:`ruled_out` (canonical attribute order)."""
+    ruled = ruled_out(marginals, domain, unavailable)
     result = {}
     for attrs, table in tables.items():
         table = np.asarray(table, dtype=np.float64)
-        mask = np.ones(table.shape, dtype=bool)
-        for axis, attr in enumerate(attrs):
-            keep = allowed.get(attr)
-            if keep is not None and keep.shape == (domain[attr],) and keep.any():
-                shape = [1] * table.ndim
-                shape[axis] = -1
-                mask &= keep.reshape(shape)
-        kept = np.where(mask, table, 0.0)
+        kept = np.where(cells_ruled_out(attrs, table.shape, ruled), 0.0, table)
         total, remaining = table.sum(), kept.sum()
         result[attrs] = kept * (total / remaining) if remaining > 0 else table
     return result
