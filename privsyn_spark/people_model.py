@@ -132,13 +132,12 @@ class PeopleModel:
             binned.where(F.col(_BIN) < 0).withColumn(ROWS_COLUMN, F.lit(0))).drop(_BIN).persist()
         summed = persons.agg(F.sum(ROWS_COLUMN)).first()  # synthetic: the rows to deal
         total = (summed[0] if summed is not None else 0) or 0
-        rows_wanted = max(1, math.ceil(POOL_FACTOR * total))
-        pool = self.rows.sample(rows_wanted, 2 * int(seed) + 1, spark).persist()  # read by the back-off and the dealing
+        pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
         signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
-        rows, dealt = deal_rows(persons, pool, signature, spec.id, int(seed))
+        rows, choice = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)),
-                      (persons, pool, *dealt), backend_of(spark).persisted_rdds() - stored)
+                      (persons, choice), backend_of(spark).persisted_rdds() - stored)
 
 
 def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | None:
@@ -171,9 +170,8 @@ class People:
     """Synthetic people: ``persons`` (the key column, named as the id, and the person columns) and ``rows``
     (the key and every schema column; the person columns copied from the person: constant per key).
 
-    Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees, the pool of
-    rows, the dealing's back-off choice and its pool rows at their signatures; ``stored``: the ids of the
-    RDDs the synthesizers checkpointed locally):
+    Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees and the
+    dealing's back-off choice; ``stored``: the ids of the RDDs the synthesizers checkpointed locally):
     :meth:`release` (or the end of a ``with`` block, or :func:`write_people`) frees them, after which the
     two DataFrames can no longer be computed."""
 

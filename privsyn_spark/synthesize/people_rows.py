@@ -27,9 +27,8 @@ over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in
 lands whole in one task. Every join is hinted to a sort-merge join: both sides grow with the persons and
 rows, and Spark's size estimate after an aggregation can be far below the truth, so a broadcast could
 exhaust the driver's memory (it did at 10^6 persons). The back-off choice (one row per signature of the
-persons) is computed when :func:`deal_rows` is called and cached (``persist``), as are the pool rows at
-their chosen signatures (numbering them reads them twice: the per-bucket sums, then the rows); the rows stay
-lazy, and the caller unpersists both once they are written.
+persons) is computed when :func:`deal_rows` is called and cached (``persist``); the rows stay lazy, and the
+caller unpersists the choice once they are written.
 """
 
 from __future__ import annotations
@@ -156,10 +155,9 @@ def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> D
 
 
 def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: str,
-              seed: int) -> tuple[DataFrame, tuple[DataFrame, ...]]:
+              seed: int) -> tuple[DataFrame, DataFrame]:
     """Each person's ``degree`` rows, dealt from ``pool`` by ``signature`` with back-off (module docstring),
-    and the cached frames they read (the back-off choice, the pool at its signatures): unpersist them once
-    the rows are written.
+    and the cached back-off choice they read: unpersist it once the rows are written.
 
     ``persons``: ``key``, the person columns, the derived ``_*`` columns and ``degree``; ``pool``: rows
     with every column of the output, the person columns and the derived columns. ``signature``: columns
@@ -191,8 +189,8 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
     ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM))
     leveled = _at_levels(ordered, signature, used or [0], "__o", *pool.columns)  # [0]: no persons, nothing to deal
-    leveled = leveled.join(choice.select("__sig").hint("merge"), "__sig", "left_semi").persist()  # read twice
+    leveled = leveled.join(choice.select("__sig").hint("merge"), "__sig", "left_semi")
     numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
     numbered = numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]).hint("merge")
     rows = slots.join(numbered, ["__sig", "__pos"])
-    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), (choice, leveled)
+    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), choice
