@@ -32,6 +32,6 @@ def test_a_ruled_out_code_holds_no_mass_in_the_fit_and_its_cells_noise_moves_not
     assert {a: m.tolist() for a, m in zeros.items()} == {"a": [False, False, True]}
     held = mirror_descent(marginals, domain, 1000.0, zeros=zeros, max_iters=2000, tol=1e-9).model
     free = mirror_descent(marginals, domain, 1000.0, max_iters=2000, tol=1e-9).model
-    assert held.marginal(("a", "b"))[2].sum() < 1e-9
+    assert held.marginal(("a", "b"))[2].sum() < 1e-6 * 1000.0  # e^-15 of a cell's weight (ZERO_POTENTIAL)
     np.testing.assert_allclose(held.marginal(("a", "b")), joint, atol=0.5)
     assert free.marginal(("a", "b"))[2].sum() > 5.0  # without: the noise gives the ruled-out row mass
