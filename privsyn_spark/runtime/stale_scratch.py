@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,12 +173,19 @@ def sweep_and_claim(runs_dir: str, run_id: str) -> Path | None:
     return run_dir
 
 
+STOP_REMOVE_TRIES = 10
+"""After a stop signal the scratch is removed until none is left, at most this many times (0.2 s apart)."""
+
+
 def release(run_dir: Path | None, terminated: bool = False) -> None:
     """At the end of a run step: drop the owner mark (and, after SIGTERM, any local scratch left)."""
     if run_dir is None:
         return
-    if terminated:
-        remove_scratch(run_dir)
+    if terminated:  # Spark's tasks may still be writing into it: until none is left (a few tries)
+        for _ in range(STOP_REMOVE_TRIES):
+            if not remove_scratch(run_dir):
+                break
+            time.sleep(0.2)
     try:
         (run_dir / OWNER_FILE).unlink()
     except FileNotFoundError:
