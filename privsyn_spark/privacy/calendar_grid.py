@@ -1,4 +1,4 @@
-"""The public grid of a drafted date or timestamp column: calendar years, months and weeks of epoch seconds.
+"""The public grid of a drafted date or timestamp column: calendar quarters, months and weeks of epoch seconds.
 
 A geometric grid is fine for amounts, whose scale is unknown, but an instant's magnitude says nothing of its
 spread: near 2024 an octave of epoch seconds is 34 years, so a range drafted on it spans decades. The calendar
