@@ -20,7 +20,7 @@ from privsyn_spark.privacy.accounting import eps_from_rho, rho_from_eps_delta
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.release.artifact import ArtifactLost
-from privsyn_spark.release.guard import guarded_measure
+from privsyn_spark.release.guard import AttemptTakenOver, guarded_measure
 from privsyn_spark.release.identity import Charge, run_fingerprint
 from privsyn_spark.run_artifacts import RunArtifacts
 
@@ -127,8 +127,8 @@ def test_racing_attempts_of_one_run_draw_once_and_lost_noise_is_never_refunded(s
     done = [r for r in results if isinstance(r, Measurements)]
     refused = [r for r in results if not isinstance(r, Measurements)]
     # the other attempt is refused while the holder draws (ArtifactLost), or took the reservation over
-    # before the holder's first draw (the holder then stops without drawing: ReservationTakenOver)
-    assert done and all(isinstance(r, (ArtifactLost, L.ReservationTakenOver)) for r in refused), results
+    # before the holder's first draw (the holder then stops at that draw, drawing nothing: AttemptTakenOver)
+    assert done and all(isinstance(r, (ArtifactLost, AttemptTakenOver)) for r in refused), results
     assert all(same(done[0], r) for r in done)
     state = L.dataset_state(spark, ledger, "small")
     assert [r.status for r in state.reservations if not r.refunded] == ["committed"]  # one charge, one draw
