@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privsyn_spark.measure.instant_seconds import epoch_seconds
 from privsyn_spark.runtime.backend import backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,12 +29,12 @@ def cleaned(name: str, null_tokens: Sequence[str]) -> Column:
     return col
 
 
-def as_number(col: Column, temporal: bool) -> Any:
-    """Numbers as doubles; dates/timestamps as epoch seconds (UTC); unparseable values as null."""
-    from pyspark.sql import functions as F
-
+def as_number(col: Column, source_type: str, temporal: bool) -> Any:
+    """Numbers as doubles; dates/timestamps as epoch seconds read as the encoder reads them
+    (:func:`~privsyn_spark.measure.instant_seconds.epoch_seconds`: wall-clock values as UTC, whatever the session
+    time zone); unparseable values as null."""
     if temporal:
-        return F.unix_timestamp(col.try_cast("timestamp")).cast("double")
+        return epoch_seconds(col, source_type, "timestamp")
     return col.try_cast("double")
 
 
@@ -98,7 +99,8 @@ def grid_counts(df: DataFrame, grids: Mapping[str, tuple[np.ndarray, float, floa
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     starts = [np.asarray(grids[n][0], dtype=np.float64) for n in names]
     bounds = [(float(grids[n][1]), float(grids[n][2])) for n in names]
-    selected = df.select(*[as_number(cleaned(n, null_tokens), grids[n][3]).alias(f"c{i}")
+    types = dict(df.dtypes)
+    selected = df.select(*[as_number(cleaned(n, null_tokens), types[n], grids[n][3]).alias(f"c{i}")
                            for i, n in enumerate(names)])
 
     def count(batches: Iterator[Any]) -> Any:
@@ -128,7 +130,7 @@ def whole_number_counts(df: DataFrame, name: str, null_tokens: Sequence[str], te
     """Exact count of every whole number in each inclusive range, concatenated in range order."""
     from pyspark.sql import functions as F
 
-    x = as_number(cleaned(name, null_tokens), temporal)
+    x = as_number(cleaned(name, null_tokens), dict(df.dtypes)[name], temporal)
     inside: Any = None
     for lo, hi in ranges:
         term = (x >= lo) & (x <= hi)

@@ -28,7 +28,8 @@ from privsyn_spark.measure import draft_counts as counts
 from privsyn_spark.measure.draft_bounding import bounded_for_draft
 from privsyn_spark.measure.draft_counts import cleaned
 from privsyn_spark.measure.draft_numeric import declared_bounds, draft_numeric_columns, stated
-from privsyn_spark.measure.encode import epoch_seconds, spark_type
+from privsyn_spark.measure.encode import spark_type
+from privsyn_spark.measure.instant_seconds import epoch_seconds
 from privsyn_spark.privacy import discovery as dp
 from privsyn_spark.privacy.accounting import Accountant
 from privsyn_spark.privacy.discovery import DraftBudget

@@ -2,7 +2,7 @@
 bounds and days, ``infer-schema --bounds``).
 
 The timezone rule: a value with an offset (``Z``, ``+01:00``) is that instant; a date or a timestamp without
-one is read as UTC, as the encoder reads wall-clock values (``measure/encode.epoch_seconds``); a date is its
+one is read as UTC, as the encoder reads wall-clock values (``measure/instant_seconds.epoch_seconds``); a date is its
 midnight (UTC), or, as the upper end of a declared range (``end``), its last second.
 """
 

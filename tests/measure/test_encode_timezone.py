@@ -80,3 +80,18 @@ def test_decoded_values_are_the_same_in_every_session_time_zone(spark, session_z
     for j, column in enumerate(SCHEMA.columns):  # and every value lies inside the bounds (UTC)
         values = np.array([r[j] for r in seen[0]], dtype=float)
         assert column.edges[0] <= values.min() and values.max() <= column.edges[-1] + 86400, column.name
+
+
+def test_a_draft_counts_dates_and_timestamps_as_the_encoder_reads_them_in_every_zone(spark, session_zone):
+    from privsyn_spark.measure.draft_counts import grid_counts
+
+    df = _table(spark).drop("o")  # an offset string is an instant: its seconds do not move with the zone either
+    starts = np.asarray([SECONDS["s"] - 86400, SECONDS["s"], SECONDS["s"] + 1], dtype=np.float64)
+    grids = {c: (starts, starts[0] - 9 * 86400, starts[-1] + 9 * 86400, True) for c in df.columns}
+    for zone in ZONES:
+        session_zone(zone)
+        counts = grid_counts(df, grids, ())
+        for c in ("s", "t", "n", "td"):  # the instant's cell: [SECONDS, SECONDS + 1)
+            assert counts[c][0].tolist() == [0, 1, 0], (zone, c)
+        for c in ("d", "ds"):  # a date: the midnight (UTC) of its day, in the cell before
+            assert counts[c][0].tolist() == [1, 0, 0], (zone, c)
