@@ -240,7 +240,7 @@ def measure_people_run(synth: Any, data: Any, run_id: str | None, input_format: 
     progress = Progress(synth.settings.progress)
     codes.check_columns()  # a missing id column: refused before any budget is reserved
     schema.check_table_columns(codes.raw().columns)  # the frames name every declared column
-    frames = people_frames(codes.raw(), schema.people)
+    frames = people_frames(codes.raw(), schema)
     tables = [InputCodes(spark, df, None, table, folder.location("scratch", name))
               for df, table, name in zip((frames.persons, frames.rows), (person_schema, row_schema), PEOPLE_SCRATCH)]
 

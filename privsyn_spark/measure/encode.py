@@ -21,6 +21,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.draft_counts import cleaned
+from privsyn_spark.measure.instant_seconds import epoch_seconds
 from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.time_parts import TimestampColumn
@@ -148,49 +149,16 @@ def _null_value(column: Column, out_of_domain_value: int) -> int:
     return _packed(column.null_code or 0, STATUS_NULL if column.nulls == "fail" else STATUS_OK)
 
 
-_OFFSET = (r"[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?\s*"   # a time, then its zone: Z, +hh[:mm], a zone id
-           r"(Z|[+-][0-9]{1,2}(:?[0-9]{2})?|[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*)$")
-
-
-def epoch_seconds(raw: SparkColumn, source_type: str, dtype: str) -> Any:
-    """Seconds since the epoch of a date/timestamp value, whatever the session time zone is.
-
-    Instants (``timestamp`` columns, strings with an offset) keep their instant; wall-clock values
-    (``timestamp_ntz``, dates, strings without an offset) are read as UTC, as the schema's bounds
-    are. ``dtype`` ``date`` gives the midnight (UTC) of the value's day. Numbers are taken as seconds.
-    """
-    from pyspark.sql import functions as F
-
-    def wall_clock(ntz: SparkColumn) -> Any:  # a TIMESTAMP_NTZ as if it were UTC (timestamp_diff on NTZ uses no zone)
-        return F.timestamp_diff("SECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), ntz)
-
-    if source_type in ("date", "timestamp_ntz"):
-        seconds = F.unix_date(raw.cast("date")) * 86400 if dtype == "date" else wall_clock(raw.cast("timestamp_ntz"))
-        return seconds.cast("double")
-    if source_type == "timestamp":
-        seconds = F.unix_seconds(raw)
-    elif source_type in ("string", "void"):
-        text = F.trim(raw.cast("string"))
-        seconds = F.when(text.rlike(_OFFSET), F.unix_seconds(text.try_cast("timestamp"))).otherwise(
-            wall_clock(text.try_cast("timestamp_ntz")))
-    else:
-        seconds = raw.try_cast("double")
-    if dtype == "date":
-        seconds = F.floor(seconds / 86400) * 86400
-    return seconds.cast("double")
-
-
 def numeric_value(raw: SparkColumn, column: NumericalColumn, source_type: str) -> Any:
     """The value of a numerical column as a double (dates and timestamps: seconds since the epoch)."""
     return (epoch_seconds(raw, source_type, column.dtype) if column.dtype in ("date", "timestamp")
             else raw.try_cast("double"))
 
 
-def _numerical(raw: SparkColumn, column: NumericalColumn, source_type: str) -> Any:
-    """``code * 4 + status`` of a numerical column: the bin index, clipped to the edge bins."""
+def bin_index(x: SparkColumn, column: NumericalColumn) -> Any:
+    """The bin of the double ``x`` (:func:`numeric_value`), clipped to the edge bins (null or NaN: the caller's)."""
     from pyspark.sql import functions as F
 
-    x = numeric_value(raw, column, source_type)
     edges = column.edge_array()
     bins = len(edges) - 1
     widths = np.diff(edges)
@@ -200,7 +168,16 @@ def _numerical(raw: SparkColumn, column: NumericalColumn, source_type: str) -> A
         index = F.floor(position).cast("int")
     else:
         index = sum((F.when(x >= F.lit(e), 1).otherwise(0) for e in edges[1:-1]), F.lit(0))
-    clipped = F.least(F.greatest(index, F.lit(0)), F.lit(bins - 1)) * (1 << STATUS_BITS)
+    return F.least(F.greatest(index, F.lit(0)), F.lit(bins - 1))
+
+
+def _numerical(raw: SparkColumn, column: NumericalColumn, source_type: str) -> Any:
+    """``code * 4 + status`` of a numerical column: the bin index, clipped to the edge bins."""
+    from pyspark.sql import functions as F
+
+    x = numeric_value(raw, column, source_type)
+    edges = column.edge_array()
+    clipped = bin_index(x, column) * (1 << STATUS_BITS)
     inside = (x >= F.lit(edges[0])) & (x <= F.lit(edges[-1]))  # false for NaN, null for null
     null_value = _null_value(column, _packed(0, STATUS_OUT_OF_DOMAIN))
     return (F.when(inside, clipped)

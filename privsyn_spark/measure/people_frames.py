@@ -4,9 +4,10 @@ Both come from one frame: every input row with its person's attributes, as windo
 (one shuffle on the id), persisted, so the input is scanned once for both tables:
 
 - the person frame: one row per id (the id's first row in that frame): each person column, ``_degree``
-  (the bin of min(the id's rows, M)) and ``_mode_<col>`` (the id's most frequent non-null value of ``col``;
-  ties to the smallest value); the id is dropped. The degree histogram over 1..M is observed in the job
-  that writes it (``DataFrame.observe``: one count per degree, no extra pass);
+  (the bin of min(the id's rows, M)) and ``_mode_<col>`` (the id's most frequent non-null value of ``col``,
+  of a numerical column the label of its most frequent bin, values clipped to the edge bins as the encoder
+  does and NaN left out like null; ties to the smallest); the id is dropped. The degree histogram over
+  1..M is observed in the job that writes it (``DataFrame.observe``: one count per degree, no extra pass);
 - the row frame: every row with its person's attributes, the id kept for the bounding to K rows per id
   (:func:`~privsyn_spark.measure.input_codes.bounded_codes`, which reuses the frame's partitioning on the
   id and drops the id after).
@@ -29,15 +30,20 @@ sensitivity changes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privsyn_spark.schema.people import DEGREE, PeopleSpec, degree_label, mode_name
+from privsyn_spark.measure.encode import bin_index, numeric_value
+from privsyn_spark.schema.columns import NumericalColumn
+from privsyn_spark.schema.people import DEGREE, PeopleSpec, bin_labels, degree_label, mode_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
+
+    from privsyn_spark.schema.schema import Schema
 
 _ROWS, _PARENTS = "__privsyn_person_rows", "__privsyn_person_parents"
 _ORDER, _FIRST = "__privsyn_row_order", "__privsyn_first_row"
@@ -112,12 +118,27 @@ def linked_table(parents: DataFrame, child: DataFrame, spec: PeopleSpec) -> Data
     return side.unionByName(rows, allowMissingColumns=True)
 
 
-def people_frames(raw: DataFrame, spec: PeopleSpec) -> PeopleFrames:
-    """The person frame and the row frame of the keyed table ``raw`` (module docstring; in the parent-child
-    form ``raw`` is :func:`linked_table`'s); lazy, no job runs."""
+def _modal(raw: DataFrame, schema: Schema, column: str, over: Callable[[Column], Column]) -> Column:
+    """A summary's ``_mode_<col>``: the most frequent value, or a numerical column's most frequent bin as its
+    label (null and NaN left out; ties to the smallest value, or bin)."""
+    from pyspark.sql import functions as F
+
+    declared = schema.column(column)
+    if not isinstance(declared, NumericalColumn):
+        return over(F.mode(F.col(f"`{column}`"), True))
+    x = numeric_value(F.col(f"`{column}`"), declared, dict(raw.dtypes)[column])
+    modal = over(F.mode(F.when(x.isNotNull() & ~F.isnan(x), bin_index(x, declared)), True))
+    return F.element_at(F.array(*(F.lit(v) for v in bin_labels(declared))), modal + 1)
+
+
+def people_frames(raw: DataFrame, schema: Schema) -> PeopleFrames:
+    """The person frame and the row frame of the keyed table ``raw`` read by ``schema`` and its people section
+    (module docstring; in the parent-child form ``raw`` is :func:`linked_table`'s); lazy, no job runs."""
     from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
+    spec = schema.people
+    assert spec is not None
     key, linked = F.col(f"`{spec.id}`"), spec.parent_child
     nulls = Observation("privsyn_people_null_ids")
     side = (lambda marker: F.col(marker).isNotNull()) if linked else (lambda marker: F.lit(True))
@@ -134,7 +155,7 @@ def people_frames(raw: DataFrame, spec: PeopleSpec) -> PeopleFrames:
     attributes = [*(over(F.min(F.col(f"`{c}`"))).alias(c) for c in spec.person_columns),
                   over(F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS),
                   *[over(parents).alias(_PARENTS)] * linked,
-                  *(over(F.mode(F.col(f"`{c}`"), True)).alias(mode_name(c)) for c in spec.summaries)]
+                  *(_modal(raw, schema, c, over).alias(mode_name(c)) for c in spec.summaries)]
     varies = [over(parents) > 1] if linked else [  # a duplicate parent id; a person column that is not constant
         (over(F.min(F.col(f"`{c}`"))) != over(F.max(F.col(f"`{c}`"))))
         | ((over(F.count(F.col(f"`{c}`"))) > 0) & (over(F.count(F.col(f"`{c}`"))) < over(F.count(F.lit(1)))))

@@ -13,9 +13,12 @@ partitioning, and the flat form and the parent-child form hold the same data. Th
   probability 0.6, else uniform); each row's ``channel`` is the favourite with probability ``p``, else
   uniform over the channels;
 - ``category``: ``(2 * channel + region) mod 8`` with probability 0.5, else uniform;
-- ``amount``: a band (edges :data:`AMOUNT_EDGES`) that is ``min(7, 2 * segment + category mod 3)``
-  with probability 0.6, else uniform; uniform inside the band, in cents. A person's total amount
-  grows with their degree and their segment.
+- a usual amount band drawn once per person, ``min(7, 2 * segment + j)`` with ``j`` uniform in {0, 1, 2}
+  (a spend level);
+- ``amount``: a band (edges :data:`AMOUNT_EDGES`) that is the person's usual band with probability 0.6,
+  ``min(7, 2 * segment + category mod 3)`` with probability 0.25, else a band next to the usual one;
+  uniform inside the band, in cents. A person's total amount grows with their degree, their segment and
+  their spend level.
 """
 
 from __future__ import annotations
@@ -77,13 +80,14 @@ def _label(index: Column, labels: tuple[str, ...]) -> Column:
 
 def _persons(spark: SparkSession, people: int, mean_rows: float, sigma: float, max_rows: int, seed: int,
              partitions: int | None) -> DataFrame:
-    """One row per person: the key, the person columns' indices, the degree ``_n`` and ``_favourite``."""
+    """One row per person: the key, the person columns' indices, the degree ``_n``, ``_favourite`` and
+    ``_spend`` (the usual amount band)."""
     from pyspark.sql import functions as F
 
     base = spark.range(0, people, numPartitions=partitions) if partitions else spark.range(0, people)
     draws = base.select(F.col("id").alias("_i"), F.format_string("C%010d", F.col("id")).alias(KEY),
-                        *[_uniform(seed, F.col("id"), F.lit(j)).alias(f"_u{j}") for j in range(8)])
-    u = [F.col(f"_u{j}") for j in range(8)]
+                        *[_uniform(seed, F.col("id"), F.lit(j)).alias(f"_u{j}") for j in range(9)])
+    u = [F.col(f"_u{j}") for j in range(9)]
     persons = draws.select("_i", KEY, *u, *[_pick(u[j], list(spec.values())).alias(name)
                                             for j, (name, spec) in enumerate(PERSON_COLUMNS.items())])
     z = F.sqrt(F.lit(-2.0) * F.log(u[4])) * F.cos(F.lit(2 * math.pi) * u[5])  # Box-Muller: a standard normal
@@ -92,7 +96,9 @@ def _persons(spark: SparkSession, people: int, mean_rows: float, sigma: float, m
     degree = F.least(F.lit(max_rows), F.greatest(F.lit(1), F.floor(F.exp(mu + F.lit(sigma) * z)))).cast("int")
     usual = F.element_at(F.array(*map(F.lit, FAVOURITE_BY_BAND)), F.col("birth_band") + 1)
     favourite = F.when(u[6] < 0.6, usual).otherwise(F.floor(u[7] * len(CHANNELS)))
-    return persons.select("_i", KEY, *PERSON_COLUMNS, degree.alias("_n"), favourite.cast("int").alias("_favourite"))
+    spend = F.least(F.lit(len(AMOUNT_EDGES) - 2), F.col("segment") * 2 + F.floor(u[8] * 3))
+    return persons.select("_i", KEY, *PERSON_COLUMNS, degree.alias("_n"), favourite.cast("int").alias("_favourite"),
+                          spend.cast("int").alias("_spend"))
 
 
 def _rows(persons: DataFrame, preference: float, seed: int) -> DataFrame:
@@ -109,8 +115,11 @@ def _rows(persons: DataFrame, preference: float, seed: int) -> DataFrame:
         .otherwise(F.floor(u[3] * len(CATEGORIES)))
     rows = rows.withColumn("_category", category.cast("int"))
     bands = len(AMOUNT_EDGES) - 1
-    band = F.when(u[4] < 0.6, F.least(F.lit(bands - 1), F.col("segment") * 2 + F.col("_category") % 3)) \
-        .otherwise(F.floor(u[5] * bands)).cast("int") + 1
+    beside = F.when(F.col("_spend") == 0, 1).when(F.col("_spend") == bands - 1, bands - 2) \
+        .otherwise(F.col("_spend") + F.when(u[5] < 0.5, -1).otherwise(1))
+    band = F.when(u[4] < 0.6, F.col("_spend")) \
+        .when(u[4] < 0.85, F.least(F.lit(bands - 1), F.col("segment") * 2 + F.col("_category") % 3)) \
+        .otherwise(beside).cast("int") + 1
     low = F.element_at(F.array(*map(F.lit, AMOUNT_EDGES[:-1])), band)
     high = F.element_at(F.array(*map(F.lit, AMOUNT_EDGES[1:])), band)
     amount = F.round(low + u[6] * (high - low), 2)

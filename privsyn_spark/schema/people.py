@@ -7,13 +7,14 @@ A YAML or JSON section, next to the privacy unit it needs::
       id: customer_id                  # the privacy id; the output's key column has this name
       person_columns: [segment, region]   # constant per id: schema columns
       max_rows_per_person: 50          # M >= K: the public cap on a person's rows (degree)
-      summaries: [channel]             # categorical row columns: a person's most frequent value
+      summaries: [channel, amount]     # row columns: a person's most frequent value (numbers: bin)
       form: parent_child               # optional: two inputs, a parent table (one row per id, the person
       foreign_key: customer_id         # columns) and a child table (the row columns) whose foreign key
                                        # (default: the id's name) names its parent
 
 Each person gets derived attributes: ``_degree``, the bin of min(rows, M) (:func:`degree_bins`), and
-``_mode_<col>`` per summary column. Those names are reserved in a people schema. The declaration is
+``_mode_<col>`` per summary column: its most frequent value, for a numerical column its most frequent
+bin, as a category labelled by :func:`bin_labels`. Those names are reserved in a people schema. The declaration is
 public and checked here, before Spark starts and before any budget is spent; no data is read. In the
 parent-child form a parent with no child rows is a person of degree 0: the bins start with ``0``
 (:meth:`PeopleSpec.bins`), and :func:`check_parent_child` checks the two tables' column names.
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from privsyn_spark.schema.columns import CategoricalColumn, Column, SchemaError
+from privsyn_spark.schema.columns import CategoricalColumn, Column, NumericalColumn, SchemaError, integer_bin_bounds
 
 if TYPE_CHECKING:
     from privsyn_spark.privacy.unit import PrivacyUnit
@@ -71,11 +72,34 @@ def mode_name(column: str) -> str:
     return MODE_PREFIX + column
 
 
+def bin_labels(column: NumericalColumn) -> tuple[str, ...]:
+    """The categories of a numerical summary's ``_mode_<col>``, one per bin: ``"[20, 50)"`` (the last bin
+    closed), whole-number bins ``"3-5"`` or ``"3"``, a spike's bin its value.
+
+    >>> bin_labels(NumericalColumn("amount", "double", edges=(0.0, 2.5, 10.0)))
+    ('[0, 2.5)', '[2.5, 10]')
+    """
+    edges = column.edge_array()
+    spikes = column.spike_codes()
+    if column.integer:
+        lo, hi = integer_bin_bounds(edges)
+        labels = [str(a) if a == b else f"{a}-{b}" for a, b in zip(lo.tolist(), hi.tolist())]
+    else:
+        labels = [f"[{_number(a)}, {_number(b)}{']' if i == len(edges) - 2 else ')'}"
+                  for i, (a, b) in enumerate(zip(edges[:-1], edges[1:]))]
+    return tuple(_number(spikes[i]) if i in spikes else label for i, label in enumerate(labels))
+
+
+def _number(x: float) -> str:
+    """``x`` as short text that tells it apart from every other double (``repr``; whole numbers without ``.0``)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**53 else repr(float(x))
+
+
 @dataclass(frozen=True)
 class PeopleSpec:
     """The people declaration: the person ``id`` (the privacy id), the ``person_columns`` constant per id,
     ``max_rows_per_person`` M (the public cap on a person's degree, M >= K), the ``summaries``
-    (categorical row columns whose per-person mode becomes a person attribute) and, in the parent-child
+    (row columns whose per-person mode, or modal bin, becomes a person attribute) and, in the parent-child
     form, the child table's ``foreign_key`` column (None: the flat form)."""
 
     id: str
@@ -172,10 +196,10 @@ class PeopleSpec:
         if both:
             raise SchemaError(f"people: {both[0]!r} is listed as a person column and as a summary (a summary is "
                               f"a row column)")
-        not_categorical = [c for c in self.summaries if not isinstance(names[c], CategoricalColumn)]
-        if not_categorical:
-            raise SchemaError(f"people: summary {not_categorical[0]!r} is not a categorical column (a summary is a "
-                              f"person's most frequent value)")
+        instants = [c for c in self.summaries if names[c].dtype in ("date", "timestamp")]
+        if instants:
+            raise SchemaError(f"people: summary {instants[0]!r} is a {names[instants[0]].dtype} column; a summary "
+                              f"is a categorical or a numerical column (a person's most frequent value or bin)")
         if self.parent_child and self.foreign_key != self.id and self.foreign_key in names:
             raise SchemaError(f"people: foreign_key {self.foreign_key!r} is a column the schema keeps; it holds real "
                               f"ids: declare it type: drop or leave it out of the schema")
@@ -185,14 +209,22 @@ class PeopleSpec:
 
     def derived_columns(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
         """The derived attributes as columns: ``_degree`` (its bin labels, never null) and each ``_mode_<col>``
-        (``col``'s declaration under the new name; in the parent-child form its nulls are a value: a person
-        with no rows has no most frequent value)."""
+        (``col``'s declaration under the new name, a numerical column's as the categories :func:`bin_labels`;
+        in the parent-child form its nulls are a value: a person with no rows has no most frequent value)."""
         by_name = {c.name: c for c in columns}
         degree = CategoricalColumn(name=DEGREE, dtype="string", nulls="none", values=self.degree_labels)
-        modes = (dataclasses.replace(by_name[c], name=mode_name(c)) for c in self.summaries)
+        modes = (_modal_column(by_name[c]) for c in self.summaries)
         if self.parent_child:
             modes = (dataclasses.replace(c, nulls="value") for c in modes)
         return (degree, *modes)
+
+
+def _modal_column(column: Column) -> Column:
+    """A summary's ``_mode_<col>``: ``column`` under the new name; a numerical one as its bins' labels."""
+    if isinstance(column, NumericalColumn):
+        return CategoricalColumn(name=mode_name(column.name), dtype="string", nulls=column.nulls,
+                                 values=bin_labels(column))
+    return dataclasses.replace(column, name=mode_name(column.name))
 
 
 def check_parent_child(spec: PeopleSpec, names: tuple[str, ...], parent: list[str], child: list[str]) -> None:

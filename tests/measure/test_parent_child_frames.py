@@ -25,8 +25,9 @@ SCHEMA = parse_schema(people_doc(PARENT_CHILD))
 SPEC = SCHEMA.people
 
 
-def frames_of(spark, parents: pd.DataFrame, child: pd.DataFrame, spec=SPEC):
-    return people_frames(linked_table(spark.createDataFrame(parents), spark.createDataFrame(child), spec), spec)
+def frames_of(spark, parents: pd.DataFrame, child: pd.DataFrame, schema=SCHEMA):
+    linked = linked_table(spark.createDataFrame(parents), spark.createDataFrame(child), schema.people)
+    return people_frames(linked, schema)
 
 
 def pandas_frames(parents: pd.DataFrame, child: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -77,11 +78,12 @@ def test_linked_frames_equal_pandas_and_duplicates_orphans_and_null_keys_are_cou
 def test_the_generators_two_forms_give_the_same_frames(spark):
     flat_schema = Schema.load(SCHEMA_PATH)
     spec = flat_schema.people
-    linked_spec = parse_schema({**flat_schema.to_document(), "people": {**spec.to_document(),
-                                                                         "form": "parent_child"}}).people
-    flat = people_frames(keyed_people(spark, people=25, seed=2), spec)
+    linked_schema = parse_schema({**flat_schema.to_document(), "people": {**spec.to_document(),
+                                                                           "form": "parent_child"}})
+    linked_spec = linked_schema.people
+    flat = people_frames(keyed_people(spark, people=25, seed=2), flat_schema)
     persons, orders = keyed_people_tables(spark, people=25, seed=2)
-    linked = people_frames(linked_table(persons, orders, linked_spec), linked_spec)
+    linked = people_frames(linked_table(persons, orders, linked_spec), linked_schema)
     for a, b in ((flat.persons, linked.persons), (flat.rows, linked.rows)):
         columns = sorted(a.columns)
         assert columns == sorted(b.columns)
@@ -140,8 +142,8 @@ def test_the_generators_two_forms_give_the_same_noisy_measurements_under_seeded_
                                                                            "form": "parent_child"}})
     k = flat_schema.privacy_unit.bound
     persons, orders = keyed_people_tables(spark, people=25, seed=2, max_rows=k)
-    both = {"flat": (people_frames(keyed_people(spark, people=25, seed=2, max_rows=k), flat_schema.people), True),
-            "linked": (people_frames(linked_table(persons, orders, linked_schema.people), linked_schema.people),
+    both = {"flat": (people_frames(keyed_people(spark, people=25, seed=2, max_rows=k), flat_schema), True),
+            "linked": (people_frames(linked_table(persons, orders, linked_schema.people), linked_schema),
                        False)}
     tables = linked_schema.people_tables()
     budget = RunBudget.of(4.0, 1e-9)

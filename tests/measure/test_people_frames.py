@@ -13,7 +13,7 @@ from privsyn_spark.measure.people_frames import people_frames
 from privsyn_spark.privacy.people import degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.schema.people import degree_bins, degree_label
 from privsyn_spark.schema.schema import parse_schema
-from tests.people_tables import keyed_table, people_doc
+from tests.people_tables import PEOPLE, keyed_table, people_doc
 
 SCHEMA = parse_schema(people_doc())
 SPEC = SCHEMA.people
@@ -36,7 +36,7 @@ def pandas_persons(frame: pd.DataFrame) -> pd.DataFrame:
 def test_frames_equal_pandas_and_the_tallies_are_counted(spark):
     frame = keyed_table(30, seed=1)
     with_nulls = pd.concat([frame, frame.head(2).assign(customer_id=None)], ignore_index=True)
-    frames = people_frames(spark.createDataFrame(with_nulls), SPEC)
+    frames = people_frames(spark.createDataFrame(with_nulls), SCHEMA)
     persons = frames.persons.toPandas()  # the test's small table; a run never collects it
     expected = pandas_persons(frame)
     columns = [*SPEC.person_columns, "_degree", "_mode_channel"]
@@ -59,11 +59,32 @@ def test_frames_equal_pandas_and_the_tallies_are_counted(spark):
     assert stats["persons_above_max_rows"] == int((frame.groupby("customer_id").size() > 10).sum())
 
 
+def test_a_numerical_summary_is_the_label_of_the_persons_most_frequent_bin(spark):
+    schema = parse_schema(people_doc({**PEOPLE, "summaries": ["amount"]}))
+    frame = keyed_table(30, seed=3)
+    odd = frame.index % 5 == 0  # clipped to the edge bins as the encoder does; NaN and null left out
+    frame.loc[odd, "amount"] = np.where(frame.index[odd] % 3 == 0, -7.0, np.where(frame.index[odd] % 3 == 1, 250.0,
+                                                                                  np.nan))
+    frame.loc[frame.index % 11 == 0, "amount"] = None
+    persons = people_frames(spark.createDataFrame(frame), schema).persons.toPandas()  # small test table
+    labels = ["[0, 25)", "[25, 50)", "[50, 75)", "[75, 100]"]
+    expected = {}
+    for key, rows in frame.groupby("customer_id"):
+        bins = np.clip(np.floor(rows["amount"].dropna() / 25), 0, 3).astype(int)  # ties: the smallest bin
+        tally = bins.value_counts()
+        modal = labels[min(tally[tally == tally.max()].index)] if len(tally) else None
+        expected[(str(rows["segment"].min()), str(rows["region"].min()), key)] = modal
+    # persons carry no id: match them by (segment, region, mode) multisets
+    got = sorted(map(str, zip(persons["segment"], persons["region"], persons["_mode_amount"])))
+    assert got == sorted(map(str, ((s, r, m) for (s, r, _), m in expected.items())))
+    assert persons["_mode_amount"].isna().sum() == sum(m is None for m in expected.values())
+
+
 def measured(spark, frame: pd.DataFrame, backend: str, tmp_path, name: str) -> dict:
     """Every vector a people run measures, exactly: person-table and row-table 1- and 2-way marginals
     (the summaries are person attributes), and the degree histogram."""
     person_schema, row_schema = SCHEMA.people_tables()
-    frames = people_frames(spark.createDataFrame(frame), SPEC)
+    frames = people_frames(spark.createDataFrame(frame), SCHEMA)
     out = {}
     for part, df, schema in (("persons", frames.persons, person_schema), ("rows", frames.rows, row_schema)):
         with InputCodes(spark, df, None, schema, str(tmp_path / f"{name}-{part}")) as codes:

@@ -11,6 +11,7 @@ import yaml
 from pyspark.sql import functions as F
 
 from privsyn_spark.sample.keyed_people import (
+    AMOUNT_EDGES,
     CATEGORIES,
     CHANNELS,
     DEGREE_SHIFT,
@@ -57,6 +58,19 @@ def test_a_persons_channel_is_reused_with_probability_p(spark, preference):
     assert same / degrees == pytest.approx(q ** 2 + (len(CHANNELS) - 1) * r ** 2, abs=0.015)
 
 
+def test_a_persons_amounts_keep_to_their_spend_level(spark):
+    import numpy as np
+
+    df = keyed_people(spark, 3_000, seed=4).select(KEY, "segment", "amount").toPandas()  # generated, public
+    df["band"] = np.searchsorted(AMOUNT_EDGES, df["amount"], side="right") - 1
+    pairs = lambda counts: (counts * (counts - 1)).sum()  # noqa: E731 - ordered pairs of distinct rows
+    # two rows of one person share a band with probability at least 0.6^2 (both in the usual band) ...
+    within = pairs(df.groupby([KEY, "band"]).size()) / pairs(df.groupby(KEY).size())
+    # ... well above two rows of one segment (most pairs from two persons, whose usual bands differ w.p. 2/3)
+    between = pairs(df.groupby(["segment", "band"]).size()) / pairs(df.groupby("segment").size())
+    assert within > 0.6 ** 2 and within - between > 0.15, (within, between)
+
+
 @pytest.mark.slow
 def test_the_flat_and_parent_child_forms_hold_the_same_people(spark):
     flat = keyed_people(spark, 2_000, seed=9)
@@ -77,8 +91,8 @@ def test_the_schema_declares_the_generated_table():
         doc = yaml.safe_load(handle)
     schema = parse_schema(doc)
     assert schema.people is not None
-    assert schema.people.to_document() == {"id": KEY, "person_columns": list(PERSON_COLUMNS),
-                                           "max_rows_per_person": MAX_ROWS_PER_PERSON, "summaries": ["channel"]}
+    assert schema.people.to_document() == {"id": KEY, "person_columns": list(PERSON_COLUMNS), "summaries": [
+        "channel", "amount"], "max_rows_per_person": MAX_ROWS_PER_PERSON}
     assert schema.privacy_unit.id_columns == (KEY,) and schema.privacy_unit.max_rows_per_id <= MAX_ROWS_PER_PERSON
     values = {c.name: list(c.values) for c in schema.columns if isinstance(c, CategoricalColumn)}
     assert values == {**{name: list(spec) for name, spec in PERSON_COLUMNS.items()}, "channel": list(CHANNELS),

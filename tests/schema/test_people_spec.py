@@ -11,6 +11,8 @@ from privsyn_spark.schema.people import PeopleSpec, check_parent_child, degree_b
 from privsyn_spark.schema.schema import parse_schema
 from tests.people_tables import PARENT_CHILD, PEOPLE, people_doc
 
+SEEN = {"name": "seen", "type": "numerical", "dtype": "date", "min": "2024-01-01", "max": "2024-12-31", "bins": 4}
+
 
 def test_a_people_section_parses_round_trips_and_changes_the_hash():
     schema = parse_schema(people_doc())
@@ -25,13 +27,28 @@ def test_a_people_section_parses_round_trips_and_changes_the_hash():
     assert (mode.name, mode.values) == ("_mode_channel", ("web", "shop"))
 
 
+def test_a_numerical_summary_is_its_most_frequent_bin_as_a_category():
+    schema = parse_schema(people_doc({**PEOPLE, "summaries": ["channel", "amount"]}))
+    _, _, amount = schema.people.derived_columns(schema.columns)
+    assert (amount.kind, amount.name, amount.dtype) == ("categorical", "_mode_amount", "string")
+    assert amount.values == ("[0, 25)", "[25, 50)", "[50, 75)", "[75, 100]") and amount.nulls == "value"
+    linked = parse_schema(people_doc({**PARENT_CHILD, "summaries": ["amount"]}))
+    assert linked.people.derived_columns(linked.columns)[1].values == amount.values
+    whole = {"name": "visits", "type": "numerical", "dtype": "int", "edges": [0, 2.5, 5, 10]}
+    spiked = {"name": "paid", "type": "numerical", "dtype": "double", "edges": [0, 10, 100], "spikes": [0]}
+    schema = parse_schema(people_doc({**PEOPLE, "summaries": ["visits", "paid"]}, extra_columns=(whole, spiked)))
+    _, visits, paid = schema.people.derived_columns(schema.columns)
+    assert visits.values == ("0-2", "3-4", "5-10")
+    assert paid.values[0] == "0" and paid.values[-1] == "[10, 100]" and len(set(paid.values)) == 3
+
+
 @pytest.mark.parametrize("people, unit, extra, message", [
     ({**PEOPLE, "id": "other_id"}, None, (), "people: id 'other_id' must be the privacy id"),
     (PEOPLE, {}, (), r"people: id 'customer_id' must be the privacy id .* no privacy unit .* declare privacy_unit"),
     ({**PEOPLE, "person_columns": ["segment", "zip"]}, None, (), "person column 'zip' is not a column the schema"),
     ({**PEOPLE, "person_columns": ["segment", "segment"]}, None, (), "person_columns lists 'segment' twice"),
     ({**PEOPLE, "summaries": ["region"]}, None, (), "'region' is listed as a person column and as a summary"),
-    ({**PEOPLE, "summaries": ["amount"]}, None, (), "summary 'amount' is not a categorical column"),
+    ({**PEOPLE, "summaries": ["seen"]}, None, (SEEN,), "summary 'seen' is a date column; a summary is a categorical"),
     ({**PEOPLE, "summaries": ["nope"]}, None, (), "summary 'nope' is not a column the schema declares"),
     ({**PEOPLE, "max_rows_per_person": 2}, None, (), r"max_rows_per_person \(M = 2\) must be >= .* \(K = 3\)"),
     ({**PEOPLE, "max_rows_per_person": 2.5}, None, (), "max_rows_per_person must be a whole number"),
