@@ -69,8 +69,8 @@ def synthesize_people(spark: SparkSession, model: PeopleModel, persons_output: s
 
 def people_columns(schema: Schema) -> PeopleColumns | None:
     """What the people metrics read of ``schema``'s rows: the key, the person columns, the categorical row
-    columns, the first numerical row column as the amount, the first summary (else categorical row column)
-    as the one-value column and the last categorical row column as the distinct-values one; None when the
+    columns, the first numerical row column as the amount, the first categorical summary (else categorical row
+    column) as the one-value column and the last categorical row column as the distinct-values one; None when the
     schema has no categorical or no numerical row column."""
     spec = schema.people
     assert spec is not None
@@ -80,7 +80,8 @@ def people_columns(schema: Schema) -> PeopleColumns | None:
     if not categorical or not numerical:
         return None
     return PeopleColumns(key=spec.id, person=tuple(spec.person_columns), row=tuple(categorical), amount=numerical[0],
-                         one_value=(spec.summaries or categorical)[0], distinct=categorical[-1],
+                         one_value=[*(c for c in spec.summaries if c in categorical), *categorical][0],
+                         distinct=categorical[-1],
                          max_rows=spec.max_rows_per_person)
 
 

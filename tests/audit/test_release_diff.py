@@ -21,6 +21,7 @@ import pytest
 from tests.audit import entry_points as E
 from tests.audit.release_diff import handed_on, leaks
 from tests.people_tables import PARENT_CHILD, people_doc
+from tests.people_tables import PEOPLE as PEOPLE_SECTION
 
 
 class EntryPoint(NamedTuple):
@@ -52,7 +53,8 @@ ENTRY_POINTS = {
     "run, measure, synthesize, sample": EntryPoint(E.run_steps, E.row_table, ROWS),
     "infer-schema --epsilon": EntryPoint(E.draft, E.row_table, ROWS),
     "run --privacy-id": EntryPoint(E.person_run, E.person_table, PEOPLE, unit=E.PERSON),
-    "run --persons-output (people)": EntryPoint(E.people_run, E.keyed, KEYED, unit=E.KEY, schema=people_doc()),
+    "run --persons-output (people)": EntryPoint(E.people_run, E.keyed, KEYED, unit=E.KEY, schema=people_doc(
+        {**PEOPLE_SECTION, "summaries": ["channel", "amount"]})),  # a categorical and a numerical summary
     "run --parents (people, parent-child)": EntryPoint(E.parent_child_run, E.keyed, KEYED, unit=E.KEY,
                                                         schema=people_doc(PARENT_CHILD)),
     "measure --people-split, synthesize, evaluate (people)": EntryPoint(E.people_steps, E.keyed, KEYED, unit=E.KEY,

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from privsyn_spark.cli.people_steps import people_columns
 from privsyn_spark.errors import EXIT_USAGE
 from privsyn_spark.people_model import load_people
+from privsyn_spark.schema.schema import parse_schema
 from tests.command_line.test_bad_input import one_error_line
 from tests.command_line.test_people_cli import cli
-from tests.people_tables import keyed_table, people_doc
+from tests.people_tables import PEOPLE, keyed_table, people_doc
 
 
 def _step(step: str, tmp_path: Path, *extra: str) -> list[str]:
@@ -76,3 +78,9 @@ def test_measure_synthesize_evaluate_of_a_people_schema(spark, tmp_path):
     meta = spark.sql(f"DESCRIBE DETAIL delta.`{tmp_path / 'rows2'}`").first().properties
     assert (meta["privsyn.mode"], meta["privsyn.resampled_from"]) == ("resample", "steps")
     assert len(dataset_state(spark, str(tmp_path / "ledger"), "orders").reservations) == 1  # nothing charged
+
+
+def test_the_report_shares_one_value_of_the_first_categorical_summary():
+    for summaries, one_value in ((["amount", "channel"], "channel"), (["amount"], "channel"), ([], "channel")):
+        columns = people_columns(parse_schema(people_doc({**PEOPLE, "summaries": summaries})))
+        assert columns is not None and (columns.one_value, columns.amount) == (one_value, "amount"), summaries
