@@ -3,6 +3,8 @@ synthetic parent-level 1-way marginal stays within a TVD bound of the real one."
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -32,9 +34,12 @@ def test_rare_leaves_merge_to_their_parent_and_the_parent_marginal_survives(spar
     model = PrivSyn(SCHEMA, epsilon=0.5, no_ledger=True, runs_dir=str(tmp_path), run_id="h").fit(
         spark.createDataFrame(frame))
     value_map = np.asarray(model.measurements.value_maps["code"])[:len(LEAVES)]
-    e_leaves = value_map[-25:]
-    assert len(set(e_leaves)) == 1  # E's leaves (about 5 rows each) are one merged value
-    assert not set(e_leaves) & set(value_map[:-25])  # of E's alone: not one global `other`
+    merged, leaves = Counter(value_map[-25:].tolist()).most_common(1)[0]
+    # E's leaves (1-9 rows each) are one merged value; a leaf keeps a code of its own when its noise passes
+    # theta = 3 sigma less its count (sigma 16.7: at most 0.7 % a leaf, about one run in ten for one of 25);
+    # 6 of 25 at once: below 1e-7
+    assert leaves >= 20
+    assert merged not in value_map[:-25]  # of E's alone: not one global `other`
     synthetic = model.sample(N, seed=1).toPandas()
     real, synth = parent_shares(frame["code"]), parent_shares(synthetic["code"].dropna())
     assert 0.5 * np.abs(real - synth).sum() < 0.05
