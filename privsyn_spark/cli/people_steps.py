@@ -17,6 +17,7 @@ from privsyn_spark.config import OutputConfig
 from privsyn_spark.errors import UsageError
 from privsyn_spark.evaluate.people_metrics import PeopleColumns, people_metrics
 from privsyn_spark.people_model import PeopleModel, write_people
+from privsyn_spark.progress import Progress
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.input_table import read_table
 from privsyn_spark.runtime.locations import is_path
@@ -57,7 +58,9 @@ def synthesize_people(spark: SparkSession, model: PeopleModel, persons_output: s
     to ``persons_output`` and ``output``; returns the two Delta versions (the rows' is the run's
     ``output_version``)."""
     found = model.estimate().sample_people(people, seed, spark)
-    persons, rows = write_people(found, persons_output, output, provenance=model, mode=mode)
+    with Progress(model.rows.settings.progress).phase("synthesize: dealing the persons their rows, writing both "
+                                                      "tables"):
+        persons, rows = write_people(found, persons_output, output, provenance=model, mode=mode)
     model.record.output_version = rows
     folder = model.rows.run_folder
     if folder is not None:  # the state for the evaluate step's report (operators only); release/: may be handed on

@@ -58,13 +58,16 @@ def measure_people(persons: Callable[[], PackedCodes], rows: Callable[[], Packed
             max_cells=max_cells, log_exact_counts=log_exact_counts, unit=part_unit, progress=progress,
             accountant=accountant.part(f"{part}/", rhos[part]))
 
-    person_codes = persons()  # the person job fills the degree observation
+    with progress.phase("measure: reading the keyed input once and encoding its person table"):
+        person_codes = persons()  # the person job fills the degree observation
     counts = degree_counts()
     measured_persons = measured(person_codes, "persons", schema_hashes[0], PrivacyUnit())  # a person: one row
     noisy, sigma = gaussian_mechanism(counts, rhos["degrees"], accountant=accountant, sampler=sampler,
                                       name="degrees", sensitivity=degree_sensitivity(), privacy_unit=unit.name,
                                       max_rows_per_id=unit.bound)
-    measured_rows = measured(rows(), "rows", schema_hashes[1], unit)
+    with progress.phase("measure: encoding the row table (K rows per person)"):
+        row_codes = rows()
+    measured_rows = measured(row_codes, "rows", schema_hashes[1], unit)
     if not accountant.is_exhausted():  # every part spends its whole share
         raise RuntimeError(f"people release spent rho={accountant.spent} of {budget.rho}")
     return dataclasses.replace(measured_rows, persons=measured_persons, ledger=accountant.ledger, rho=budget.rho,

@@ -39,6 +39,10 @@ def written_people(spark: Any, folder: Path, result: Any, people: int) -> tuple[
     assert result.returncode == 0, result.stderr[-3000:]
     assert "wrote synthetic persons to" in result.stdout
     assert "REALID" not in result.stdout + result.stderr
+    for phase in ("measure: reading the keyed input once and encoding its person table: done in",
+                  "measure: encoding the row table (K rows per person): done in",
+                  "synthesize: dealing the persons their rows, writing both tables: done in"):
+        assert phase in result.stderr  # progress on the long steps
     persons = spark.read.format("delta").load(str(folder / "persons")).toPandas()  # synthetic tables
     rows = spark.read.format("delta").load(str(folder / "rows")).toPandas()
     assert len(persons) == people and set(rows.customer_id) <= set(persons.customer_id)
