@@ -27,6 +27,9 @@ NOISY = [re.compile(p) for p in (
     r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/(noisy_total|domain|marginals|selected_pairs)\b",
     r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/policy_checks/[^/]+/noisy$",
     r"^(release/)?measurements/measurements\.npz/(persons/)?__sha256__$",  # the checksum of its (noisy) entries
+    # its ledger of releases: public parameters, one entry per marginal the noisy selection kept (a people run's
+    # row model is bounded to K random rows per person, so D and a neighbour can select differently)
+    r"^(release/)?measurements/measurements\.npz/(persons/)?__meta__/ledger/",
     r"^(release/)?measurements/measurements\.npz/degrees$",
     # the consistent targets and the fitted model: post-processing of the measurements
     r"^(release/)?targets/",
@@ -46,7 +49,8 @@ NOISY = [re.compile(p) for p in (
 """Paths whose values are noisy or computed from noisy values only."""
 
 NOISY_LOG = [re.compile(p) for p in (
-    r"rare-value merging: ", r"DenseMarg selected ", r"measured \d+ marginals", r"sharded GUM",
+    r"rare-value merging: ", r"DenseMarg selected ", r"measured \d+ marginals", r"counted \d+ marginals",
+    r"sharded GUM",
     r"mirror descent", r"junction tree: ", r"consistent targets", r"targets from ", r"GUM round",
     r"synthetic rows", r"records in \d+ shards", r"wrote \d+ rows", r"released \d+ noisy",
     r"the noise of the 1-way marginals .* exceeds", r"noisy share of rows outside it",
