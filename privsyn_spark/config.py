@@ -9,7 +9,7 @@ checked object, the one the CLI's run configuration holds. The API takes them as
 ``--config file.yaml`` (sections named like the fields), then lets its flags override single fields
 (``--gum-rounds 5`` sets ``sharding.gum_rounds``)::
 
-    budget_split: {one_way: 0.5, indif: 0.05, selected: 0.45}
+    budget_split: {one_way: 0.5, indif: 0.05}      # selected: the rest (default: the 1-way share by width)
     selection: {gamma: 2000000, max_pairs: 40, model_cells: 5.0e6}
     estimation: {estimator: auto}
     gum: {alpha_0: 0.5}
@@ -61,8 +61,9 @@ from privsyn_spark.document_file import read_document
 from privsyn_spark.errors import UsageError
 from privsyn_spark.estimate.targets import EstimationConfig
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
-from privsyn_spark.privacy.accounting import BudgetSplit, RunBudget
+from privsyn_spark.privacy.accounting import RunBudget
 from privsyn_spark.privacy.bound_choice import implausible_bound
+from privsyn_spark.privacy.budget_split import BudgetSplit
 from privsyn_spark.privacy.people import PeopleSplit
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.progress import ProgressConfig

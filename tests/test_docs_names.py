@@ -146,7 +146,7 @@ def test_the_checks_catch_what_does_not_exist(tmp_path):
     page = ("`privsyn_spark.api.PrivSyn` `privsyn_spark.nothing_here` `--py-files privsyn_spark.zip`\n"
             "    privsyn-spark budget set --ledger L \\\n        --no-such-flag 1\n"
             "`privsyn-spark run --epsilon 1` `--ledger L --made-up` `privsyn-spark frobnicate` `sample --epsilon 1`\n"
-            "`privacy/accounting.py::one_way_rhos` `privacy/accounting.py::gone` `bench/nope.py`\n")
+            "`privacy/budget_split.py::one_way_rhos` `privacy/accounting.py::gone` `bench/nope.py`\n")
     assert dotted_names(page) == {"privsyn_spark.api.PrivSyn", "privsyn_spark.nothing_here"}
     with pytest.raises((ImportError, AttributeError)):
         resolve("privsyn_spark.nothing_here")

@@ -1,4 +1,4 @@
-"""zCDP accounting: (epsilon, delta) <-> rho conversion, the run's accountant, the budget split.
+"""zCDP accounting: (epsilon, delta) <-> rho conversion and the run's accountant (the split: budget_split.py).
 
 Neighbouring datasets differ by adding or removing one record (unbounded DP), so the row count is
 private too. Every release of the run goes through one ``Accountant``, which refuses a release that
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from privsyn_spark.errors import BudgetRefused, UsageError
+from privsyn_spark.errors import BudgetRefused
 
 logger = logging.getLogger(__name__)
 
@@ -143,48 +143,6 @@ class RunBudget:
         return cls(*resolve_budget(epsilon, delta, rho))
 
 
-ONE_WAY_ALLOCATIONS = ("weighted", "uniform")
-"""How ``BudgetSplit.one_way`` is shared over the attributes' 1-way marginals (:func:`one_way_rhos`)."""
-
-
-@dataclass(frozen=True)
-class BudgetSplit:
-    """Fractions of the run's rho per PrivSyn step.
-
-    Default 0.50 / 0.05 / 0.45 (with PrivSyn's 10 %, then 35 %, the 1-way marginals were
-    noisier than AIM's at epsilon 0.5; from 35 % to 50 % the fitted 1-ways gain 10-12 % and the 2-ways
-    move by under 1 % on the generated table, 5 % on Adult: the 2-way error there is mostly the model's,
-    not the pairs' noise; docs/fidelity.md has the bench). PrivSyn Algorithm 3's split is
-    :data:`PRIVSYN_SPLIT` (``budget_split: {one_way: 0.1, indif: 0.1, selected: 0.8, one_way_allocation:
-    uniform}``). ``one_way_allocation`` shares the 1-way rho over the attributes (:func:`one_way_rhos`):
-    ``weighted`` by their cells^(2/3), ``uniform`` evenly (PrivSyn's).
-    """
-
-    one_way: float = 0.50   # noisy 1-way marginals (rare-value merging, decoding, and the model's 1-ways)
-    indif: float = 0.05     # noisy InDif scores for DenseMarg
-    selected: float = 0.45  # the selected / combined marginals
-    policy_checks: float = 0.05  # taken first, only when the schema has `fail` policies (privacy/policy_checks.py)
-    one_way_allocation: str = "weighted"  # the 1-way share over the attributes: by cells^(2/3), or "uniform" (PrivSyn)
-
-    def __post_init__(self) -> None:
-        if self.one_way_allocation not in ONE_WAY_ALLOCATIONS:
-            raise UsageError(f"BudgetSplit: one_way_allocation must be one of {ONE_WAY_ALLOCATIONS}, "
-                             f"got {self.one_way_allocation!r}")
-        if not 0 < self.policy_checks < 1:
-            raise UsageError(f"BudgetSplit: policy_checks must be in (0, 1), got {self.policy_checks}")
-        parts = (self.one_way, self.indif, self.selected)
-        if any(p < 0 for p in parts):
-            raise UsageError(f"BudgetSplit: fractions must be >= 0, got {parts}")
-        if self.one_way <= 0:
-            raise UsageError("BudgetSplit: one_way must be > 0 (the 1-way marginals are always released)")
-        if abs(sum(parts) - 1.0) > 1e-9:
-            raise UsageError(f"BudgetSplit: fractions must sum to 1, got {sum(parts)}")
-
-
-PRIVSYN_SPLIT = BudgetSplit(0.1, 0.1, 0.8, one_way_allocation="uniform")
-"""The paper's split and 1-way allocation (PrivSyn Algorithm 3)."""
-
-
 class Accountant:
     """The run's zCDP ledger: registers every release and refuses one that would overspend."""
 
@@ -269,42 +227,3 @@ class _Part(Accountant):
     def register(self, name: str, rho: float, sensitivity: float, sigma: float, **details: object) -> dict:
         super().register(name, rho, sensitivity, sigma, **details)  # the share's own limit first
         return self.parent.register(self.prefix + name, rho, sensitivity, sigma, **details)
-
-
-def split_rho(total_rho: float, split: BudgetSplit, attributes: int,
-              policy_checks: int = 0) -> tuple[float, float, float, float]:
-    """``(one_way, indif, selected, checks)`` rho of a run: ``split.policy_checks`` of it first to the
-    ``fail`` policies' noisy checks when there are any, the rest by ``split`` (PrivSyn Algorithm 3), with
-    the edge cases of :mod:`privsyn_spark.release.measure_privately` (one attribute; nothing selected)."""
-    checks = split.policy_checks * total_rho if policy_checks else 0.0
-    rest = total_rho - checks
-    one_way, indif, selected = split.one_way * rest, split.indif * rest, split.selected * rest
-    if attributes == 1:
-        one_way, indif, selected = rest, 0.0, 0.0
-    elif selected == 0.0:
-        one_way, indif = one_way + indif, 0.0
-    return one_way, indif, selected, checks
-
-
-def one_way_rhos(rho_one_way: float, cells: Sequence[int], allocation: str = "weighted") -> list[float]:
-    """The rho of each attribute's noisy 1-way marginal, in ``cells`` order; they sum to ``rho_one_way``.
-
-    ``uniform``: ``rho_one_way / d`` each (PrivSyn Algorithm 3). ``weighted``: rho_a = rho c_a^(2/3) / sum_b
-    c_b^(2/3), which minimises the summed expected L1 noise sum_a c_a sigma_a (sigma_a = Delta / sqrt(2 rho_a))
-    under sum_a rho_a = rho (Lagrange; PrivSyn Eq. 1 applied to the 1-way marginals). Depends only on the
-    public domain sizes. The last attribute takes the float remainder.
-    """
-    if allocation not in ONE_WAY_ALLOCATIONS:
-        raise ValueError(f"one_way_rhos: allocation must be one of {ONE_WAY_ALLOCATIONS}, got {allocation!r}")
-    d = len(cells)
-    if d == 0:
-        return []
-    if not rho_one_way > 0 or any(int(c) < 1 for c in cells):
-        raise ValueError(f"one_way_rhos: rho must be > 0 and every attribute have >= 1 cell, got {rho_one_way}, "
-                         f"{list(cells)}")
-    if allocation == "uniform":
-        return [rho_one_way / d] * d
-    weights = [float(c) ** (2.0 / 3.0) for c in cells]
-    total = math.fsum(weights)
-    rhos = [rho_one_way * w / total for w in weights[:-1]]
-    return rhos + [rho_one_way - math.fsum(rhos)]  # the float remainder: the shares sum to rho within an ulp

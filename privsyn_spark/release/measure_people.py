@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from privsyn_spark.measure.engine import DEFAULT_MAX_CELLS
 from privsyn_spark.measure.packing import PackedCodes
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget
+from privsyn_spark.privacy.accounting import Accountant, RunBudget
+from privsyn_spark.privacy.budget_split import BudgetSplit
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal
 from privsyn_spark.privacy.noise import NoiseSampler, gaussian_mechanism
 from privsyn_spark.privacy.people import PeopleSplit, degree_sensitivity

@@ -2,9 +2,10 @@
 
 Steps, all through one ``Accountant``:
 1. noisy 1-way marginals on the original domain (``split.one_way`` rho, shared over the attributes by
-   ``split.one_way_allocation``: by cells^(2/3), ``privacy.accounting.one_way_rhos``, or evenly);
+   ``split.one_way_allocation``: by cells^(2/3), ``privacy.budget_split.one_way_rhos``, or evenly);
 2. rare-value merging on them (post-processing, theta = 3 sigma of each attribute) -> merged domain and value maps;
-3. noisy InDif of all d(d-1)/2 pairs (``split.indif`` rho, PrivSyn Theorem 5);
+3. noisy InDif of all d(d-1)/2 pairs (``split.indif`` rho, PrivSyn Theorem 5), each then replaced by its
+   empirical-Bayes posterior mean (``select/indif_shrinkage.py``; ``SelectionConfig.shrink_indif``);
 4. DenseMarg selection on the merged cell counts (PrivSyn Algorithm 1), bounded so that the junction
    tree of the measured cliques keeps at most ``SelectionConfig.model_cells`` cells (Private-PGM can
    always run), and combining (Algorithm 2);
@@ -33,7 +34,8 @@ from itertools import combinations
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget, one_way_rhos, resolve_budget, split_rho
+from privsyn_spark.privacy.accounting import Accountant, RunBudget, resolve_budget
+from privsyn_spark.privacy.budget_split import BudgetSplit, one_way_rhos, split_rho
 from privsyn_spark.privacy.measurements import Measurements, NoisyMarginal, weighted_total
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.policy_checks import release_policy_checks
@@ -41,7 +43,8 @@ from privsyn_spark.privacy.rare_values import merge_rare_values
 from privsyn_spark.privacy.unit import PrivacyUnit, count_sensitivity
 from privsyn_spark.select.combine import combine_marginals
 from privsyn_spark.select.densemarg import allocate_rho, dense_marg
-from privsyn_spark.select.noisy_indif import release_noisy_indif
+from privsyn_spark.select.indif_shrinkage import shrink_scores
+from privsyn_spark.select.noisy_indif import indif_noise_scale, release_noisy_indif
 from privsyn_spark.select.selection_config import SelectionConfig
 
 logger = logging.getLogger(__name__)
@@ -130,6 +133,9 @@ def measure_privately(one_way_counts: Mapping[tuple[str, ...] | str, np.ndarray]
         noisy_indif = release_noisy_indif(exact_indif, pairs, rho_indif, accountant=accountant, sampler=sampler,
                                           scale=selection.indif_scale, bound=unit.bound, **unit_record)
         cells: dict[tuple[str, ...], int] = {p: mdomain.cells(p) for p in pairs}
+        if selection.shrink_indif:  # the winner's curse of selecting on noisy scores (select/indif_shrinkage.py)
+            noisy_indif = shrink_scores(noisy_indif, indif_noise_scale(len(pairs), rho_indif, selection.indif_scale,
+                                                                       unit.bound))
         selected = dense_marg(noisy_indif, cells, rho_selected, selection.min_improvement,
                               selection.max_pairs, domain=mdomain, model_cells=selection.model_cells).pairs
         final = (combine_marginals(mdomain, selected, selection.gamma, selection.combine_max_steps)

@@ -20,7 +20,8 @@ from privsyn_spark.measure.engine import (
 )
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.measure.packing import PackedCodes
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, RunBudget
+from privsyn_spark.privacy.accounting import Accountant, RunBudget
+from privsyn_spark.privacy.budget_split import BudgetSplit
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import NoiseSampler
 from privsyn_spark.privacy.unit import PrivacyUnit

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from privsyn_spark.config import Settings
 from privsyn_spark.measure.engine import first_pass_cells
-from privsyn_spark.privacy.accounting import RunBudget, one_way_rhos, split_rho
+from privsyn_spark.privacy.accounting import RunBudget
+from privsyn_spark.privacy.budget_split import one_way_rhos, split_rho
 from privsyn_spark.privacy.noise import gaussian_sigma
 from privsyn_spark.privacy.people import degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import count_sensitivity
@@ -51,10 +52,13 @@ class Plan:
     max_rows_per_id: int = 1
     people: tuple[tuple[str, float, float, float, float, float], ...] = ()
     """A people run's parts: (name, share of rho, rho, L2 sensitivity, smallest and largest sigma of its releases)."""
+    one_way_share: str = ""
+    """The 1-way share and where it comes from, e.g. "share 0.5, by width: 13 columns" (privacy/budget_split.py)."""
 
     def __str__(self) -> str:
         lines = [f"budget: epsilon={self.epsilon:g} delta={self.delta:g} -> rho={self.rho:.6g} (zCDP)",
-                 f"split: one-way {self.rho_one_way:.6g}, InDif {self.rho_indif:.6g}, selected {self.rho_selected:.6g}",
+                 f"split: one-way {self.rho_one_way:.6g}" + (f" ({self.one_way_share})" if self.one_way_share else "")
+                 + f", InDif {self.rho_indif:.6g}, selected {self.rho_selected:.6g}",
                  f"ledger: {self.ledger or 'none (nothing limits or records what this dataset spends)'}"
                  + (f", dataset {self.dataset_id}" if self.dataset_id else ""),
                  f"{'release':<32} {'rho':>12} {'sigma':>10} {'cells':>10}"]
@@ -98,8 +102,12 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
         releases.append(("indif (all pairs; InDif scale)", indif,
                          indif_noise_scale(pairs, indif, settings.selection.indif_scale, unit.bound), pairs))
     first = first_pass_cells(domain)
+    share = (f"share {settings.split.fractions(d)[0]:.3g}, "
+             + (f"by width: {d} columns" if settings.split.one_way is None and settings.split.selected is None
+                else "as configured"))
     return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
-                first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound)
+                first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound,
+                one_way_share=share)
 
 
 def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells: int,

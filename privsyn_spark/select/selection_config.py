@@ -20,6 +20,8 @@ class SelectionConfig:
                                           # Private-PGM the pairs on their own fit better (docs/fidelity.md)
     theta_sigmas: float = THETA_SIGMAS    # rare-value threshold theta = theta_sigmas * sigma(1-way)
     indif_scale: int = 100                # InDif is released as round(k * InDif) + integer noise
+    shrink_indif: bool = True             # DenseMarg reads each noisy InDif's empirical-Bayes posterior mean
+                                          # (select/indif_shrinkage.py); False: the released scores (the paper)
     min_improvement: float = 0.0          # DenseMarg stops when the error falls by no more than this
     max_pairs: int | None = None          # optional cap on the number of selected pairs
     combine_max_steps: int = 2_000_000    # search-step cap for combining (pathological graphs only)

@@ -30,8 +30,15 @@ def test_plan_command_prints_the_split_without_spark(tmp_path):
     assert "pyspark imported: False" in done.stdout
     expected = PrivSyn(SAMPLE_SCHEMA, 2.0, no_ledger=True,
                        settings=Settings(split=BudgetSplit(0.2, 0.1, 0.7))).plan()
-    assert f"one-way {expected.rho_one_way:.6g}" in done.stdout
+    assert f"one-way {expected.rho_one_way:.6g} (share 0.2, as configured)" in done.stdout
     assert expected.rho_one_way == pytest.approx(0.2 * expected.rho)
+
+
+def test_the_plan_says_the_default_one_way_share_follows_the_width():
+    plan = PrivSyn(SAMPLE_SCHEMA, 1.0, no_ledger=True).plan()
+    columns = len(plan.attribute_cells)
+    assert f"one-way {plan.rho_one_way:.6g} (share 0.5, by width: {columns} columns)" in str(plan)
+    assert plan.rho_one_way == pytest.approx(BudgetSplit().fractions(columns)[0] * plan.rho)
 
 
 def test_config_file_reaches_the_run_config(tmp_path):
@@ -50,7 +57,7 @@ def test_config_file_reaches_the_run_config(tmp_path):
     assert (overridden.selection.model_cells, overridden.estimation.estimator) == (None, "pgm")
     assert overridden.selection.max_pairs == 3
     assert settings.gum.alpha_0 == 0.25 and settings.split == BudgetSplit()
-    config.write_text("budget_split: {one_way: 0.6}\n")  # with the other defaults, does not sum to 1
+    config.write_text("budget_split: {one_way: 0.6, selected: 0.6}\n")  # with InDif's 0.05: not 1
     with pytest.raises(UsageError, match="budget_split"):
         config_from_args(args)
 
@@ -113,7 +120,7 @@ def test_gum_settings_sharded_gum_does_not_read_are_refused(tmp_path):
 
 
 def test_plan_shows_each_attributes_one_way_rho_and_sigma_as_the_release_shares_them():
-    from privsyn_spark.privacy.accounting import one_way_rhos
+    from privsyn_spark.privacy.budget_split import one_way_rhos
     from privsyn_spark.privacy.noise import gaussian_sigma
 
     for allocation in ("weighted", "uniform"):

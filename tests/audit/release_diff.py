@@ -56,7 +56,7 @@ NOISY_LOG = [re.compile(p) for p in (
     r"the noise of the 1-way marginals .* exceeds", r"noisy share of rows outside it",
     r"fall outside the drafted range",
 )]
-"""Log lines whose numbers are noisy or computed from noisy values (their numbers are masked)."""
+"""Log lines whose numbers are noisy or computed from noisy values (their numbers and clique names are masked)."""
 PROCESS_LOG = re.compile(r"preflight: the session's Python workers import")
 """Log lines of the process, not of the run: the session's preflight is logged by its first run only."""
 
@@ -65,6 +65,7 @@ _TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d )[\d:,.]+ ")  # P
 _DURATION = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|min)\b|\(\d+(\.\d+)?s\)|\d+(\.\d+)?s\b")
 _HEX_ID = re.compile(r"\b[0-9a-f]{32}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
+_CLIQUE = re.compile(r"\('[^']*'(, '[^']*')*,?\)")  # a clique's attribute names, e.g. ('segment', 'amount')
 MASKED_KEYS = {"timestamp", "recorded_at", "createdTime", "modificationTime", "txnId", "attempt", "id", "path",
                "seconds", "estimation_seconds", "estimation_cpu_seconds", "timings"}
 """Keys whose values are times, random ids or file names: not data, different in every run."""
@@ -133,8 +134,8 @@ def normalise_text(text: str, masks: Mapping[str, str]) -> list[str]:
         for old, new in masks.items():
             line = line.replace(old, new)
         line = _HEX_ID.sub("<id>", _DURATION.sub("<time>", _TIMESTAMP.sub("", line)))
-        if any(p.search(line) for p in NOISY_LOG):
-            line = _NUMBER.sub("<noisy>", line)
+        if any(p.search(line) for p in NOISY_LOG):  # a clique named there follows the noisy selection too
+            line = _NUMBER.sub("<noisy>", _CLIQUE.sub("<noisy>", line))
         if line.strip() and not PROCESS_LOG.search(line):
             lines.append(line)
     return sorted(set(lines))  # how often a noisy line repeats (GUM's rounds) is noisy too

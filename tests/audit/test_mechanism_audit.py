@@ -13,8 +13,9 @@ import pytest
 from privsyn_spark.domain import Domain
 from privsyn_spark.measure.indif_scores import indif_scores
 from privsyn_spark.privacy import discovery, noise
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, gaussian_sigma
+from privsyn_spark.privacy.accounting import Accountant, gaussian_sigma
 from privsyn_spark.privacy.bound_choice import propose_bound, rows_per_id_grid
+from privsyn_spark.privacy.budget_split import BudgetSplit
 from privsyn_spark.privacy.noise import NoiseSampler, SecureDiscreteGaussian, gaussian_mechanism
 from privsyn_spark.privacy.people import PeopleSplit, degree_sensitivity, person_sensitivity, row_sensitivity
 from privsyn_spark.privacy.unit import PrivacyUnit

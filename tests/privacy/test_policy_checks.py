@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from privsyn_spark.errors import BadInputData
-from privsyn_spark.privacy.accounting import Accountant, BudgetSplit, split_rho
+from privsyn_spark.privacy.accounting import Accountant
+from privsyn_spark.privacy.budget_split import BudgetSplit, split_rho
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.policy_checks import FAIL_SIGMAS, check_policies, failed_checks, release_policy_checks
@@ -36,7 +37,7 @@ def test_checks_take_their_share_first_and_the_run_still_spends_its_rho_exactly(
 
 def test_without_fail_policies_nothing_changes():
     s = BudgetSplit()
-    assert split_rho(1.0, s, 5, 0) == (s.one_way, s.indif, s.selected, 0.0)
+    assert split_rho(1.0, s, 5, 0) == (*s.fractions(5), 0.0)
     one_way, indif, selected, checks = split_rho(1.0, BudgetSplit(), 5, 2)
     assert checks == pytest.approx(0.05) and one_way + indif + selected + checks == pytest.approx(1.0)
 

@@ -9,17 +9,15 @@ import pytest
 from scipy.stats import norm
 
 from privsyn_spark.privacy.accounting import (
-    PRIVSYN_SPLIT,
     Accountant,
     BudgetExceededError,
-    BudgetSplit,
     cdp_delta,
     eps_from_rho,
     gaussian_rho,
     gaussian_sigma,
-    one_way_rhos,
     rho_from_eps_delta,
 )
+from privsyn_spark.privacy.budget_split import PRIVSYN_SPLIT, BudgetSplit, one_way_rhos
 
 # Dense grid over the Renyi order alpha, independent of the bisection in the module.
 ALPHAS = 1.0 + np.logspace(-7, 6, 100_001)
@@ -138,7 +136,15 @@ def test_accountant_float_tolerance_and_cannot_be_fooled():
 
 def test_budget_split_defaults_and_validation():
     split = BudgetSplit()
-    assert (split.one_way, split.indif, split.selected) == (0.50, 0.05, 0.45)
+    assert (split.one_way, split.indif, split.selected) == (None, 0.05, None)  # the 1-way share by width
+    assert split.fractions(15) == split.fractions(32) == pytest.approx((0.50, 0.05, 0.45))
+    assert split.fractions(97) == split.fractions(300) == pytest.approx((0.35, 0.05, 0.60))
+    shares = [split.fractions(d)[0] for d in range(32, 97)]
+    assert all(a > b for a, b in zip(shares, shares[1:]))  # falling with the width between
+    assert split.fractions(55)[0] == pytest.approx(0.50 - 0.15 * math.log(55 / 32) / math.log(3))
+    assert BudgetSplit(one_way=0.3).fractions(97) == pytest.approx((0.3, 0.05, 0.65))  # the rest: selected
+    assert BudgetSplit(selected=0.7).fractions(15) == pytest.approx((0.25, 0.05, 0.7))  # the rest: one_way
+    assert BudgetSplit(one_way=0.95).fractions(5) == (0.95, 0.05, 0.0)
     assert (PRIVSYN_SPLIT.one_way, PRIVSYN_SPLIT.indif, PRIVSYN_SPLIT.selected) == (0.1, 0.1, 0.8)
     assert PRIVSYN_SPLIT.one_way_allocation == "uniform"
     BudgetSplit(0.2, 0.2, 0.6)
@@ -148,6 +154,12 @@ def test_budget_split_defaults_and_validation():
         BudgetSplit(0.0, 0.2, 0.8)
     with pytest.raises(ValueError):
         BudgetSplit(0.5, -0.1, 0.6)
+    with pytest.raises(ValueError, match="sum to 1"):
+        BudgetSplit(one_way=0.6, selected=0.6)
+    with pytest.raises(ValueError, match="one_way must be > 0"):
+        BudgetSplit(selected=0.95)
+    with pytest.raises(ValueError, match="leaves nothing"):
+        BudgetSplit(indif=0.5)
 
 
 CELLS = [2, 16, 5, 43, 3, 9, 17]

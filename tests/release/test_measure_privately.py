@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.privacy.accounting import BudgetSplit, rho_from_eps_delta
+from privsyn_spark.privacy.accounting import rho_from_eps_delta
+from privsyn_spark.privacy.budget_split import BudgetSplit
 from privsyn_spark.privacy.measurements import Measurements, weighted_total
 from privsyn_spark.privacy.noise import SeededSamplerForTestsOnly
 from privsyn_spark.privacy.rare_values import merge_rare_values
@@ -51,9 +52,9 @@ def test_total_registered_rho_equals_budget(dependent_table):
     names = [e["name"] for e in m.ledger]
     assert names[:10] == [f"one_way:a{i}" for i in range(10)] and names[10] == "indif"
     split = {k: sum(e["rho"] for e in m.ledger if e["name"].startswith(k)) for k in ("one_way", "indif", "marginal")}
-    default = BudgetSplit()
-    assert split == pytest.approx({"one_way": default.one_way * m.rho, "indif": default.indif * m.rho,
-                                   "marginal": default.selected * m.rho})
+    one_way, indif, selected = BudgetSplit().fractions(10)  # 10 columns: the narrow tables' 1-way share
+    assert (one_way, indif, selected) == pytest.approx((0.50, 0.05, 0.45))
+    assert split == pytest.approx({"one_way": one_way * m.rho, "indif": indif * m.rho, "marginal": selected * m.rho})
     assert {e["noise_source"] for e in m.ledger} == {"SeededSamplerForTestsOnly"}
     assert abs(m.noisy_total - 50_000) < 200  # post-processed estimate, not the true count
 
@@ -222,9 +223,10 @@ def _one_way_digest(m: Measurements) -> str:
 
 def test_uniform_allocation_is_the_release_before_it_bit_for_bit(table_factory):
     # The digest was computed by the code before the per-attribute allocation (commit af1e32d, rho_one_way / d
-    # for every attribute) on this table, seed and split.
+    # for every attribute) on this table, seed and split; that code read the released InDif scores as they are.
     t = mixed_table(table_factory)
-    m = run(t, seed=7, split=BudgetSplit(0.35, 0.05, 0.60, one_way_allocation="uniform"))
+    m = run(t, seed=7, split=BudgetSplit(0.35, 0.05, 0.60, one_way_allocation="uniform"),
+            selection=SelectionConfig(shrink_indif=False))
     assert _one_way_digest(m) == "bbd9d539b612ab01615a52d4bbfe13bd1ccd00073aa72b22d448e05da33e5b88"
     # The total is a float combination of the releases: its last bit depends on the CPU's summation order.
     assert m.noisy_total == pytest.approx(19996.02296574197, rel=1e-12)
