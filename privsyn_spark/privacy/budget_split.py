@@ -2,10 +2,11 @@
 
 The 1-way share follows the table's width when it is not given (:func:`one_way_share`): the bench
 (docs/fidelity.md, "The budget split and the table's width") measured the trade between the 1-way
-marginals and the selected pairs on tables of 15 to 97 columns. On 15-30 columns a 1-way share of
-0.50 is what keeps the 1-way TVD below the better of MST and AIM at epsilon 0.5 (0.35 lost it on the
-30-column network and on 24 flags at epsilon 4); at 97 columns the 0.35 share keeps the 1-ways below
-MST's and the dependent pairs, starved there, gain 10 % over 0.50. The width is public (the schema's).
+marginals and the selected pairs on tables of 14 to 97 columns. On 14-30 columns the 0.50 share keeps the
+1-way TVD at or below the better of MST and AIM at every epsilon; 0.35 lost that on 24 flags and was
+within a run's sd of AIM on the 30-column network at epsilon 0.5. At 97 columns 0.35 keeps the 1-ways
+below MST's and the dependent pairs, starved there, gain 12-15 % over 0.50. The width is public (the
+schema's).
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ scores themselves by a Gaussian kernel of bandwidth ``BANDWIDTH`` sigma. A score
 pure-noise scores moves most of the way to the crowd's centre; a score with few others near it moves
 little. Clipped at 0 (InDif is a distance). Post-processing of the noisy scores and the public sigma.
 
-The bandwidth is the bench's choice (docs/fidelity.md, "Selecting on noisy scores"): 0.5 sigma pulls
-the crowd in by 1 - 0.25 / 1.25 = 80 %; the exact posterior mean of a fitted prior (an NPMLE) pulled
-the weak dependent pairs, within two sigmas of the crowd, in with it and lost them.
+The bandwidth is the bench's choice (docs/fidelity.md, "The budget split and the table's width"): 0.5
+sigma pulls the crowd in by 1 - 0.25 / 1.25 = 80 %. The exact posterior mean of a fitted prior (an NPMLE)
+pulled the weak dependent pairs, within two sigmas of the crowd, in with it and lost them (on the 24 flags
+at epsilon 0.5 and 1, one run each, its dependent pairs' TVD was 2-3x the kernel's).
 
 Cost: linear in the pairs. The scores are binned at ``BINS_PER_BANDWIDTH`` bins per bandwidth (each bin at
 the mean of its scores) and the kernel sums run over the occupied bins within ``KERNEL_REACH`` bandwidths.
