@@ -133,4 +133,5 @@ def plan_people(schema: Schema, budget: RunBudget, settings: Settings, max_cells
                                rho_indif=persons.rho_indif + rows.rho_indif,
                                rho_selected=persons.rho_selected + rows.rho_selected, releases=releases,
                                first_pass_cells=max(persons.first_pass_cells, rows.first_pass_cells),
-                               ledger=ledger, dataset_id=dataset_id, people=parts)
+                               ledger=ledger, dataset_id=dataset_id, people=parts,
+                               one_way_share="")  # each table's own share by its width: not one share
