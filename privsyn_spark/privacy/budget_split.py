@@ -68,9 +68,14 @@ class BudgetSplit:
         if (self.one_way is not None and self.one_way <= 0
                 or self.one_way is None and self.selected is not None and self.indif + self.selected >= 1.0):
             raise UsageError("BudgetSplit: one_way must be > 0 (the 1-way marginals are always released)")
-        if self.one_way is None and self.selected is None and self.indif + NARROW_SHARE >= 1.0:
+        if self.by_width and self.indif + NARROW_SHARE >= 1.0:
             raise UsageError(f"BudgetSplit: indif {self.indif} leaves nothing for the selected marginals beside a "
                              f"1-way share by width (up to {NARROW_SHARE}): give one_way or selected")
+
+    @property
+    def by_width(self) -> bool:
+        """Whether the 1-way share follows the width (neither ``one_way`` nor ``selected`` given)."""
+        return self.one_way is None and self.selected is None
 
     def fractions(self, attributes: int) -> tuple[float, float, float]:
         """``(one_way, indif, selected)`` for a table of ``attributes`` columns (they sum to 1)."""

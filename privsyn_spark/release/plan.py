@@ -103,8 +103,7 @@ def plan_release(schema: Schema, budget: RunBudget, settings: Settings, max_cell
                          indif_noise_scale(pairs, indif, settings.selection.indif_scale, unit.bound), pairs))
     first = first_pass_cells(domain)
     share = (f"share {settings.split.fractions(d)[0]:.3g}, "
-             + (f"by width: {d} columns" if settings.split.one_way is None and settings.split.selected is None
-                else "as configured"))
+             + (f"by width: {d} columns" if settings.split.by_width else "as configured"))
     return Plan(epsilon, delta, rho, one_way, indif, selected, tuple(releases), {a: domain[a] for a in domain.attrs},
                 first, max_cells, settings.selection.model_cells, ledger, dataset_id, unit.name, unit.bound,
                 one_way_share=share)

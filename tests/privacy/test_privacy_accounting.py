@@ -137,6 +137,7 @@ def test_accountant_float_tolerance_and_cannot_be_fooled():
 def test_budget_split_defaults_and_validation():
     split = BudgetSplit()
     assert (split.one_way, split.indif, split.selected) == (None, 0.05, None)  # the 1-way share by width
+    assert split.by_width and not BudgetSplit(one_way=0.3).by_width and not BudgetSplit(selected=0.7).by_width
     assert split.fractions(15) == split.fractions(32) == pytest.approx((0.50, 0.05, 0.45))
     assert split.fractions(97) == split.fractions(300) == pytest.approx((0.35, 0.05, 0.60))
     shares = [split.fractions(d)[0] for d in range(32, 97)]
