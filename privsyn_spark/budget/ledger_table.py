@@ -77,9 +77,10 @@ _FIRST_COLUMNS = 12
 _CONFLICT_MARKERS = ("Concurrent", "DELTA_CONCURRENT", "MetadataChanged", "ProtocolChanged",
                      "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "already exists",
                      "FileAlreadyExists")
-_CREATING_MARKERS = ("DELTA_TABLE_NOT_FOUND",)
+_CREATING_MARKERS = ("DELTA_TABLE_NOT_FOUND", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
 """What creating a ledger meets while another writer's creation is midway (its ``_delta_log`` folder is
-there, its first commit not yet): wait for that commit."""
+there, its first commit not yet; or the commit landed between this writer's look and its own commit):
+wait for that commit."""
 
 
 class LedgerContention(RuntimeError):

@@ -68,3 +68,22 @@ def test_a_creation_midway_is_waited_for_until_the_deadline(spark, tmp_path, mon
     with pytest.raises(UsageError, match="still being created by another writer after 1 s"):
         ledger_table.ensure_ledger(spark, str(ledger), wait_seconds=1)
     assert len(calls) >= 2  # retried while it waited
+
+
+def test_a_creation_that_lands_between_a_look_and_a_commit_is_used(spark, tmp_path, monkeypatch):
+    ledger = str(tmp_path / "ledger")
+    create = ledger_table.create_if_not_exists
+    calls = []
+
+    def overtaken(spark_, location, *args):
+        calls.append(1)
+        if len(calls) == 1:  # the other writer's first commit lands after this one looked, before it committed
+            create(spark_, location, *args)
+            raise RuntimeError(f"[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ('{location}'). "
+                               f"The associated location ('{location}') is not empty and also not a Delta table.")
+        create(spark_, location, *args)
+    monkeypatch.setattr(ledger_table, "create_if_not_exists", overtaken)
+    ledger_table.ensure_ledger(spark, ledger, wait_seconds=30)
+    assert len(calls) == 1  # the retry found the winner's ledger ready and used it
+    L.set_budget(spark, ledger, "adult", 1.0, 1e-9)
+    assert L.dataset_state(spark, ledger, "adult").budget.epsilon == 1.0
