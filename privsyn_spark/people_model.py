@@ -134,10 +134,10 @@ class PeopleModel:
         total = (summed[0] if summed is not None else 0) or 0
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
         signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
-        rows, choice = deal_rows(persons, pool, signature, spec.id, int(seed))
+        rows, cached = deal_rows(persons, pool, signature, spec.id, int(seed))
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)),
-                      (persons, choice), backend_of(spark).persisted_rdds() - stored)
+                      (persons, *cached), backend_of(spark).persisted_rdds() - stored)
 
 
 def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | None:

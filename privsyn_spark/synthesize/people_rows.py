@@ -26,9 +26,10 @@ the same persons, pool and seed give the same output. Every step is a join, an a
 over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in rows and no signature
 lands whole in one task. Every join is hinted to a sort-merge join: both sides grow with the persons and
 rows, and Spark's size estimate after an aggregation can be far below the truth, so a broadcast could
-exhaust the driver's memory (it did at 10^6 persons). The back-off choice (one row per signature of the
-persons) is computed when :func:`deal_rows` is called and cached (``persist``); the rows stay lazy, and the
-caller unpersists the choice once they are written.
+exhaust the driver's memory (it did at 10^6 persons). Signatures travel as 128-bit hash keys. The pool's
+rows per signature and the back-off choice (one row per signature of the persons) are computed when
+:func:`deal_rows` is called and cached (``persist``); the rows stay lazy, and the caller unpersists the
+two once they are written.
 """
 
 from __future__ import annotations
@@ -105,11 +106,14 @@ def draw_degrees(persons: DataFrame, degree_bin_col: str, noisy_hist: np.ndarray
 
 
 def _signature(signature: Sequence[str], level: int) -> Column:
-    """The signature at back-off ``level`` (its last ``level`` columns dropped) as one string."""
+    """The signature at back-off ``level`` (its last ``level`` columns dropped) as a 128-bit key: two
+    ``xxhash64`` of its JSON text under two seeds (two signatures share a key with probability below
+    S^2 / 2^129 for S signatures), so that joins and windows shuffle 16 bytes, not the text."""
     from pyspark.sql import functions as F
 
     kept = [F.col(f"`{c}`") for c in signature[:len(signature) - level]]
-    return F.to_json(F.struct(F.lit(level).alias("__level"), *kept), {"ignoreNullFields": "false"})
+    text = F.to_json(F.struct(F.lit(level).alias("__level"), *kept), {"ignoreNullFields": "false"})
+    return F.struct(F.xxhash64(F.lit(1), text).alias("h1"), F.xxhash64(F.lit(2), text).alias("h2"))
 
 
 def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: Sequence[str]) -> DataFrame:
@@ -138,13 +142,13 @@ def _at_levels(df: DataFrame, signature: Sequence[str], levels: Sequence[int], *
         .select(*[F.col(f"`{c}`") for c in keep], "__at.__sig", "__at.__lvl")
 
 
-def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> DataFrame:
+def _backoff(persons: DataFrame, pool_sigs: DataFrame, signature: Sequence[str]) -> DataFrame:
     """Per signature of the persons (``__sig0``): the finest back-off (``__sig``, level ``__lvl``) whose pool
-    rows (``__pool``) are at least the degree of each of its persons; else the whole pool."""
+    rows (``__pool``; ``pool_sigs``: the pool's rows ``__n`` per signature) are at least the degree of each
+    of its persons; else the whole pool."""
     from pyspark.sql import functions as F
 
     levels = range(len(signature) + 1)
-    pool_sigs = pool.groupBy(*[f"`{c}`" for c in signature]).agg(F.count(F.lit(1)).alias("__n"))
     counts = _at_levels(pool_sigs, signature, levels, "__n").groupBy("__sig", "__lvl").agg(F.sum("__n").alias("__pool"))
     mine = persons.groupBy(*[f"`{c}`" for c in signature]).agg(F.max(DEGREE).alias("__d")) \
         .withColumn("__sig0", _signature(signature, 0))
@@ -155,16 +159,19 @@ def _backoff(persons: DataFrame, pool: DataFrame, signature: Sequence[str]) -> D
 
 
 def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: str,
-              seed: int) -> tuple[DataFrame, DataFrame]:
+              seed: int) -> tuple[DataFrame, tuple[DataFrame, ...]]:
     """Each person's ``degree`` rows, dealt from ``pool`` by ``signature`` with back-off (module docstring),
-    and the cached back-off choice they read: unpersist it once the rows are written.
+    and the cached frames they read (the pool's rows per signature, the back-off choice): unpersist them
+    once the rows are written.
 
     ``persons``: ``key``, the person columns, the derived ``_*`` columns and ``degree``; ``pool``: rows
     with every column of the output, the person columns and the derived columns. ``signature``: columns
     of both, the one kept longest first (``_mode_*``, the person columns, ``_degree``). Out: ``key``, then the pool's
     columns in its order without the derived ``_*`` ones, the person columns taken from the person.
     ``persons`` and ``pool`` are each read twice (once here for the back-off, once by the output's
-    action): pass materialised frames when recomputing them is costly.
+    action): pass materialised frames when recomputing them is costly. The pool's rows are numbered
+    within each chosen signature after one join with the signatures each pool signature serves (found
+    on the pool's signature counts), so a pool row is copied only to the back-off levels that use it.
     """
     from pyspark.sql import functions as F
 
@@ -174,10 +181,12 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
         raise ValueError(f"deal_rows: the pool lacks {missing}, or the persons lack the signature or {DEGREE!r}")
     if key in pool.columns:
         raise ValueError(f"deal_rows: the pool has a column {key!r}, the name of the persons' key")
-    choice = _backoff(persons, pool, signature).persist()  # one row per signature: filled by the next action
+    pool_sigs = pool.groupBy(*[f"`{c}`" for c in signature]).agg(F.count(F.lit(1)).alias("__n")).persist()
+    choice = _backoff(persons, pool_sigs, signature).persist()  # one row per signature: filled by the next action
     used = sorted(r["__lvl"] for r in choice.select("__lvl").distinct().collect())  # synthetic metadata: a few ints
     if not used and pool.isEmpty():
         choice.unpersist()
+        pool_sigs.unpersist()
         raise ValueError("deal_rows: the pool of synthetic rows is empty; there are no rows to deal")
     placed = persons.withColumn("__sig0", _signature(signature, 0)).join(choice.hint("merge"), "__sig0")
     placed = _positions(placed, "__sig", F.col(DEGREE), _order([key], seed, _PERSON_ORDER_STREAM), [key])
@@ -186,11 +195,15 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
     slots = slots.select(f"`{key}`", *[f"`{c}`" for c in person_cols], "__sig",
                          F.pmod(F.col("__pos") + F.col("__j"), F.col("__pool")).alias("__pos"))
 
+    # which chosen signatures each pool signature serves, from the (few) pool signatures: the rows join it once
+    served = _at_levels(pool_sigs.withColumn("__sig0", _signature(signature, 0)), signature, used or [0], "__sig0")
+    served = served.join(choice.select("__sig").hint("merge"), "__sig", "left_semi").select("__sig0", "__sig")
     row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
-    ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM))
-    leveled = _at_levels(ordered, signature, used or [0], "__o", *pool.columns)  # [0]: no persons, nothing to deal
-    leveled = leveled.join(choice.select("__sig").hint("merge"), "__sig", "left_semi")
-    numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), pool.columns)
+    ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM)) \
+        .withColumn("__sig0", _signature(signature, 0))
+    leveled = ordered.join(served.hint("merge"), "__sig0") \
+        .select("__sig", "__o", *[f"`{c}`" for c in row_cols])  # a pool row once per signature it serves
+    numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), row_cols)  # ties: rows alike in what is kept
     numbered = numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]).hint("merge")
     rows = slots.join(numbered, ["__sig", "__pos"])
-    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), choice
+    return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), (choice, pool_sigs)

@@ -77,7 +77,7 @@ def hand_built(spark):
 
 def test_rows_are_dealt_by_signature_with_backoff(spark):
     persons, pool, frame = hand_built(spark)
-    out, choice = deal_rows(persons, pool, SIGNATURE, "key", seed=1)
+    out, cached = deal_rows(persons, pool, SIGNATURE, "key", seed=1)
     assert out.columns == ["key", "seg", "amount", "region", "channel"]
     rows = out.toPandas()
     people = persons.toPandas().set_index("key")
@@ -95,8 +95,9 @@ def test_rows_are_dealt_by_signature_with_backoff(spark):
     assert amount["e1"][0] in set(frame.amount)
     channel = rows.set_index("amount").channel.to_dict()  # row columns come with their pool row
     assert all(channel[a] == frame.set_index("amount").channel[a] for a in channel)
-    assert choice.is_cached  # the back-off choice, computed once, until its owner unpersists it
-    choice.unpersist()
+    assert len(cached) == 2 and all(df.is_cached for df in cached)  # computed once, until their owner unpersists
+    for df in cached:
+        df.unpersist()
     with pytest.raises(ValueError, match=r"the pool lacks \['seg'\]"):
         deal_rows(persons, pool.drop("seg"), SIGNATURE, "key", seed=1)
     with pytest.raises(ValueError, match="the pool has a column 'key'"):
