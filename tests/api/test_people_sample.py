@@ -37,7 +37,7 @@ def people(spark, tmp_path_factory):
 def test_write_people_releases_every_cache_and_checkpoint_of_the_people_path(people):
     _, _, found, _, _, (sampled, left) = people
     (kept, cached) = sampled
-    assert cached == 2 and len(kept) >= 2  # the persons, the back-off choice and the synthesizers' checkpoints
+    assert cached == 3 and len(kept) >= 3  # the persons, the pool's signatures, the back-off choice, checkpoints
     assert left == set() and found.cached == () and found.stored == set()
 
 
