@@ -1,19 +1,21 @@
 """The two tables a people run measures, built in Spark from one keyed input (docs/people.md).
 
-Both come from one frame: every input row with its person's attributes, as window functions over the id
-(one shuffle on the id), persisted, so the input is scanned once for both tables:
+The input is scanned once: its rows with an id are persisted (the first job fills the cache), and both
+tables are built from them:
 
-- the person frame: one row per id (the id's first row in that frame): each person column, ``_degree``
-  (the bin of min(the id's rows, M)) and ``_mode_<col>`` (the id's most frequent non-null value of ``col``,
-  of a numerical column the label of its most frequent bin, values clipped to the edge bins as the encoder
-  does and NaN left out like null; ties to the smallest); the id is dropped. The degree histogram over
-  1..M is observed in the job that writes it (``DataFrame.observe``: one count per degree, no extra pass);
-- the row frame: every row with its person's attributes, the id kept for the bounding to K rows per id
-  (:func:`~privsyn_spark.measure.input_codes.bounded_codes`, which reuses the frame's partitioning on the
+- the person frame: one row per id, its person's attributes aggregated over the id (partial aggregation
+  before the shuffle), persisted too: each person column, ``_degree`` (the bin of min(the id's rows, M))
+  and ``_mode_<col>`` (the id's most frequent non-null value of ``col``, of a numerical column the label
+  of its most frequent bin, values clipped to the edge bins as the encoder does and NaN left out like
+  null; ties to the smallest); the id is dropped. The degree histogram over 1..M is observed in the job
+  that writes it (``DataFrame.observe``: one count per degree, no extra pass);
+- the row frame: every row joined on the id with its person's attributes (one shuffle of the rows on the
+  id), the id kept for the bounding to K rows per id
+  (:func:`~privsyn_spark.measure.input_codes.bounded_codes`, which reuses the join's partitioning on the
   id and drops the id after).
 
-The person frame's job (the first) scans the input and fills the persisted frame, the row frame's reads
-it back; :meth:`PeopleFrames.release` unpersists it once both are written. None of it reaches the driver.
+:meth:`PeopleFrames.release` unpersists both cached frames once both tables are written. None of it
+reaches the driver.
 
 The parent-child form (a parent table, one row per id, and a child table with a foreign key) is first
 stacked into one keyed table (:func:`linked_table`: each row marked parent or child) and read by the same
@@ -30,7 +32,6 @@ sensitivity changes).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from privsyn_spark.schema.schema import Schema
 
 _ROWS, _PARENTS = "__privsyn_person_rows", "__privsyn_person_parents"
-_ORDER, _FIRST = "__privsyn_row_order", "__privsyn_first_row"
 _PARENT, _CHILD = "__privsyn_parent_row", "__privsyn_child_row"
 
 
@@ -58,12 +58,13 @@ class PeopleFrames:
     rows: DataFrame
     observations: tuple[Any, ...]
     spec: PeopleSpec
-    attributed: DataFrame
-    """The persisted frame both read (every row with its person's attributes)."""
+    cached: tuple[DataFrame, ...]
+    """The persisted frames both read: the input's rows with an id, and one row per id of its attributes."""
 
     def release(self) -> None:
-        """Unpersist the frame both tables read: once both are written (their scratch codes)."""
-        self.attributed.unpersist()
+        """Unpersist the frames both tables read: once both are written (their scratch codes)."""
+        for frame in self.cached:
+            frame.unpersist()
 
     def degree_counts(self) -> np.ndarray:
         """The exact degree histogram: persons with 1..M rows (0..M in the parent-child form; a person of more
@@ -118,23 +119,23 @@ def linked_table(parents: DataFrame, child: DataFrame, spec: PeopleSpec) -> Data
     return side.unionByName(rows, allowMissingColumns=True)
 
 
-def _modal(raw: DataFrame, schema: Schema, column: str, over: Callable[[Column], Column]) -> Column:
+def _modal(raw: DataFrame, schema: Schema, column: str) -> Column:
     """A summary's ``_mode_<col>``: the most frequent value, or a numerical column's most frequent bin as its
     label (null and NaN left out; ties to the smallest value, or bin)."""
     from pyspark.sql import functions as F
 
     declared = schema.column(column)
     if not isinstance(declared, NumericalColumn):
-        return over(F.mode(F.col(f"`{column}`"), True))
+        return F.mode(F.col(f"`{column}`"), True)
     x = numeric_value(F.col(f"`{column}`"), declared, dict(raw.dtypes)[column])
-    modal = over(F.mode(F.when(x.isNotNull() & ~F.isnan(x), bin_index(x, declared)), True))
+    modal = F.mode(F.when(x.isNotNull() & ~F.isnan(x), bin_index(x, declared)), True)
     return F.element_at(F.array(*(F.lit(v) for v in bin_labels(declared))), modal + 1)
 
 
 def people_frames(raw: DataFrame, schema: Schema) -> PeopleFrames:
     """The person frame and the row frame of the keyed table ``raw`` read by ``schema`` and its people section
     (module docstring; in the parent-child form ``raw`` is :func:`linked_table`'s); lazy, no job runs."""
-    from pyspark.sql import Observation, Window
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     spec = schema.people
@@ -143,39 +144,30 @@ def people_frames(raw: DataFrame, schema: Schema) -> PeopleFrames:
     nulls = Observation("privsyn_people_null_ids")
     side = (lambda marker: F.col(marker).isNotNull()) if linked else (lambda marker: F.lit(True))
     keyed = raw.observe(nulls, *(F.sum(F.when(key.isNull() & side(m), 1).otherwise(0)).alias(n) for n, m in (
-        ("null_ids", _CHILD), ("null_id_parents", _PARENT))[:1 + linked])).where(key.isNotNull())
-    keyed = keyed.withColumn(_ORDER, F.monotonically_increasing_id())  # a row's place: the id's first row
+        ("null_ids", _CHILD), ("null_id_parents", _PARENT))[:1 + linked])).where(key.isNotNull()).persist()
     parents = F.count(F.col(_PARENT))
     extra = [_PARENTS] * linked
-    window = Window.partitionBy(key)
-
-    def over(c: Column) -> Column:
-        return c.over(window)
-
-    attributes = [*(over(F.min(F.col(f"`{c}`"))).alias(c) for c in spec.person_columns),
-                  over(F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS),
-                  *[over(parents).alias(_PARENTS)] * linked,
-                  *(_modal(raw, schema, c, over).alias(mode_name(c)) for c in spec.summaries)]
-    varies = [over(parents) > 1] if linked else [  # a duplicate parent id; a person column that is not constant
-        (over(F.min(F.col(f"`{c}`"))) != over(F.max(F.col(f"`{c}`"))))
-        | ((over(F.count(F.col(f"`{c}`"))) > 0) & (over(F.count(F.col(f"`{c}`"))) < over(F.count(F.lit(1)))))
+    attributes = [*(F.min(F.col(f"`{c}`")).alias(c) for c in spec.person_columns),
+                  (F.count(F.col(_CHILD)) if linked else F.count(F.lit(1))).alias(_ROWS),
+                  *[parents.alias(_PARENTS)] * linked,
+                  *(_modal(raw, schema, c).alias(mode_name(c)) for c in spec.summaries)]
+    varies = [parents > 1] if linked else [  # a duplicate parent id; a person column that is not constant
+        (F.min(F.col(f"`{c}`")) != F.max(F.col(f"`{c}`")))
+        | ((F.count(F.col(f"`{c}`")) > 0) & (F.count(F.col(f"`{c}`")) < F.count(F.lit(1))))
         for c in spec.person_columns]
     flags = [f"__privsyn_varies_{j}" for j in range(len(varies))]
-    own = [c for c in raw.columns if c not in (*spec.person_columns, _PARENT, _CHILD)]
-    attributed = keyed.select(
-        *(F.col(f"`{c}`") for c in own), *attributes, *(v.alias(n) for v, n in zip(varies, flags)),
-        *(F.col(c) for c in (_CHILD,) * linked), (F.col(_ORDER) == over(F.min(_ORDER))).alias(_FIRST)).persist()
+    grouped = keyed.groupBy(key).agg(*attributes, *(v.alias(n) for v, n in zip(varies, flags))).persist()
     varying = F.lit(False)
     for flag in flags:
         varying = varying | F.col(flag)
-    grouped = attributed.where(F.col(_FIRST))
     orphans = Observation("privsyn_people_orphans")
+    persons = grouped
     if linked:  # a child key that names no parent: no one's rows
-        grouped = grouped.observe(orphans, F.sum(F.when(F.col(_PARENTS) == 0, F.col(_ROWS)).otherwise(0))
+        persons = persons.observe(orphans, F.sum(F.when(F.col(_PARENTS) == 0, F.col(_ROWS)).otherwise(0))
                                   .alias("rows")).where(F.col(_PARENTS) > 0)
     degrees, tallies = Observation("privsyn_people_degrees"), Observation("privsyn_people_tallies")
     capped = F.least(F.col(_ROWS), F.lit(spec.max_rows_per_person))
-    observed = grouped.observe(degrees, *(F.sum(F.when(capped == d, 1).otherwise(0)).alias(f"d{d}")
+    observed = persons.observe(degrees, *(F.sum(F.when(capped == d, 1).otherwise(0)).alias(f"d{d}")
                                           for d in range(spec.lowest_degree, spec.max_rows_per_person + 1)))
     observed = observed.observe(tallies, F.count(F.lit(1)).alias("persons"),
                                 F.sum(F.when(varying, 1).otherwise(0)).alias("not_constant"),
@@ -183,8 +175,9 @@ def people_frames(raw: DataFrame, schema: Schema) -> PeopleFrames:
     person_attrs = [*spec.person_columns, DEGREE, *(mode_name(c) for c in spec.summaries)]
     persons = observed.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).select(*(F.col(f"`{c}`")
                                                                                    for c in person_attrs))
-    rows = attributed
-    if linked:  # the child's rows of a parent
-        rows = rows.where(F.col(_CHILD).isNotNull() & (F.col(_PARENTS) > 0)).drop(_CHILD)
-    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS, *extra, *flags, _FIRST)
-    return PeopleFrames(persons, rows, (degrees, tallies, nulls, orphans), spec, attributed)
+    own = [c for c in raw.columns if c not in (*spec.person_columns, _PARENT, _CHILD)]
+    rows = keyed.where(F.col(_CHILD).isNotNull()) if linked else keyed  # the child's rows
+    person_side = grouped.where(F.col(_PARENTS) > 0) if linked else grouped  # an orphan's rows: no one's
+    rows = rows.select(*(F.col(f"`{c}`") for c in own)).join(person_side.drop(*flags).hint("merge"), spec.id)
+    rows = rows.withColumn(DEGREE, degree_bin(F.col(_ROWS), spec)).drop(_ROWS, *extra)
+    return PeopleFrames(persons, rows, (degrees, tallies, nulls, orphans), spec, (keyed, grouped))
