@@ -143,10 +143,13 @@ def ensure_ledger(spark: SparkSession, ledger: str, wait_seconds: float = 120.0,
                         wait=wait_random(0.2, 0.5), before_sleep=waiting)
     try:
         retrying(_create_unless_ready, spark, ledger)
-    except RetryError:
+    except RetryError as exc:
+        lost = exc.last_attempt.exception()
+        said = str(lost.__cause__ if lost is not None else exc).strip().splitlines()[0][:300]
         raise UsageError(f"the budget ledger at {location} was still being created by another writer "
-                         f"after {wait_seconds:g} s (its _delta_log has no first commit): if no writer "
-                         f"is running, remove that empty _delta_log folder") from None
+                         f"after {wait_seconds:g} s (Delta: {said}): if no writer is running, the location "
+                         f"holds something else; remove its empty _delta_log folder or use a new "
+                         f"ledger location") from None
     columns = list(delta_frame(spark, ledger_location(ledger)).columns)
     names = [c.split()[0] for c in LEDGER_COLUMNS.split(", ")]
     if columns != names[:len(columns)]:

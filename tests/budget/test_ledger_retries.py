@@ -65,7 +65,7 @@ def test_a_creation_midway_is_waited_for_until_the_deadline(spark, tmp_path, mon
         calls.append(1)
         raise RuntimeError("[DELTA_TABLE_NOT_FOUND] the table is being created")
     monkeypatch.setattr(ledger_table, "create_if_not_exists", midway)
-    with pytest.raises(UsageError, match="still being created by another writer after 1 s"):
+    with pytest.raises(UsageError, match=r"still being created by another writer after 1 s \(Delta: \[DELTA_TABLE_NOT"):
         ledger_table.ensure_ledger(spark, str(ledger), wait_seconds=1)
     assert len(calls) >= 2  # retried while it waited
 
