@@ -170,8 +170,9 @@ class People:
     """Synthetic people: ``persons`` (the key column, named as the id, and the person columns) and ``rows``
     (the key and every schema column; the person columns copied from the person: constant per key).
 
-    Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees and the
-    dealing's back-off choice; ``stored``: the ids of the RDDs the synthesizers checkpointed locally):
+    Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees, the pool's
+    rows per signature and the dealing's back-off choice; ``stored``: the ids of the RDDs the synthesizers
+    checkpointed locally):
     :meth:`release` (or the end of a ``with`` block, or :func:`write_people`) frees them, after which the
     two DataFrames can no longer be computed."""
 
