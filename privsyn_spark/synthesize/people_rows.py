@@ -48,7 +48,9 @@ if TYPE_CHECKING:  # pragma: no cover
 DEGREE = "degree"
 """The int column :func:`draw_degrees` adds: the person's number of rows."""
 BUCKETS = 64
-"""Hash buckets a signature's rows are cut into to number them (the windows' partitions)."""
+"""Hash buckets a signature's rows are cut into to number them (the windows' partitions), at most."""
+BUCKET_ROWS = 1 << 16
+"""Pool rows per bucket a signature's pool is cut into, up to :data:`BUCKETS` buckets (a small signature: one)."""
 _DEGREE_STREAM, _PERSON_ORDER_STREAM, _POOL_ORDER_STREAM = 1, 2, 3
 
 
@@ -116,13 +118,16 @@ def _signature(signature: Sequence[str], level: int) -> Column:
     return F.struct(F.xxhash64(F.lit(1), text).alias("h1"), F.xxhash64(F.lit(2), text).alias("h2"))
 
 
-def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: Sequence[str]) -> DataFrame:
+def _positions(df: DataFrame, group: str, weight: Column, order: Column, ties: Sequence[str],
+               spread: Column | None = None) -> DataFrame:
     """``df`` with ``__pos`` (the sum of ``weight`` over the rows before it in its ``group``, rows in
-    ``order``); the windows run over ``BUCKETS`` hash buckets per group, so no group is one task."""
+    ``order``); the windows run over hash buckets per group (``spread`` of them, a column constant per group;
+    default :data:`BUCKETS`), so no large group is one task."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = df.withColumn("__w", weight).withColumn("__h", order).withColumn("__b", F.pmod(F.col("__h"), F.lit(BUCKETS)))
+    count = F.lit(BUCKETS) if spread is None else spread
+    df = df.withColumn("__w", weight).withColumn("__h", order).withColumn("__b", F.pmod(F.col("__h"), count))
     buckets = df.groupBy(group, "__b").agg(F.sum("__w").alias("__bw"))
     before = Window.partitionBy(group).orderBy("__b").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     buckets = buckets.select(group, "__b", (F.sum("__bw").over(before) - F.col("__bw")).alias("__off"))
@@ -197,13 +202,15 @@ def deal_rows(persons: DataFrame, pool: DataFrame, signature: list[str], key: st
 
     # which chosen signatures each pool signature serves, from the (few) pool signatures: the rows join it once
     served = _at_levels(pool_sigs.withColumn("__sig0", _signature(signature, 0)), signature, used or [0], "__sig0")
-    served = served.join(choice.select("__sig").hint("merge"), "__sig", "left_semi").select("__sig0", "__sig")
+    served = served.join(choice.select("__sig", "__pool").distinct().hint("merge"), "__sig") \
+        .select("__sig0", "__sig", "__pool")
     row_cols = [c for c in pool.columns if c not in person_cols and not c.startswith("_")]
     ordered = pool.withColumn("__o", _order(pool.columns, seed, _POOL_ORDER_STREAM)) \
         .withColumn("__sig0", _signature(signature, 0))
     leveled = ordered.join(served.hint("merge"), "__sig0") \
-        .select("__sig", "__o", *[f"`{c}`" for c in row_cols])  # a pool row once per signature it serves
-    numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), row_cols)  # ties: rows alike in what is kept
+        .select("__sig", "__o", "__pool", *[f"`{c}`" for c in row_cols])  # a pool row once per signature it serves
+    spread = F.least(F.lit(BUCKETS), F.lit(1) + F.col("__pool").cast("long") / F.lit(BUCKET_ROWS)).cast("int")
+    numbered = _positions(leveled, "__sig", F.lit(1), F.col("__o"), row_cols, spread)  # ties: alike in what is kept
     numbered = numbered.select("__sig", "__pos", *[f"`{c}`" for c in row_cols]).hint("merge")
     rows = slots.join(numbered, ["__sig", "__pos"])
     return rows.select(f"`{key}`", *[f"`{c}`" for c in pool.columns if not c.startswith("_")]), (choice, pool_sigs)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from privsyn_spark.schema.people import degree_bins
+from privsyn_spark.synthesize import people_rows
 from privsyn_spark.synthesize.people_rows import deal_rows, draw_degrees, key_persons
 
 SIGNATURE = ["seg", "region", "_degree", "_mode_channel"]
@@ -75,7 +76,9 @@ def hand_built(spark):
     return spark.createDataFrame(persons), spark.createDataFrame(frame), frame
 
 
-def test_rows_are_dealt_by_signature_with_backoff(spark):
+@pytest.mark.parametrize("bucket_rows", [1 << 16, 1], ids=["one bucket", "a bucket a row"])
+def test_rows_are_dealt_by_signature_with_backoff(spark, monkeypatch, bucket_rows):
+    monkeypatch.setattr(people_rows, "BUCKET_ROWS", bucket_rows)  # 1: every pool signature over many buckets
     persons, pool, frame = hand_built(spark)
     out, cached = deal_rows(persons, pool, SIGNATURE, "key", seed=1)
     assert out.columns == ["key", "seg", "amount", "region", "channel"]
