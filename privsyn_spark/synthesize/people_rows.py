@@ -23,10 +23,11 @@ beyond the noisy degree histogram.
 
 Randomness after the keys is a hash of the row and the seed (``xxhash64``), never of the partitioning:
 the same persons, pool and seed give the same output. Every step is a join, an aggregation or a window
-over a signature cut into :data:`BUCKETS` hash buckets, so the work is linear in rows and no signature
-lands whole in one task. Every join is hinted to a sort-merge join: both sides grow with the persons and
-rows, and Spark's size estimate after an aggregation can be far below the truth, so a broadcast could
-exhaust the driver's memory (it did at 10^6 persons). Signatures travel as 128-bit hash keys. The pool's
+over a signature cut into hash buckets (up to :data:`BUCKETS`; a signature's pool one per
+:data:`BUCKET_ROWS` rows), so the work is linear in rows and no large signature lands whole in one task.
+Every join is hinted to a sort-merge join: both sides grow with the persons and rows, and Spark's size
+estimate after an aggregation can be far below the truth, so a broadcast could exhaust the driver's
+memory (it did at 10^6 persons). Signatures travel as 128-bit hash keys. The pool's
 rows per signature and the back-off choice (one row per signature of the persons) are computed when
 :func:`deal_rows` is called and cached (``persist``); the rows stay lazy, and the caller unpersists the
 two once they are written.
