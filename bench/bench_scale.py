@@ -134,7 +134,8 @@ def _tvds(spark, source: str, fmt: str, schema_path: Path, output: str, measurem
     return {k: float(np.mean(v)) if v else float("nan") for k, v in out.items()}
 
 
-def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float, config: str | None = None) -> dict:
+def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float, config: str | None = None,
+             synthesizer: str | None = None) -> dict:
     """One case in this process: generate, scan, run the pipeline, measure fidelity."""
     from pyspark.sql import functions as F
 
@@ -164,7 +165,8 @@ def run_case(rows, columns: int, master: str, workdir: Path, epsilon: float, con
     shutil.rmtree(output, ignore_errors=True)
     argv = ["run", "--input", source, "--input-format", fmt, "--schema", str(schema), "--output", str(output),
             "--epsilon", str(epsilon), "--run-id", run_id, "--runs-dir", str(runs), "--no-evaluate",
-            "--master", master, *(["--config", config] if config else [])]
+            "--master", master, *(["--config", config] if config else []),
+            *(["--synthesizer", synthesizer] if synthesizer else [])]
     if "--no-ledger" in subprocess.run([sys.executable, "-m", "privsyn_spark.cli", "run", "--help"],
                                        capture_output=True, text=True).stdout:
         argv.append("--no-ledger")
@@ -221,11 +223,13 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--workdir", default="/tmp/privsyn-scale")
     parser.add_argument("--config", help="a --config YAML (Settings) for every run, e.g. bench/configs/privsyn_defaults.yaml")
+    parser.add_argument("--synthesizer", choices=("gum", "pgm"), help="the pipeline's --synthesizer (default: its own)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one case, print its JSON
     args = parser.parse_args()
     if args.one:
         rows, columns = json.loads(args.one)
-        print("RESULT " + json.dumps(run_case(rows, columns, args.master, Path(args.workdir), args.epsilon, args.config)))
+        print("RESULT " + json.dumps(run_case(rows, columns, args.master, Path(args.workdir), args.epsilon, args.config,
+                                                  args.synthesizer)))
         return
     results = []
     for case in args.cases.split(","):
@@ -233,7 +237,8 @@ def main() -> None:
             print(f"case {case}: {rows} x {columns} (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
             proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([rows, columns]), "--master",
                                    args.master, "--epsilon", str(args.epsilon), "--workdir", args.workdir,
-                                   *(["--config", args.config] if args.config else [])],
+                                   *(["--config", args.config] if args.config else []),
+                                   *(["--synthesizer", args.synthesizer] if args.synthesizer else [])],
                                   stdout=subprocess.PIPE, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode != 0 or not lines:
