@@ -99,6 +99,9 @@ def test_sharded_gum_from_model_samples():
     assert final["model"] <= final["1-way"], final
     rounds = ShardingConfig(shard_rows=5_000, iterations_per_round=3, gum_rounds=8)
     _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model, gum=gum, sharding=rounds)
+    assert run.rounds == 1 and max(run.history[0].values()) / 10_000 <= rounds.model_tolerance  # model_tolerance
+    rounds = ShardingConfig(shard_rows=5_000, iterations_per_round=3, gum_rounds=8, model_tolerance=0.0)
+    _, run = run_shards_locally(domain, targets, 10_000, seed=4, model=model, gum=gum, sharding=rounds)
     worst = [max(h.values()) for h in run.history]
     gain = run.context.sharding.model_min_gain
     assert 2 <= run.rounds < 8 and worst[-2] - worst[-1] < gain * worst[-2], worst  # model_min_gain stopped it
