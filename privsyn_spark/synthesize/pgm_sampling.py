@@ -30,7 +30,7 @@ from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 from privsyn_spark.synthesize.gum.update import redraw_ruled_out
 from privsyn_spark.synthesize.sharded.context import shard_sizes
-from privsyn_spark.synthesize.sharded.spark_driver import codes_schema
+from privsyn_spark.synthesize.sharded.spark_driver import CodeBatches
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -79,7 +79,7 @@ def fit_model(measurements: Measurements, cell_budget: float | None = DEFAULT_CE
 
 def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: int, seed: int, model: Any,
                          targets: Mapping[tuple[str, ...], np.ndarray], shard_rows: int = 1_000_000) -> Any:
-    """``(DataFrame of merged codes, info)``: ``rows`` records sampled from ``model``, the graphical
+    """``(merged codes, info)``: ``rows`` records sampled from ``model``, the graphical
     model the estimate step fitted (or :func:`fit_model`; reused, never fitted here), never in a code
     the ``targets`` rule out."""
     import pyarrow as pa
@@ -98,5 +98,5 @@ def sample_model_sharded(spark: SparkSession, measurements: Measurements, rows: 
                     yield pa.RecordBatch.from_arrays([pa.array(codes[:, j]) for j in range(len(domain))],
                                                      names=list(domain.attrs))
 
-    records = spark.range(0, len(sizes), 1, numPartitions=len(sizes)).mapInArrow(sample, codes_schema(domain))
-    return records, {"shards": len(sizes), "model": "from the estimate step"}
+    shards = spark.range(0, len(sizes), 1, numPartitions=len(sizes))
+    return CodeBatches(shards, sample, domain), {"shards": len(sizes), "model": "from the estimate step"}

@@ -10,7 +10,7 @@ import numpy as np
 from privsyn_spark.privacy.measurements import Measurements
 from privsyn_spark.progress import SILENT, Progress
 from privsyn_spark.synthesize.pgm_sampling import sample_model_sharded
-from privsyn_spark.synthesize.sharded.spark_driver import synthesize_sharded
+from privsyn_spark.synthesize.sharded.spark_driver import CodeBatches, synthesize_sharded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,8 +26,9 @@ one); ``pgm``: records sampled from the graphical model itself."""
 def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int, seed: int, *, synthesizer: str,
                      targets: dict[tuple[str, ...], np.ndarray] | None, model: Any = None, sharding: ShardingConfig,
                      gum: GumConfig, checkpoint_dir: str | None = None,
-                     progress: Progress = SILENT) -> tuple[Any, dict[str, Any]]:
-    """``(DataFrame of merged codes, description)``: one int column per attribute, ``rows`` records.
+                     progress: Progress = SILENT) -> tuple[CodeBatches, dict[str, Any]]:
+    """``(merged codes, description)``: ``rows`` records, one int column per attribute (a lazy
+    :class:`~privsyn_spark.synthesize.sharded.spark_driver.CodeBatches`).
 
     ``model``: the estimate stage's graphical model (GUM starts from its samples; the ``pgm``
     synthesizer samples it, and needs it); ``sharding``: shards and GUM's reconciliation schedule;
@@ -44,7 +45,8 @@ def synthesize_codes(spark: SparkSession, measurements: Measurements, rows: int,
         info = {"shards": len(result.context.sizes), "start": "1-way" if model is None else "model",
                 "rounds": rounds, "final_l1_error": result.max_relative_error(),
                 "final_errors": {",".join(k): v / max(result.n, 1) for k, v in result.final_errors.items()}}
-        return result.records, info
+        assert result.batches is not None
+        return result.batches, info
     if synthesizer == "pgm":
         if model is None or targets is None:
             raise ValueError("the pgm synthesizer needs the estimate stage's graphical model and targets")

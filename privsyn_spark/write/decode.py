@@ -28,6 +28,7 @@ from privsyn_spark.schema.rules import bin_value_bounds
 from privsyn_spark.schema.schema import Schema
 from privsyn_spark.schema.synthesis_view import CompoundColumn
 from privsyn_spark.schema.time_parts import TimestampColumn
+from privsyn_spark.synthesize.sharded.spark_driver import CodeBatches
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -225,12 +226,13 @@ def _numerical_array(column: NumericalColumn, values: np.ndarray, null: np.ndarr
     return pa.array(values.astype(dtype), type=_ARROW[column.dtype], mask=mask)
 
 
-def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[str, np.ndarray],
+def decode_dataframe(codes: DataFrame | CodeBatches, schema: Schema, value_maps: Mapping[str, np.ndarray],
                      one_way_original: Mapping[str, np.ndarray], seed: int,
                      absent: Mapping[str, np.ndarray] | None = None) -> Any:
-    """Decode a Spark DataFrame of merged codes (one int column per attribute) on the executors.
+    """Decode merged codes (one int column per attribute) on the executors: a Spark DataFrame, or the
+    synthesizers' :class:`CodeBatches`, made and decoded in the same Python pass.
 
-    Partition ``i`` of ``codes_df`` must hold synthesis shard ``i`` in a fixed order (what both
+    Partition ``i`` of the codes must hold synthesis shard ``i`` in a fixed order (what both
     synthesizers produce: one partition per shard); a record's draws are a function of (seed, its
     shard, its position in the shard) only (:mod:`privsyn_spark.randomness`), so the table does not
     depend on the session's Arrow batch size or parallelism. ``absent``: per column, original
@@ -239,19 +241,24 @@ def decode_dataframe(codes_df: DataFrame, schema: Schema, value_maps: Mapping[st
     decoder = Decoder(schema, value_maps, one_way_original, absent)
     names = list(schema.view.names)  # the synthesis domain's attributes (the schema's columns without rules)
 
+    if isinstance(codes, CodeBatches):
+        source, produce = codes.source, codes.produce
+    else:
+        source, produce = codes.select(*[f"`{n}`" for n in names]), None
+
     def decode_batches(batches: Iterator[Any]) -> Any:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         assert context is not None  # inside a Spark task
         shard, start = context.partitionId(), 0
-        for batch in batches:
+        for batch in batches if produce is None else produce(batches):
             if batch.num_rows == 0:
                 continue
             codes = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in names])
             yield decoder.decode(codes, RowUniforms(seed, shard, start, batch.num_rows))
             start += batch.num_rows
 
-    out = codes_df.select(*[f"`{n}`" for n in names]).mapInArrow(decode_batches, output_ddl(schema))
+    out = source.mapInArrow(decode_batches, output_ddl(schema))
     strings = [c.name for c in schema.columns if c.dtype == "string"]
     return backend_of(out.sparkSession).plain_strings(out, strings)

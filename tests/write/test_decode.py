@@ -67,3 +67,35 @@ def test_a_merged_value_of_absent_codes_only_leaves_the_targets():
     marginals = [NoisyMarginal(("c",), np.array([400.0, 300, 200, 45]), 10.0, 0.1)]
     out = drop_zeroed_values({("c",): np.array([400.0, 300, 200, 45])}, marginals, m.domain, gone)
     assert out[("c",)][3] == 0 and out[("c",)].sum() == np.float64(945.0)
+
+
+def _shard_codes(batches):
+    """Three shards' codes, each in several Arrow batches of uneven size (a function of the shard id only)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for shard in batch.column(0).to_numpy():
+            rng = np.random.default_rng(int(shard))
+            codes = np.column_stack([rng.integers(0, 4, 700), rng.integers(0, 5, 700), rng.integers(0, 3, 700)])
+            for lo in (0, 300, 650):
+                part = codes[lo: {0: 300, 300: 650, 650: 700}[lo]].astype(np.int32)
+                yield pa.RecordBatch.from_arrays([pa.array(part[:, j]) for j in range(3)], names=["x", "g", "c"])
+
+
+def test_codes_decoded_in_their_own_pass_equal_codes_decoded_from_a_dataframe(spark):
+    from privsyn_spark.synthesize.sharded.spark_driver import CodeBatches
+    from privsyn_spark.write.decode import decode_dataframe
+
+    maps = {a: np.arange(SCHEMA.domain()[a]) for a in SCHEMA.domain().attrs}
+    ones = {a: np.ones(SCHEMA.domain()[a]) for a in SCHEMA.domain().attrs}
+    batches = CodeBatches(spark.range(0, 3, 1, numPartitions=3), _shard_codes, SCHEMA.domain())
+    fused = decode_dataframe(batches, SCHEMA, maps, ones, seed=4).collect()
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "128")  # the DataFrame path re-batches the codes; the draws follow row positions
+        apart = decode_dataframe(batches.dataframe(), SCHEMA, maps, ones, seed=4).collect()
+    finally:
+        spark.conf.set(key, before)
+    assert len(fused) == 2100 and fused == apart
+    assert fused != decode_dataframe(batches, SCHEMA, maps, ones, seed=5).collect()

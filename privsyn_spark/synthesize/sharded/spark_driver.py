@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -140,6 +140,23 @@ def codes_schema(domain: Domain) -> Any:
     return StructType([StructField(a, IntegerType(), False) for a in domain.attrs])
 
 
+@dataclass(frozen=True)
+class CodeBatches:
+    """Synthetic records as merged codes, still to be made: ``produce`` turns the Arrow batches of ``source``
+    (partition ``i`` holds shard ``i``) into batches of codes, one int column per attribute of ``domain``.
+    A consumer that maps the codes further runs ``produce`` inside its own Python pass
+    (:func:`~privsyn_spark.write.decode.decode_dataframe`), so the rows cross to Python once."""
+
+    source: Any
+    """A DataFrame: the shard state, or one row per shard."""
+    produce: Callable[[Iterator[Any]], Iterator[Any]]
+    domain: Domain
+
+    def dataframe(self) -> DataFrame:
+        """The codes as a lazy DataFrame of their own (one int column per attribute, in the domain's order)."""
+        return self.source.mapInArrow(self.produce, codes_schema(self.domain))
+
+
 class _Checkpointer:
     """Materialises each round's state and truncates its lineage; cleans its own old reliable checkpoints.
 
@@ -224,6 +241,8 @@ class ShardedGumResult(ShardedRun):
 
     records: object = None
     """Spark DataFrame of codes, one int column per attribute in the domain's order."""
+    batches: CodeBatches | None = None
+    """The same codes, for a consumer that decodes them in the same pass."""
 
 
 def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
@@ -272,6 +291,7 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     bc_split = backend.broadcast(split_appended(ctx, _collect_cores(state, ctx)))
     state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
     run.final_errors = union_errors(ctx, _sum_counts(state), ctx.structure.targets)
-    run.records = state.mapInArrow(_decode_fn(bc), codes_schema(domain))
+    run.batches = CodeBatches(state, _decode_fn(bc), domain)
+    run.records = run.batches.dataframe()
     log.info("sharded GUM done: %d rounds, worst final L1/n %.5f", run.rounds, run.max_relative_error())
     return run
