@@ -17,8 +17,9 @@ targets through it (:mod:`privsyn_spark.synthesize.sharded.reconcile`), in two k
   that matters for small ``n``; each sweep costs ``P`` rounds, and its iterations add to every shard's).
 
 Rounds stop on a tolerance or after the last one; appended attributes (attribute appending) are attached
-at the end, with the union's conditional counts split exactly over the shards (the driver collects each
-shard's counts of the append cores for it).
+at the end, in the pass that hands the records on, with the union's conditional counts split exactly over
+the shards (the driver collects each shard's counts of the append cores for it, and knows the union's
+final errors from them and the split: :func:`appended_errors`).
 
 Every random draw of a shard derives from ``(seed, shard id, round)`` (``np.random.SeedSequence`` spawn
 keys), so a recomputed task, or the same run on another number of executors or Spark partitions with the
@@ -45,6 +46,7 @@ import numpy as np
 
 from privsyn_spark.domain import Domain
 from privsyn_spark.randomness import Stage, generator
+from privsyn_spark.synthesize.gum.append import append_conditional
 from privsyn_spark.synthesize.gum.kernel import (
     AppendGroup,
     GumConfig,
@@ -113,12 +115,35 @@ def split_appended(ctx: ShardContext, cores: Sequence[np.ndarray]) -> dict[Appen
 
 
 def append_shard(ctx: ShardContext, shard: int, records: np.ndarray,
-                 split: Mapping[AppendGroup, GroupSplit]) -> tuple[np.ndarray, np.ndarray]:
-    """Attach a shard's appended attributes: its part of the exact split of the union's counts."""
+                 split: Mapping[AppendGroup, GroupSplit]) -> np.ndarray:
+    """Attach a shard's appended attributes (in place; returned): its part of the exact split of the union's counts."""
     rng = generator(ctx.seed, Stage.GUM_APPEND, shard, 0)
     append_attributes(records, ctx.structure, ctx.layout.unpack(ctx.targets), rng,
                       counts_for=lambda g, cond, have: split[g].counts(cond, have, shard))
-    return records, layout_counts(ctx.layout, records)
+    return records
+
+
+def appended_errors(ctx: ShardContext, cores: Sequence[np.ndarray], split: Mapping[AppendGroup, GroupSplit],
+                    counts: np.ndarray) -> dict[Key, float]:
+    """Union L1 to every target once the shards have appended, without a pass over their records: from the
+    union's ``counts`` before appending and the split. Appending writes only appended attributes, each in one
+    marginal of several attributes (its group's) and perhaps a 1-way target, and the shards' parts of the split
+    add up to the group marginal's union counts, which give both."""
+    have = core_counts(ctx.structure, ctx.layout, ctx.sizes, cores)
+    want, got = ctx.layout.unpack(ctx.targets), ctx.layout.unpack(counts.astype(np.float64))
+    domain = ctx.structure.domain
+    for comp in ctx.structure.components:
+        for g in comp.appends:
+            cond = append_conditional(want[g.marginal], g)
+            union = sum(split[g].counts(cond, have[g][j], j) for j in range(len(ctx.sizes)))
+            axes = [g.marginal.index(a) for a in (*g.core, *g.attrs)]
+            table = np.transpose(np.reshape(union, domain.shape(g.core) + domain.shape(g.attrs)), np.argsort(axes))
+            for key in ctx.structure.targets:
+                if set(key) & set(g.attrs):  # the group's marginal, or a 1-way target within it
+                    kept = [a for a in g.marginal if a in key]
+                    summed = table.sum(axis=tuple(i for i, a in enumerate(g.marginal) if a not in key))
+                    got[key] = np.transpose(summed, [kept.index(a) for a in key])
+    return {k: float(np.abs(got[k] - want[k]).sum()) for k in ctx.structure.targets}
 
 
 def union_errors(ctx: ShardContext, counts: np.ndarray, keys: Sequence[Key] | None = None) -> dict[Key, float]:
@@ -199,8 +224,8 @@ def run_shards_locally(domain: Domain, targets: Mapping[tuple[str, ...], np.ndar
             rec, c = state[step.shard]
             state[step.shard] = turn_shard(ctx, step.shard, step, rec, c.astype(np.float64), deficit)
         done = run._record(_summed_counts(state), started)
-    split = split_appended(ctx, [c[core_cells(ctx.structure, ctx.layout)] for _, c in state])
-    state = [append_shard(ctx, j, rec, split) for j, (rec, _) in enumerate(state)]
-    run.final_errors = union_errors(ctx, _summed_counts(state), ctx.structure.targets)
-    return np.concatenate([rec for rec, _ in state]), run
+    cores = [c[core_cells(ctx.structure, ctx.layout)] for _, c in state]
+    split = split_appended(ctx, cores)
+    run.final_errors = appended_errors(ctx, cores, split, _summed_counts(state))
+    return np.concatenate([append_shard(ctx, j, rec, split) for j, (rec, _) in enumerate(state)]), run
 

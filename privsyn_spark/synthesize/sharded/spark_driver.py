@@ -31,11 +31,11 @@ from privsyn_spark.synthesize.gum.kernel import GumConfig, codes_dtype
 from privsyn_spark.synthesize.sharded.algorithm import (
     ShardedRun,
     append_shard,
+    appended_errors,
     init_shard,
     round_shard,
     split_appended,
     turn_shard,
-    union_errors,
 )
 from privsyn_spark.synthesize.sharded.context import ShardContext, ShardingConfig, make_context
 from privsyn_spark.synthesize.sharded.reconcile import Step, core_cells
@@ -105,27 +105,16 @@ def _round_fn(bc: Any, bc_deficit: Any, step: Step) -> Any:
     return run_step
 
 
-def _append_fn(bc: Any, bc_split: Any) -> Any:
-    def finish(batches: Iterator[Any]) -> Any:
-        import pyarrow as pa
-
-        ctx, split = bc.value, bc_split.value
-        for batch in batches:
-            rows = [(shard, *append_shard(ctx, shard, records, split))
-                    for shard, records, _ in _unpack_state(ctx, batch)]
-            if rows:
-                yield _pack_state(pa, rows)
-    return finish
-
-
-def _decode_fn(bc: Any, chunk: int = 1 << 16) -> Any:
+def _decode_fn(bc: Any, bc_split: Any, chunk: int = 1 << 16) -> Any:
+    """mapInArrow body: each shard's records with their appended attributes attached, as code batches."""
     def decode(batches: Iterator[Any]) -> Any:
         import pyarrow as pa
 
-        ctx = bc.value
+        ctx, split = bc.value, bc_split.value
         names = list(ctx.structure.domain.attrs)
         for batch in batches:
-            for _, records, _ in _unpack_state(ctx, batch):
+            for shard, records, _ in _unpack_state(ctx, batch):
+                records = append_shard(ctx, shard, records, split)
                 for lo in range(0, records.shape[0], chunk):
                     part = records[lo: lo + chunk]
                     yield pa.RecordBatch.from_arrays(
@@ -288,10 +277,10 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
         rounds.update(run.rounds)
     rounds.close(run.rounds)
 
-    bc_split = backend.broadcast(split_appended(ctx, _collect_cores(state, ctx)))
-    state = checkpoint(state.mapInArrow(_append_fn(bc, bc_split), STATE_SCHEMA))
-    run.final_errors = union_errors(ctx, _sum_counts(state), ctx.structure.targets)
-    run.batches = CodeBatches(state, _decode_fn(bc), domain)
+    cores = _collect_cores(state, ctx)
+    split = split_appended(ctx, cores)
+    run.final_errors = appended_errors(ctx, cores, split, counts)
+    run.batches = CodeBatches(state, _decode_fn(bc, backend.broadcast(split)), domain)
     run.records = run.batches.dataframe()
     log.info("sharded GUM done: %d rounds, worst final L1/n %.5f", run.rounds, run.max_relative_error())
     return run
