@@ -89,13 +89,8 @@ def test_codes_decoded_in_their_own_pass_equal_codes_decoded_from_a_dataframe(sp
     maps = {a: np.arange(SCHEMA.domain()[a]) for a in SCHEMA.domain().attrs}
     ones = {a: np.ones(SCHEMA.domain()[a]) for a in SCHEMA.domain().attrs}
     batches = CodeBatches(spark.range(0, 3, 1, numPartitions=3), _shard_codes, SCHEMA.domain())
-    fused = decode_dataframe(batches, SCHEMA, maps, ones, seed=4).collect()
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(key)
-    try:
-        spark.conf.set(key, "128")  # the DataFrame path re-batches the codes; the draws follow row positions
-        apart = decode_dataframe(batches.dataframe(), SCHEMA, maps, ones, seed=4).collect()
-    finally:
-        spark.conf.set(key, before)
+    fused = decode_dataframe(batches, SCHEMA, maps, ones, seed=4).collect()  # a shard in 3 batches
+    # through a DataFrame Spark re-batches the codes (a shard in one batch): the draws follow row positions
+    apart = decode_dataframe(batches.dataframe(), SCHEMA, maps, ones, seed=4).collect()
     assert len(fused) == 2100 and fused == apart
     assert fused != decode_dataframe(batches, SCHEMA, maps, ones, seed=5).collect()

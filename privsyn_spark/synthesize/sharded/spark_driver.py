@@ -228,10 +228,14 @@ def warm_worker(spark: SparkSession, folder: str) -> None:
 class ShardedGumResult(ShardedRun):
     """Output of :func:`synthesize_sharded`: the run bookkeeping plus the table."""
 
-    records: object = None
-    """Spark DataFrame of codes, one int column per attribute in the domain's order."""
     batches: CodeBatches | None = None
-    """The same codes, for a consumer that decodes them in the same pass."""
+    """The table's codes, for a consumer that decodes them in the same pass."""
+
+    @property
+    def records(self) -> DataFrame:
+        """The codes as a lazy Spark DataFrame, one int column per attribute in the domain's order."""
+        assert self.batches is not None  # set by synthesize_sharded
+        return self.batches.dataframe()
 
 
 def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tuple[str, ...], np.ndarray], n: int,
@@ -281,6 +285,5 @@ def synthesize_sharded(spark: SparkSession, domain: Domain, targets: Mapping[tup
     split = split_appended(ctx, cores)
     run.final_errors = appended_errors(ctx, cores, split, counts)
     run.batches = CodeBatches(state, _decode_fn(bc, backend.broadcast(split)), domain)
-    run.records = run.batches.dataframe()
     log.info("sharded GUM done: %d rounds, worst final L1/n %.5f", run.rounds, run.max_relative_error())
     return run
