@@ -8,11 +8,12 @@ linear space, as the product of its parts' exps (potential terms and children's 
 small table shifted by its maximum), so no clique-sized table is exponentiated; the way down only
 scales it by its parent's message (a separator-sized table) and sums it onto its children's
 separators (Hugin's division by the child's own message is a separator-sized subtraction in log
-space). A separator slice that underflows falls back to the table shifted by its true maximum, then
-to an exact per-slice logsumexp. Which potentials fold into which clique (the assembly plan) depends
-only on the tree and the measured cliques, so it is built once (cached on the tree).
-Only the normalised clique marginals and the messages are kept; a clique's potential stays as the
-few small tables it was assembled from.
+space). On the way up, a separator slice whose sum underflows sends the table, shifted per slice by
+the slice's own maximum, as its message (an exact logsumexp); on the way down, a slice whose marginal
+underflows to zero sends log 0 = -inf (no mass in the child: it holds less than float range).
+Which potentials fold into which clique (the assembly plan) depends only on the tree and the measured
+cliques, so it is built once (cached on the tree). Only the normalised clique marginals and the
+messages are kept; a clique's potential stays as the few small tables it was assembled from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privsyn_spark.domain import Domain
-from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, with_long_tail
+from privsyn_spark.estimate.broadcasting import collapsed, scale_in_place, shift_in_place, with_long_tail
 from privsyn_spark.estimate.factor import Factor, sum_axes
 from privsyn_spark.estimate.junction_tree import JunctionTree
 from privsyn_spark.estimate.sum_plan import sum_down_plan
@@ -211,7 +212,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     factors = clique_factors(tree, theta)
     cliques = tree.cliques
     messages: dict[tuple[int, int], Factor] = {}
-    tiny = float(np.finfo(dtype).tiny) * 1e8  # separator sums below this: exact logsumexp instead
+    tiny = float(np.finfo(dtype).tiny) * 1e8  # upward separator sums below this: shifted per slice
 
     def belief(i: int, incoming: Iterable[int], linear: bool = False) -> tuple[np.ndarray, float]:
         """Potential of clique ``i`` plus the messages from ``incoming`` neighbours, in log space (or
@@ -247,41 +248,40 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
                 combine(flat, part, out=flat)
         return out, offset
 
-    def exact(i: int, j: int) -> Factor:
-        """Message i -> j by a per-slice logsumexp (when a separator sum underflowed)."""
-        full, offset = belief(i, [k for k in tree.neighbors(i) if k != j])
-        return Factor(domain, cliques[i], full.astype(np.float64) + offset).logsumexp(plan.separators[(i, j)])
-
     linear: list[np.ndarray | None] = [None] * len(cliques)
     tops = [0.0] * len(cliques)
-    def upward(i: int, exact_max: bool) -> tuple[np.ndarray, float, np.ndarray]:
-        """exp(potential + children's messages - top), top and the sums onto the parent's separator
-        (the root: the total). top is the parts' maxima summed (no pass over the table), or with
-        ``exact_max`` the table's maximum, for when the former leaves whole slices underflowed."""
-        if exact_max:
-            b, top = belief(i, plan.children[i])
-            peak = float(b.max())
-            np.subtract(b, peak, out=b)
-            top += peak
-            np.exp(b, out=b)
-        else:
-            b, top = belief(i, plan.children[i], linear=True)
+
+    def upward(i: int) -> tuple[np.ndarray, float, np.ndarray]:
+        """exp(potential + children's messages - top), top, and the log of its sums onto the parent's separator
+        plus top (the message; at the root, log Z). top is the parts' maxima summed (no pass over the table);
+        when that leaves a slice's sum below ``tiny``, the log table is shifted per slice by the slice's own
+        maximum (every sum then >= 1: an exact logsumexp) and rescaled to the table's maximum."""
         p = plan.parent[i]
-        sums = sum_axes(b, plan.drop[(i, p)]) if p >= 0 else np.array(b.sum(dtype=np.float64))
-        return b, top, sums
+        drop = plan.drop[(i, p)] if p >= 0 else tuple(range(len(cliques[i])))
+
+        def onto(b: np.ndarray) -> np.ndarray:  # the separator's sums (the root: the total, in float64)
+            return sum_axes(b, drop) if p >= 0 else np.array(b.sum(dtype=np.float64))
+        b, top = belief(i, plan.children[i], linear=True)
+        sums = onto(b)
+        if np.all(sums > tiny):
+            return b, top, np.log(sums, dtype=np.float64) + top
+        b, top = belief(i, plan.children[i])
+        peaks = b.max(axis=drop, keepdims=True) if drop else b.copy()
+        shift_in_place(b, -peaks)
+        np.exp(b, out=b)
+        log_sums = np.log(onto(b), dtype=np.float64) + peaks.reshape(sums.shape) + top
+        peak = float(peaks.max())
+        scale_in_place(b, np.exp(peaks - peak))
+        return b, top + peak, log_sums
 
     log_z = 0.0
     for i in reversed(plan.order):  # upward, leaves to root: beliefs kept linear
-        b, top, sums = upward(i, exact_max=False)
-        if not np.all(sums > tiny):
-            b, top, sums = upward(i, exact_max=True)
-        linear[i], tops[i] = b, top
+        linear[i], tops[i], log_sums = upward(i)
         p = plan.parent[i]
         if p >= 0:
-            messages[(i, p)] = (Factor(domain, plan.separators[(i, p)], np.log(sums, dtype=np.float64) + top)
-                                if np.all(sums > tiny) else exact(i, p))
+            messages[(i, p)] = Factor(domain, plan.separators[(i, p)], log_sums)
         else:
-            log_z = float(np.log(sums)) + top
+            log_z = float(log_sums)
     probabilities: dict[tuple[str, ...], np.ndarray] = {}
     for i in plan.order:  # downward: scale by the parent's message, normalise, send to the children
         upward_belief, linear[i] = linear[i], None
@@ -301,10 +301,8 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
                 np.exp(b, out=b)
         probabilities[cliques[i]] = b
         for j in plan.children[i]:
-            sums = sum_axes(b, plan.drop[(i, j)])
-            if np.all(sums > tiny):  # Hugin: the belief's separator marginal divided by j's own message
-                messages[(i, j)] = Factor(domain, plan.separators[(i, j)],
-                                          np.log(sums, dtype=np.float64) + log_z - messages[(j, i)].values)
-            else:
-                messages[(i, j)] = exact(i, j)
+            with np.errstate(divide="ignore"):  # a slice of no mass (below float range) sends -inf: none in j
+                log_sums = np.log(sum_axes(b, plan.drop[(i, j)]), dtype=np.float64)
+            # Hugin: the belief's separator marginal divided by j's own message
+            messages[(i, j)] = Factor(domain, plan.separators[(i, j)], log_sums + log_z - messages[(j, i)].values)
     return Calibration(tree, tuple(tuple(g) for g in factors), messages, log_z, probabilities)

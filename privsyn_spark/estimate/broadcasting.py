@@ -67,9 +67,18 @@ def with_long_tail(full: tuple[int, ...], parts: list[np.ndarray]) -> tuple[tupl
     return full[:k] + (tail,), out
 
 
-def scale_in_place(table: np.ndarray, factor: np.ndarray) -> None:
-    """``table *= factor`` (a broadcasting factor of the table's dtype), in place, with long inner loops."""
-    full, shapes = collapsed(table.shape, (factor.shape,))
-    full, (part,) = with_long_tail(full, [factor.reshape(shapes[0])])
+def _in_place(table: np.ndarray, operand: np.ndarray, ufunc: np.ufunc) -> None:
+    full, shapes = collapsed(table.shape, (operand.shape,))
+    full, (part,) = with_long_tail(full, [operand.reshape(shapes[0])])
     flat = table.reshape(full)
-    np.multiply(flat, part, out=flat)
+    ufunc(flat, part.astype(table.dtype, copy=False), out=flat)
+
+
+def scale_in_place(table: np.ndarray, factor: np.ndarray) -> None:
+    """``table *= factor`` (a broadcasting factor), in place, with long inner loops."""
+    _in_place(table, factor, np.multiply)
+
+
+def shift_in_place(table: np.ndarray, term: np.ndarray) -> None:
+    """``table += term`` (a broadcasting term), in place, with long inner loops."""
+    _in_place(table, term, np.add)
