@@ -123,7 +123,6 @@ class PeopleModel:
         if n < 1:
             raise UsageError(f"n_people must be >= 1, got {n}")
         spark = spark or _session()
-        stored = backend_of(spark).persisted_rdds()
         sampled = key_persons(self.persons.sample(n, 2 * int(seed), spark), spec.id)
         labels = F.array(*(F.lit(degree_label(*b)) for b in degree_bins(spec.max_rows_per_person)))  # 1..M
         binned = sampled.withColumn(_BIN, F.array_position(labels, F.col(DEGREE)) - 1)  # the bin "0": -1
@@ -135,9 +134,10 @@ class PeopleModel:
         pool = self.rows.sample(max(1, math.ceil(POOL_FACTOR * total)), 2 * int(seed) + 1, spark)
         signature = [*(mode_name(c) for c in spec.summaries), *spec.person_columns, DEGREE]
         rows, cached = deal_rows(persons, pool, signature, spec.id, int(seed))
+        backend = backend_of(spark)
         return People(persons.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in spec.person_columns)),
                       rows.select(F.col(f"`{spec.id}`"), *(F.col(f"`{c}`") for c in self.schema.names)),
-                      (persons, *cached), backend_of(spark).persisted_rdds() - stored)
+                      (persons, *cached), backend.checkpointed_rdds(sampled) | backend.checkpointed_rdds(pool))
 
 
 def load_people(uri: str, spark: SparkSession | None = None) -> PeopleModel | None:
@@ -172,7 +172,8 @@ class People:
 
     Sampling keeps what both read in Spark's storage (``cached``: the persons with their degrees, the pool's
     rows per signature and the dealing's back-off choice; ``stored``: the ids of the RDDs the synthesizers
-    checkpointed locally):
+    checkpointed locally, found in the plans of the persons and the pool, so that nothing else the session
+    stores meanwhile is freed):
     :meth:`release` (or the end of a ``with`` block, or :func:`write_people`) frees them, after which the
     two DataFrames can no longer be computed."""
 

@@ -48,6 +48,9 @@ class SparkBackend(Protocol):
     def persisted_rdds(self) -> set[int]:
         """The ids of the RDDs the session keeps in storage (cached, locally checkpointed); empty on Connect."""
 
+    def checkpointed_rdds(self, df: DataFrame) -> set[int]:
+        """The ids of the checkpointed RDDs ``df``'s plan reads (its ``LogicalRDD`` leaves); empty on Connect."""
+
     def release_rdds(self, ids: set[int]) -> None:
         """Unpersist the stored RDDs of ``ids`` (gone ones are skipped); nothing on Connect, whose server
         releases a local checkpoint with its DataFrame."""

@@ -68,6 +68,12 @@ class ClassicBackend:
         """The keys of ``SparkContext.getPersistentRDDs``."""
         return {int(i) for i in self.spark.sparkContext._jsc.getPersistentRDDs().keySet()}
 
+    def checkpointed_rdds(self, df: DataFrame) -> set[int]:
+        """The ``rdd`` ids of the ``LogicalRDD`` leaves of ``df``'s analyzed plan."""
+        leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+        nodes = [leaves.apply(i) for i in range(leaves.size())]
+        return {int(n.rdd().id()) for n in nodes if n.getClass().getSimpleName() == "LogicalRDD"}
+
     def release_rdds(self, ids: set[int]) -> None:
         """``unpersist`` (blocking) of each of ``ids`` still stored."""
         stored = self.spark.sparkContext._jsc.getPersistentRDDs()

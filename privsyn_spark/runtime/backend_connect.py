@@ -96,6 +96,10 @@ class ConnectBackend:
         """None seen from here: the server keeps them."""
         return set()
 
+    def checkpointed_rdds(self, df: DataFrame) -> set[int]:
+        """None seen from here: the server keeps them."""
+        return set()
+
     def release_rdds(self, ids: set[int]) -> None:
         """Nothing: the server releases a local checkpoint with its DataFrame."""
 

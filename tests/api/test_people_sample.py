@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from privsyn_spark import PeopleModel, PrivSyn, write_people
+from privsyn_spark import PeopleModel, PrivSyn, people_model, write_people
+from privsyn_spark.synthesize.people_rows import deal_rows
 from privsyn_spark.runtime.backend import backend_of
 from tests.people_tables import keyed_table, log_messages, people_doc
 
@@ -25,20 +26,33 @@ def people(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("people_sample")
     synth = PrivSyn(people_doc(), epsilon=8.0, no_ledger=True, run_id="ppl", runs_dir=str(root / "runs"))
     stored = backend_of(spark).persisted_rdds()
-    with log_messages() as records:
+    elsewhere = []  # what the session stores meanwhile for someone else (another thread of the notebook)
+
+    def deal_beside_another_cache(*args, **kwargs):
+        other = spark.sparkContext.parallelize(range(5)).persist()
+        other.count()
+        elsewhere.append(other)
+        return deal_rows(*args, **kwargs)
+
+    with log_messages() as records, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(people_model, "deal_rows", deal_beside_another_cache)
         model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
         people = model.sample_people(n_people=60, seed=1)
-        sampled = backend_of(spark).persisted_rdds() - stored, len(people.cached)
+        sampled = backend_of(spark).persisted_rdds() - stored, len(people.cached), set(people.stored)
         versions = write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
     left = backend_of(spark).persisted_rdds() - stored
-    return root, model, people, versions, records, (sampled, left)
+    for other in elsewhere:
+        other.unpersist()
+    return root, model, people, versions, records, (sampled, left, {o.id() for o in elsewhere})
 
 
-def test_write_people_releases_every_cache_and_checkpoint_of_the_people_path(people):
-    _, _, found, _, _, (sampled, left) = people
-    (kept, cached) = sampled
-    assert cached == 3 and len(kept) >= 3  # the persons, the pool's signatures, the back-off choice, checkpoints
-    assert left == set() and found.cached == () and found.stored == set()
+def test_write_people_releases_every_cache_and_checkpoint_of_the_people_path_and_nothing_else(people):
+    _, _, found, _, _, (sampled, left, elsewhere) = people
+    (kept, cached, checkpoints) = sampled
+    assert cached == 3 and len(checkpoints) >= 2  # the persons, the pool's signatures, the back-off choice
+    assert checkpoints <= kept and not checkpoints & elsewhere  # the local checkpoints both synthesizers read
+    assert len(elsewhere) == 1 and left == elsewhere  # the other cache stays, none of the people path's does
+    assert found.cached == () and found.stored == set()
 
 
 def test_every_row_has_a_person_whose_columns_it_copies(spark, people):

@@ -153,15 +153,19 @@ class _Checkpointer:
     ``spark.checkpoint.dir`` (Spark's cleaner removes them), else local."""
 
     def __init__(self, spark: SparkSession, checkpoint_dir: str | None) -> None:
-        backend = backend_of(spark)
+        self.backend = backend = backend_of(spark)
         self.dir = backend.checkpoint_folder(checkpoint_dir)
         self.reliable = self.dir is not None
         self.local_dir = _local_path(backend.context_checkpoint_dir())  # Connect: the server's, not listed here
         self.mine: list[set[str]] = []
+        self.stored: set[int] = set()  # the RDD of the last local checkpoint (the earlier ones are released)
 
     def __call__(self, df: DataFrame) -> Any:
         if not self.reliable:
-            return df.localCheckpoint(eager=True)
+            out = df.localCheckpoint(eager=True)
+            self.backend.release_rdds(self.stored)  # the state before: no longer read
+            self.stored = self.backend.checkpointed_rdds(out)
+            return out
         before = self._listing()
         out = df.checkpoint(eager=True)
         self.mine.append(self._listing() - before)
