@@ -1,11 +1,12 @@
 """Benchmark: the estimate step alone on saved measurements (a run's ``runs/<id>/measurements``).
 
-Post-processing only: loads the measurements artifact and runs ``consistent_targets`` as the
-pipeline does (default model size), ``--repeat`` times. Prints the estimator, junction-tree size,
+Post-processing only: loads the measurements artifact and runs the pipeline's estimate stage
+(``estimate_targets`` with the run's schema: the values its policies rule out held at no mass; default
+model size), ``--repeat`` times. Prints the estimator, junction-tree size,
 iterations, oracle calls, wall and CPU seconds, the final loss and the load average. Asserts nothing.
 Run it with two checkouts on the same folder to compare code at the same measurements.
 
-    .venv/bin/python bench/bench_estimate_saved.py runs/<run id>/measurements [--repeat 2]
+    .venv/bin/python bench/bench_estimate_saved.py runs/<run id>/measurements [--schema S] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import argparse
 import os
 import time
 
-from privsyn_spark.estimate.targets import consistent_targets
+from privsyn_spark.estimate.targets import estimate_targets
 from privsyn_spark.privacy.measurements import Measurements
+from privsyn_spark.schema.schema import load_schema
 from privsyn_spark.select.elimination import DEFAULT_CELL_BUDGET
 
 
@@ -23,16 +25,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("measurements", help="a measurements folder (runs/<run id>/measurements)")
     parser.add_argument("--model-cells", type=float, default=DEFAULT_CELL_BUDGET)
+    parser.add_argument("--schema", default="privsyn_spark/sample/adult.schema.yaml", help="the run's schema")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     m = Measurements.load(args.measurements)
+    schema = load_schema(args.schema)
     print(f"\nestimation on {args.measurements}: {len(m.domain)} attributes, {len(m.marginals)} measurements")
     print("| run | method | tree cells | iterations | oracle calls | estimate s (wall) | estimate CPU s | final loss | load |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for run in range(args.repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        _, method, info = consistent_targets(m.marginals, m.domain, m.noisy_total, cell_budget=args.model_cells)
+        _, description, _ = estimate_targets(m, schema, model_cells=args.model_cells)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        method, info = description["method"], description["info"]
         loss = info.get("loss")
         print(f"| {run} | {method} | {info.get('model_cells', 0):,} | {info.get('iterations', '-')} | "
               f"{info.get('oracle_calls', '-')} | {wall:.1f} | {cpu:.1f} | "

@@ -250,26 +250,31 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
 
     linear: list[np.ndarray | None] = [None] * len(cliques)
     tops = [0.0] * len(cliques)
+    shifted = tree.cache.setdefault(("shifted", np.dtype(dtype).name), set())  # cliques whose sums underflowed
 
     def upward(i: int) -> tuple[np.ndarray, float, np.ndarray]:
         """exp(potential + children's messages - top), top, and the log of its sums onto the parent's separator
         plus top (the message; at the root, log Z). top is the parts' maxima summed (no pass over the table);
         when that leaves a slice's sum below ``tiny``, the log table is shifted per slice by the slice's own
-        maximum (every sum then >= 1: an exact logsumexp) and rescaled to the table's maximum."""
+        maximum (every sum then >= 1: an exact logsumexp) and rescaled to the table's maximum; such a clique
+        is shifted at once in later calls on the same tree (mirror descent's iterates are alike)."""
         p = plan.parent[i]
         drop = plan.drop[(i, p)] if p >= 0 else tuple(range(len(cliques[i])))
 
         def onto(b: np.ndarray) -> np.ndarray:  # the separator's sums (the root: the total, in float64)
             return sum_axes(b, drop) if p >= 0 else np.array(b.sum(dtype=np.float64))
-        b, top = belief(i, plan.children[i], linear=True)
-        sums = onto(b)
-        if np.all(sums > tiny):
-            return b, top, np.log(sums, dtype=np.float64) + top
+        if i not in shifted:
+            b, top = belief(i, plan.children[i], linear=True)
+            sums = onto(b)
+            if np.all(sums > tiny):
+                return b, top, np.log(sums, dtype=np.float64) + top
+            shifted.add(i)  # the iterates after this one are alike: shift this clique at once
         b, top = belief(i, plan.children[i])
         peaks = b.max(axis=drop, keepdims=True) if drop else b.copy()
         shift_in_place(b, -peaks)
         np.exp(b, out=b)
-        log_sums = np.log(onto(b), dtype=np.float64) + peaks.reshape(sums.shape) + top
+        sums = onto(b)
+        log_sums = np.log(sums, dtype=np.float64) + peaks.reshape(sums.shape) + top
         peak = float(peaks.max())
         scale_in_place(b, np.exp(peaks - peak))
         return b, top + peak, log_sums
