@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import PeopleModel, PrivSyn, people_model, write_people
-from privsyn_spark.synthesize.people_rows import deal_rows
 from privsyn_spark.runtime.backend import backend_of
+from privsyn_spark.synthesize.people_rows import deal_rows
 from tests.people_tables import keyed_table, log_messages, people_doc
 
 pytestmark = pytest.mark.slow
