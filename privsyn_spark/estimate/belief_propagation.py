@@ -5,7 +5,8 @@ gets the sum of the potentials assigned to it; two passes of messages (leaves to
 leaves) then give every clique's belief, proportional to its exact marginal, and the log partition
 function. Messages are log tables over separators. On the way up a clique's belief is built in
 linear space, as the product of its parts' exps (potential terms and children's messages, each a
-small table shifted by its maximum), so no clique-sized table is exponentiated; the way down only
+small table shifted by its maximum within each slice of the parent's separator), so no clique-sized table
+is exponentiated; the way down only
 scales it by its parent's message (a separator-sized table) and sums it onto its children's
 separators (Hugin's division by the child's own message is a separator-sized subtraction in log
 space). On the way up, a separator slice whose sum underflows sends the table, shifted per slice by
@@ -214,11 +215,13 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
     messages: dict[tuple[int, int], Factor] = {}
     tiny = float(np.finfo(dtype).tiny) * 1e8  # upward separator sums below this: shifted per slice
 
-    def belief(i: int, incoming: Iterable[int], linear: bool = False) -> tuple[np.ndarray, float]:
+    def belief(i: int, incoming: Iterable[int], linear: bool = False,
+               over: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Potential of clique ``i`` plus the messages from ``incoming`` neighbours, in log space (or
         ``linear``: its exp): a new array and the float64 offset it is relative to. Each part is shifted
-        by its maximum first, so that a float32 table keeps full relative precision however large the
-        messages' logs get, and linear tables are products of the parts' exps (no exp of the table)."""
+        by its maximum over the axes ``over`` (default all; the offset then broadcasts over the others)
+        first, so that a float32 table keeps full relative precision however large the messages' logs get,
+        and linear tables are products of the parts' exps (no exp of the table)."""
         terms = [f.values for f in factors[i]]
         extra = []
         for k in incoming:  # a message goes into the smallest term holding its separator when one does
@@ -227,12 +230,13 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
                 terms[t] = terms[t] + messages[(k, i)].values.reshape(shape)
             else:
                 extra.append(messages[(k, i)].values.reshape(plan.into[(k, i)]))
+        shape = domain.shape(cliques[i])
         parts = [v.reshape(s) for v, s in zip(terms, plan.term_shapes[i])] + extra
-        peaks = [float(v.max()) for v in parts]
-        offset = float(sum(peaks))
+        axes = tuple(range(len(shape))) if over is None else over
+        peaks = [v.max(axis=axes, keepdims=True) for v in parts]
+        offset = sum(peaks, np.zeros((1,) * len(shape)))
         parts = [(np.exp(v - peak) if linear else v - peak).astype(dtype, copy=False) for v, peak in zip(parts, peaks)]
         combine = np.multiply if linear else np.add
-        shape = domain.shape(cliques[i])
         out: np.ndarray = np.empty(shape, dtype=dtype)
         if not parts:
             out.fill(1.0 if linear else 0.0)
@@ -249,35 +253,38 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         return out, offset
 
     linear: list[np.ndarray | None] = [None] * len(cliques)
-    tops = [0.0] * len(cliques)
+    tops: list[np.ndarray] = [np.zeros(())] * len(cliques)
     shifted = tree.cache.setdefault(("shifted", np.dtype(dtype).name), set())  # cliques whose sums underflowed
 
-    def upward(i: int) -> tuple[np.ndarray, float, np.ndarray]:
-        """exp(potential + children's messages - top), top, and the log of its sums onto the parent's separator
-        plus top (the message; at the root, log Z). top is the parts' maxima summed (no pass over the table);
-        when that leaves a slice's sum below ``tiny``, the log table is shifted per slice by the slice's own
-        maximum (every sum then >= 1: an exact logsumexp) and rescaled to the table's maximum; such a clique
-        is shifted at once in later calls on the same tree (mirror descent's iterates are alike)."""
+    def upward(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """exp(potential + children's messages - top), top (over the parent's separator), and the log of its
+        sums onto that separator plus top (the message; at the root, log Z). top is, per separator slice,
+        the parts' maxima over the slice summed (no pass over the table); when that leaves a slice's sum
+        below ``tiny``, the log table is shifted per slice by the slice's own maximum (every sum then >= 1:
+        an exact logsumexp), at once in later calls on the same tree (mirror descent's iterates are alike)."""
         p = plan.parent[i]
         drop = plan.drop[(i, p)] if p >= 0 else tuple(range(len(cliques[i])))
 
         def onto(b: np.ndarray) -> np.ndarray:  # the separator's sums (the root: the total, in float64)
             return sum_axes(b, drop) if p >= 0 else np.array(b.sum(dtype=np.float64))
+
+        def per_slice(offset: np.ndarray, sums: np.ndarray) -> np.ndarray:  # an offset as a separator table
+            kept = tuple(1 if k in drop else n for k, n in enumerate(domain.shape(cliques[i])))
+            return np.broadcast_to(offset, kept).reshape(sums.shape)
         if i not in shifted:
-            b, top = belief(i, plan.children[i], linear=True)
+            b, offset = belief(i, plan.children[i], linear=True, over=drop)
             sums = onto(b)
+            top = per_slice(offset, sums)
             if np.all(sums > tiny):
                 return b, top, np.log(sums, dtype=np.float64) + top
-            shifted.add(i)  # the iterates after this one are alike: shift this clique at once
-        b, top = belief(i, plan.children[i])
+            shifted.add(i)
+        b, offset = belief(i, plan.children[i], over=drop)
         peaks = b.max(axis=drop, keepdims=True) if drop else b.copy()
         shift_in_place(b, -peaks)
         np.exp(b, out=b)
         sums = onto(b)
-        log_sums = np.log(sums, dtype=np.float64) + peaks.reshape(sums.shape) + top
-        peak = float(peaks.max())
-        scale_in_place(b, np.exp(peaks - peak))
-        return b, top + peak, log_sums
+        top = per_slice(offset + peaks, sums)
+        return b, top, np.log(sums, dtype=np.float64) + top
 
     log_z = 0.0
     for i in reversed(plan.order):  # upward, leaves to root: beliefs kept linear
@@ -302,7 +309,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
                 scale_in_place(b, scale.reshape(plan.into[(p, i)]).astype(dtype))
             else:
                 b, offset = belief(i, tree.neighbors(i))
-                b -= log_z - offset
+                b -= log_z - offset.item()
                 np.exp(b, out=b)
         probabilities[cliques[i]] = b
         for j in plan.children[i]:
