@@ -5,16 +5,16 @@ gets the sum of the potentials assigned to it; two passes of messages (leaves to
 leaves) then give every clique's belief, proportional to its exact marginal, and the log partition
 function. Messages are log tables over separators. On the way up a clique's belief is built in
 linear space, as the product of its parts' exps (potential terms and children's messages, each a
-small table shifted by its maximum within each slice of the parent's separator), so no clique-sized table
-is exponentiated; the way down only
-scales it by its parent's message (a separator-sized table) and sums it onto its children's
-separators (Hugin's division by the child's own message is a separator-sized subtraction in log
-space). On the way up, a separator slice whose sum underflows sends the table, shifted per slice by
-the slice's own maximum, as its message (an exact logsumexp); on the way down, a slice whose marginal
-underflows to zero sends log 0 = -inf (no mass in the child: it holds less than float range).
-Which potentials fold into which clique (the assembly plan) depends only on the tree and the measured
-cliques, so it is built once (cached on the tree). Only the normalised clique marginals and the
-messages are kept; a clique's potential stays as the few small tables it was assembled from.
+small table shifted by its maximum within each slice of the parent's separator), so no clique-sized
+table is exponentiated; the way down only scales it by its parent's message (a separator-sized
+table) and sums it onto its children's separators (Hugin's division by the child's own message is a
+separator-sized subtraction in log space). On the way up, a separator slice whose sum underflows
+sends the table, shifted per slice by the slice's own maximum, as its message (an exact logsumexp);
+on the way down, a slice whose marginal underflows to zero sends log 0 = -inf (no mass in the child:
+it holds less than float range). Which potentials fold into which clique (the assembly plan) depends
+only on the tree and the measured cliques, so it is built once (cached on the tree). Only the
+normalised clique marginals and the messages are kept; a clique's potential stays as the few small
+tables it was assembled from.
 """
 
 from __future__ import annotations

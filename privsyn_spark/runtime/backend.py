@@ -45,9 +45,6 @@ class SparkBackend(Protocol):
     def master(self) -> str:
         """The session's master URL ('' when a Connect server does not say)."""
 
-    def persisted_rdds(self) -> set[int]:
-        """The ids of the RDDs the session keeps in storage (cached, locally checkpointed); empty on Connect."""
-
     def checkpointed_rdds(self, df: DataFrame) -> set[int]:
         """The ids of the checkpointed RDDs ``df``'s plan reads (its ``LogicalRDD`` leaves); empty on Connect."""
 

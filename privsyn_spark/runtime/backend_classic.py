@@ -64,10 +64,6 @@ class ClassicBackend:
         """``sparkContext.master``."""
         return str(self.spark.sparkContext.master)
 
-    def persisted_rdds(self) -> set[int]:
-        """The keys of ``SparkContext.getPersistentRDDs``."""
-        return {int(i) for i in self.spark.sparkContext._jsc.getPersistentRDDs().keySet()}
-
     def checkpointed_rdds(self, df: DataFrame) -> set[int]:
         """The ``rdd`` ids of the ``LogicalRDD`` leaves of ``df``'s analyzed plan."""
         leaves = df._jdf.queryExecution().analyzed().collectLeaves()

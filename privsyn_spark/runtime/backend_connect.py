@@ -92,10 +92,6 @@ class ConnectBackend:
         except Exception:  # noqa: BLE001 - a server that does not expose it
             return ""
 
-    def persisted_rdds(self) -> set[int]:
-        """None seen from here: the server keeps them."""
-        return set()
-
     def checkpointed_rdds(self, df: DataFrame) -> set[int]:
         """None seen from here: the server keeps them."""
         return set()

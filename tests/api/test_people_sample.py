@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from privsyn_spark import PeopleModel, PrivSyn, people_model, write_people
-from privsyn_spark.runtime.backend import backend_of
 from privsyn_spark.synthesize.people_rows import deal_rows
 from tests.people_tables import keyed_table, log_messages, people_doc
 
@@ -15,6 +14,11 @@ pytestmark = pytest.mark.slow
 
 MARKS = ("REALID", "XQZ")
 """The pattern of every real id in :func:`keyed_table`: no output, log, report or property may hold it."""
+
+
+def persisted(spark) -> set[int]:
+    """The ids of the RDDs the session keeps in storage (cached, locally checkpointed)."""
+    return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet()}
 
 
 def files_holding_real_ids(root: Path) -> list[str]:
@@ -25,7 +29,7 @@ def files_holding_real_ids(root: Path) -> list[str]:
 def people(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("people_sample")
     synth = PrivSyn(people_doc(), epsilon=8.0, no_ledger=True, run_id="ppl", runs_dir=str(root / "runs"))
-    stored = backend_of(spark).persisted_rdds()
+    stored = persisted(spark)
     elsewhere = []  # what the session stores meanwhile for someone else (another thread of the notebook)
 
     def deal_beside_another_cache(*args, **kwargs):
@@ -38,9 +42,9 @@ def people(spark, tmp_path_factory):
         patch.setattr(people_model, "deal_rows", deal_beside_another_cache)
         model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
         people = model.sample_people(n_people=60, seed=1)
-        sampled = backend_of(spark).persisted_rdds() - stored, len(people.cached), set(people.stored)
+        sampled = persisted(spark) - stored, len(people.cached), set(people.stored)
         versions = write_people(people, str(root / "persons"), str(root / "rows"), provenance=model)
-    left = backend_of(spark).persisted_rdds() - stored
+    left = persisted(spark) - stored
     for other in elsewhere:
         other.unpersist()
     return root, model, people, versions, records, (sampled, left, {o.id() for o in elsewhere})
