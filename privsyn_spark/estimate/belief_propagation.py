@@ -306,7 +306,7 @@ def calibrate(tree: JunctionTree, potentials: Mapping[tuple[str, ...], np.ndarra
         else:
             scale = np.exp(messages[(p, i)].values + (tops[i] - log_z))
             if np.all(np.isfinite(scale)) and np.all(scale < np.finfo(dtype).max):
-                scale_in_place(b, scale.reshape(plan.into[(p, i)]).astype(dtype))
+                scale_in_place(b, scale.reshape(plan.into[(p, i)]))
             else:
                 b, offset = belief(i, tree.neighbors(i))
                 b -= log_z - offset.item()
