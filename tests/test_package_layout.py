@@ -64,6 +64,7 @@ CLI_HELPERS = {
     "privsyn_spark.progress": "the run's closing summary line",
     "privsyn_spark.release.draft_run": "infer-schema: the drafting and its rules",
     "privsyn_spark.release.schema_draft": "infer-schema --dtype: the dtypes a draft may declare",
+    "privsyn_spark.runtime.class_archive": "jars --class-archive: the local driver's class archive",
     "privsyn_spark.runtime.delta_jars": "jars: the Delta jars and their cache",
     "privsyn_spark.runtime.input_scope": "--partition: the scope of a run",
     "privsyn_spark.runtime.output_check": "the locations a command names, checked before Spark starts",

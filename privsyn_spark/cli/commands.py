@@ -161,6 +161,9 @@ def add_jars(sub: Any) -> None:
                                       "them; --fetch resolves them with Spark's Ivy.")
     jars.add_argument("--fetch", action="store_true", help="resolve the Delta jars from Maven into the cache")
     jars.add_argument("--repositories", help="--fetch: extra Maven repositories (comma-separated URLs)")
+    jars.add_argument("--class-archive", action="store_true",
+                      help="build the local driver's class-data archive into the cache (once: a run on the bundled "
+                           "sample; local sessions then start ~2-3 s sooner)")
 
 
 def add_provenance(sub: Any) -> None:

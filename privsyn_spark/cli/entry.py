@@ -8,6 +8,7 @@
     privsyn-spark infer-schema --input table --out draft.yaml --epsilon 0.1 --ledger runs/ledger --dataset-id adult
     privsyn-spark provenance out/synthetic
     privsyn-spark jars --fetch          (the Delta jars into the cache; prints the spark-submit line)
+    privsyn-spark jars --class-archive  (the local driver's class-data archive into the cache)
 
 Exit codes: 0 success, 2 usage (bad option, schema, run id), 3 budget refused, 4 bad input data,
 1 anything else (retryable).
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privsyn_spark.api import PrivSyn
+from privsyn_spark.api import SAMPLE_DATA, SAMPLE_SCHEMA, PrivSyn
 from privsyn_spark.budget.dataset_budget import check_budget, check_epsilon_delta
 from privsyn_spark.budget.ledger import all_datasets, check_run, dataset_state, local_states, require_ledger, set_budget
 from privsyn_spark.budget.ledger_show import describe as describe_budget
@@ -46,12 +47,21 @@ from privsyn_spark.privacy.accounting import rho_from_eps_delta
 from privsyn_spark.privacy.unit import PrivacyUnit
 from privsyn_spark.progress import summary
 from privsyn_spark.release.draft_run import REVIEW_NOTE, draft_schema
+from privsyn_spark.runtime.class_archive import build as build_class_archive
 from privsyn_spark.runtime.delta_jars import describe as describe_jars
 from privsyn_spark.runtime.delta_jars import fetch as fetch_jars
 from privsyn_spark.runtime.input_scope import Scope
 from privsyn_spark.runtime.output_check import check_ledger_path, check_locations, check_output_path
 from privsyn_spark.runtime.runs_location import DEFAULT_RUNS_DIR, check_default_runs_dir
-from privsyn_spark.runtime.session import build_spark_session, connect_url, stop_started_sessions
+from privsyn_spark.runtime.session import (
+    JAVA_OPTIONS_KEY,
+    LOCAL_DEFAULTS,
+    build_spark_session,
+    connect_url,
+    jars_dir,
+    local_driver_memory,
+    stop_started_sessions,
+)
 from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and_claim, terminated
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema.schema import load_schema
@@ -144,6 +154,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "jars":  # no session: the cache, the spark-submit line, Spark's Ivy for --fetch
         if args.fetch:
             fetch_jars(args.repositories)
+        if args.class_archive:
+            _class_archive()
         print(describe_jars())
         return 0
     sample = _sample_config(args) if args.command == "sample" else None  # before Spark starts
@@ -169,6 +181,14 @@ def _main(args: argparse.Namespace) -> int:
         raise stopped from None
     finally:
         release_claim(claimed)
+
+
+def _class_archive() -> None:
+    """`jars --class-archive`: the local driver's class archive, from a run on the bundled sample."""
+    sample = [sys.executable, "-m", "privsyn_spark.cli", "run", "--input", SAMPLE_DATA, "--schema", SAMPLE_SCHEMA,
+              "--output", "{tmp}/out", "--runs-dir", "{tmp}/runs", "--epsilon", "1", "--no-ledger", "--no-evaluate",
+              "-q", "--master", "local[2]"]
+    build_class_archive(jars_dir(), LOCAL_DEFAULTS[JAVA_OPTIONS_KEY], local_driver_memory(), sample)
 
 
 def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: SampleConfig | None = None) -> int:

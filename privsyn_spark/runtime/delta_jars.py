@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from privsyn_spark.errors import PrivsynError
+from privsyn_spark.runtime.class_archive import archive_file
 from privsyn_spark.runtime.counter_jar import packaged_jar
 from privsyn_spark.runtime.pyspark_check import check_pyspark
 from privsyn_spark.runtime.session import (
@@ -26,6 +27,7 @@ from privsyn_spark.runtime.session import (
     _spark_minor,
     delta_package,
     jars_dir,
+    local_driver_memory,
 )
 
 SHIPPED_BY_SPARK = ("org.apache.hadoop", "org.scala-lang", "org.apache.parquet", "org.apache.logging.log4j",
@@ -84,6 +86,10 @@ def describe() -> str:
     state = (f"{len(cached)} jars, used by every session started here" if cached
              else "no Delta jars for this Spark: sessions resolve them from Maven at start; `privsyn-spark jars "
                   "--fetch` fills it")
+    archive = archive_file(jars_dir(), local_driver_memory())
+    classes = (f"{archive.name}, mapped by every local session started here" if archive.is_file()
+               else "none for this java, pyspark and driver memory (`privsyn-spark jars --class-archive` builds it)")
     return (f"Delta for Spark {_spark_minor()}: {delta_package()}\n"
             f"cache: {jars_dir()} (PRIVSYN_SPARK_JARS_DIR): {state}\n"
+            f"class archive: {classes}\n"
             f"spark-submit: {submit_line()}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import PrivsynError, UsageError
+from privsyn_spark.runtime.class_archive import java_option
 from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
 from privsyn_spark.runtime.pyspark_check import check_pyspark
 
@@ -37,9 +38,10 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
 CATALOG_KEY = "spark.sql.catalog.spark_catalog"
 
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                   "spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2",
-                  "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods"}
+                  JAVA_OPTIONS_KEY: "-XX:-DontCompileHugeMethods"}
 """Defaults of a local session the pipeline starts itself (each only when the caller has not set it).
 
 ``-XX:-DontCompileHugeMethods``: the JIT compiles generated methods above 8,000 bytes of bytecode too.
@@ -52,6 +54,23 @@ def jars_dir() -> Path:
     """Folder of the cached Delta jars (`privsyn-spark jars --fetch` or a clone's `scripts/setup.sh` fill it;
     PRIVSYN_SPARK_JARS_DIR overrides)."""
     return Path(os.environ.get("PRIVSYN_SPARK_JARS_DIR", Path.home() / ".cache" / "privsyn-spark" / "jars"))
+
+
+def local_settings(given: Mapping[str, str]) -> dict[str, str]:
+    """What a local session started here adds to the settings ``given``: each of :data:`LOCAL_DEFAULTS`
+    unless set, the driver memory (:func:`local_driver_memory`) and the class archive in the java options
+    when it is built (:mod:`~privsyn_spark.runtime.class_archive`), unless those are set."""
+    settings = {k: v for k, v in LOCAL_DEFAULTS.items() if k not in given}
+    memory = given.get("spark.driver.memory") or settings.setdefault("spark.driver.memory", local_driver_memory())
+    if JAVA_OPTIONS_KEY in settings:
+        settings[JAVA_OPTIONS_KEY] = f"{settings[JAVA_OPTIONS_KEY]} {java_option(jars_dir(), memory)}".strip()
+    return settings
+
+
+def local_driver_memory() -> str:
+    """The driver memory of a local session started here unless the caller sets one (PRIVSYN_DRIVER_MEMORY,
+    default 4g)."""
+    return os.environ.get("PRIVSYN_DRIVER_MEMORY", "4g")
 
 
 def _spark_minor() -> str:
@@ -154,9 +173,7 @@ def build_spark_session(
 
     settings: dict[str, str] = dict(conf)
     if local:
-        settings.update({k: v for k, v in LOCAL_DEFAULTS.items() if k not in given})
-        if "spark.driver.memory" not in given:
-            settings["spark.driver.memory"] = os.environ.get("PRIVSYN_DRIVER_MEMORY", "4g")
+        settings.update(local_settings(given))
     if delta:
         settings.update(delta_settings(given))
     settings.update(_jar_conf(given, delta, submitted=submitted))

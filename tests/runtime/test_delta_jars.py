@@ -32,7 +32,9 @@ def test_jars_prints_the_submit_line_and_an_empty_cache(tmp_path):
     assert lines[0] == f"Delta for Spark {MINOR}: {PACKAGE}"
     assert f"cache: {tmp_path / 'empty'} (PRIVSYN_SPARK_JARS_DIR): no Delta jars for this Spark" in lines[1]
     assert "`privsyn-spark jars --fetch` fills it" in lines[1]
-    assert lines[2].startswith(f"spark-submit: --packages {PACKAGE} --conf spark.sql.extensions="
+    assert lines[2] == ("class archive: none for this java, pyspark and driver memory (`privsyn-spark jars "
+                        "--class-archive` builds it)")
+    assert lines[3].startswith(f"spark-submit: --packages {PACKAGE} --conf spark.sql.extensions="
                                "io.delta.sql.DeltaSparkSessionExtension --conf spark.sql.catalog.spark_catalog="
                                "org.apache.spark.sql.delta.catalog.DeltaCatalog")
     assert "SparkContext" not in done.stderr and not (tmp_path / "empty").exists()  # no session, nothing written
