@@ -2,8 +2,8 @@
 
 p(x) is proportional to exp(sum_C theta_C(x_C)) over the measured cliques C (Private-PGM Section 3,
 the maximum-entropy representation). Marginals inside one junction-tree clique come straight from
-the calibrated beliefs; others by variable elimination over the smallest subtree covering them
-(Private-PGM Section 3, inference). Sampling walks the tree from the root, drawing each clique's new
+the calibrated beliefs; a pair in none along the tree path between its two attributes; others by
+variable elimination over the smallest subtree covering them (Private-PGM Section 3, inference). Sampling walks the tree from the root, drawing each clique's new
 attributes given its separator, with systematic rounding so that record counts follow the model's
 marginals instead of carrying multinomial noise.
 """
@@ -52,11 +52,52 @@ class GraphicalModel:
         attrs = self.domain.canonical(attrs)
         if self.tree.containing(attrs) is not None:
             return self.total * self.calibration.probabilities(attrs)
+        if len(attrs) == 2:
+            return self.total * self._pair(*attrs)
         return self.total * self._eliminate(attrs).probabilities()
 
     def marginals(self, cliques: Iterable[Iterable[str]]) -> dict[tuple[str, ...], np.ndarray]:
         """Counts on each of ``cliques``, keyed by canonical attribute tuples."""
         return {self.domain.canonical(c): self.marginal(c) for c in cliques}
+
+    def _path(self, a: str, b: str) -> list[int]:
+        """The tree path from the cliques holding ``a`` to those holding ``b`` (which share none): its first
+        clique is the only one holding ``a``, its last the only one holding ``b`` (breadth-first search)."""
+        cliques = self.tree.cliques
+        came = {i: -1 for i, c in enumerate(cliques) if a in c}
+        frontier = list(came)
+        while frontier:
+            ahead = []
+            for i in frontier:
+                if b in cliques[i]:
+                    path = [i]
+                    while came[path[-1]] >= 0:
+                        path.append(came[path[-1]])
+                    return path[::-1]
+                for j in self.tree.neighbors(i):
+                    if j not in came:
+                        came[j] = i
+                        ahead.append(j)
+            frontier = ahead
+        raise KeyError(f"no junction-tree path joins {a} and {b}")
+
+    def _pair(self, a: str, b: str) -> np.ndarray:
+        """Normalised marginal of a pair inside no clique, axes (a, b): P(a, S) carried along the tree path
+        from ``a`` to ``b``, one separator S to the next through each clique's calibrated marginal, as ``a``
+        is independent of the far side given S (junction-tree factorisation p = prod p(C) / prod p(S))."""
+        cal, path = self.calibration, self._path(a, b)
+        ins = self.tree.separator(path[0], path[1])
+        joint = self.domain.canonical((a, *ins))
+        table = _einsum((joint,), (a, *ins), cal.probabilities(joint))  # p(a, S)
+        for k, i in enumerate(path[1:], start=1):
+            outs = self.tree.separator(i, path[k + 1]) if k + 1 < len(path) else (b,)
+            if ins:  # p(a | S): zero where p(S) is
+                given = cal.probabilities(ins)
+                table = np.divide(table, given, out=np.zeros_like(table), where=given > 0)
+            union = self.domain.canonical(set(ins) | set(outs))
+            table = _einsum(((a, *ins), union), (a, *outs), table, cal.probabilities(union))  # sum_S p(a|S) p(S, S')
+            ins = outs
+        return table
 
     def _covering_subtree(self, attrs: tuple[str, ...]) -> set[int]:
         """Smallest subtree whose cliques cover ``attrs``: prune leaves adding no wanted attribute."""
@@ -164,3 +205,11 @@ def _systematic_draw(weights: np.ndarray, group: np.ndarray, rng: np.random.Gene
     out = np.empty(n, dtype=np.int64)
     out[order] = np.clip(idx, 0, k - 1)
     return out
+
+
+def _einsum(inputs: tuple[tuple[str, ...], ...], output: tuple[str, ...], *arrays: np.ndarray) -> np.ndarray:
+    """``np.einsum`` with attribute names for axes (a letter each, for the attributes of this call only)."""
+    names = sorted(set().union(*inputs, output))
+    letter = dict(zip(names, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    spec = ",".join("".join(letter[x] for x in attrs) for attrs in inputs)
+    return np.einsum(f"{spec}->{''.join(letter[x] for x in output)}", *arrays, optimize=len(arrays) > 1)
