@@ -3,9 +3,10 @@
 p(x) is proportional to exp(sum_C theta_C(x_C)) over the measured cliques C (Private-PGM Section 3,
 the maximum-entropy representation). Marginals inside one junction-tree clique come straight from
 the calibrated beliefs; a pair in none along the tree path between its two attributes; others by
-variable elimination over the smallest subtree covering them (Private-PGM Section 3, inference). Sampling walks the tree from the root, drawing each clique's new
-attributes given its separator, with systematic rounding so that record counts follow the model's
-marginals instead of carrying multinomial noise.
+variable elimination over the smallest subtree covering them (Private-PGM Section 3, inference).
+Sampling walks the tree from the root, drawing each clique's new attributes given its separator, with
+systematic rounding so that record counts follow the model's marginals instead of carrying
+multinomial noise.
 """
 
 from __future__ import annotations
