@@ -7,7 +7,8 @@
   spark-defaults, ``conf``) and only adds what is missing: Delta's extension appended to any
   ``spark.sql.extensions`` already set, Delta's catalog when ``spark.sql.catalog.spark_catalog`` is
   unset, the jars (Delta, the marginal engine's counter). Only a local session the pipeline starts
-  on its own also gets quiet defaults (no UI, a few shuffle partitions, driver memory), each unless set.
+  on its own also gets quiet defaults (no UI, a few shuffle partitions, driver memory) and the class archive
+  when it is built (:mod:`~privsyn_spark.runtime.class_archive`), each unless set.
 The pipeline never sets the session time zone: its date/timestamp expressions are zone-independent.
 """
 
