@@ -62,8 +62,8 @@ class GraphicalModel:
         return {self.domain.canonical(c): self.marginal(c) for c in cliques}
 
     def _path(self, a: str, b: str) -> list[int]:
-        """The tree path from the cliques holding ``a`` to those holding ``b`` (which share none): its first
-        clique is the only one holding ``a``, its last the only one holding ``b`` (breadth-first search)."""
+        """The tree path from the cliques holding ``a`` to those holding ``b`` (which share none): of its
+        cliques only the first holds ``a`` and only the last ``b`` (breadth-first search from all of ``a``'s)."""
         cliques = self.tree.cliques
         came = {i: -1 for i, c in enumerate(cliques) if a in c}
         frontier = list(came)

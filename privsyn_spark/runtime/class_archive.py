@@ -28,6 +28,8 @@ from pathlib import Path
 
 from privsyn_spark.errors import PrivsynError
 
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+"""The Spark setting that carries the driver JVM's options (the archive's among them)."""
 PREFIX = "driver-classes-"
 """The archive's file name before its key."""
 TIMEOUT = 900.0
@@ -73,7 +75,7 @@ def _run(command: Sequence[str], what: str) -> None:
 def _check_script(java_options: str) -> str:
     """A Python program starting a local session with ``java_options`` and running one job."""
     return ("from privsyn_spark.runtime.session import build_spark_session\n"
-            f"spark = build_spark_session(conf={{'spark.driver.extraJavaOptions': {java_options!r}}})\n"
+            f"spark = build_spark_session(conf={{{JAVA_OPTIONS_KEY!r}: {java_options!r}}})\n"
             "assert spark.range(3).count() == 3\n")
 
 
@@ -92,7 +94,7 @@ def build(folder: Path, base_options: str, memory: str, sample_run: Sequence[str
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
         with tempfile.TemporaryDirectory(prefix="privsyn-class-archive-") as tmp:
-            dump = f"spark.driver.extraJavaOptions={base_options} -XX:ArchiveClassesAtExit={partial}"
+            dump = f"{JAVA_OPTIONS_KEY}={base_options} -XX:ArchiveClassesAtExit={partial}"
             _run([a.replace("{tmp}", tmp) for a in sample_run] + ["--conf", dump], "the sample run")
         if not partial.is_file():
             raise PrivsynError(f"building the class archive: the sample run's JVM wrote no {partial.name}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privsyn_spark.errors import PrivsynError, UsageError
-from privsyn_spark.runtime.class_archive import java_option
+from privsyn_spark.runtime.class_archive import JAVA_OPTIONS_KEY, java_option
 from privsyn_spark.runtime.counter_jar import JAR_PREFIX, packaged_jar
 from privsyn_spark.runtime.pyspark_check import check_pyspark
 
@@ -39,7 +39,6 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
 CATALOG_KEY = "spark.sql.catalog.spark_catalog"
 
-JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                   "spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2",
                   JAVA_OPTIONS_KEY: "-XX:-DontCompileHugeMethods"}
