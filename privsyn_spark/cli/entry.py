@@ -60,6 +60,7 @@ from privsyn_spark.runtime.session import (
     connect_url,
     jars_dir,
     local_driver_memory,
+    small_job,
     stop_started_sessions,
 )
 from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and_claim, terminated
@@ -197,7 +198,8 @@ def _run_step(args: argparse.Namespace, config: RunConfig | None, sample: Sample
     if read is not None:
         return read
     conf = dict(item.split("=", 1) for item in args.conf)
-    spark = build_spark_session(master=args.master, conf=conf, remote=args.remote)
+    small = small_job(getattr(args, "input", None), getattr(args, "rows", None))
+    spark = build_spark_session(master=args.master, conf=conf, remote=args.remote, small=small)
     install_stop_handlers()  # again: a SparkContext that just started took SIGINT over
     if getattr(args, "runs_dir", "") is None and (config is not None or (sample is not None and sample.from_run)):
         check_default_runs_dir(spark)  # the default ./runs on a cluster master (spark-submit's --master)

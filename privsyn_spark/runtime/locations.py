@@ -3,6 +3,7 @@ identifier."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -35,6 +36,22 @@ def local_path(target: str) -> Path | None:
     if has_scheme(target):
         return None
     return Path(target).expanduser()
+
+
+def local_size_at_most(source: str, limit: int) -> bool:
+    """Whether ``source`` is a local file or folder holding at most ``limit`` bytes in all (listing stops
+    once past it); False for other file systems, catalog names and paths that do not exist."""
+    path = local_path(source)
+    if path is None or not path.exists():
+        return False
+    if path.is_file():
+        return path.stat().st_size <= limit
+    total = 0
+    for folder, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+        if total > limit:
+            return False
+    return True
 
 
 def delta_identifier(target: str) -> str:

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,14 @@ from privsyn_spark.runtime.session import (
     DELTA_CATALOG,
     DELTA_EXTENSION,
     EXTENSIONS_KEY,
+    JAVA_OPTIONS_KEY,
+    QUICK_JIT,
+    SMALL_JOB_BYTES,
+    SMALL_JOB_ROWS,
     build_spark_session,
     delta_settings,
+    local_settings,
+    small_job,
 )
 from tests.jobs.conftest import base_env, delta_jars
 
@@ -77,3 +84,36 @@ def test_spark_submit_settings_are_kept_and_delta_is_added(tmp_path):
 def test_a_running_session_without_delta_gets_a_clear_error(tmp_path):
     out = _submit(tmp_path, "caller-session-without-delta")
     assert out["error"] and "static setting" in out["error"] and DELTA_EXTENSION in out["error"]
+
+
+def test_a_small_job_is_a_small_local_input_asking_for_few_rows(tmp_path):
+    table = tmp_path / "table"
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "part-0.parquet").write_bytes(b"x" * (SMALL_JOB_BYTES // 2))
+    (table / "_delta_log" / "0.json").write_bytes(b"x" * (SMALL_JOB_BYTES // 2))
+    assert small_job(str(table)) and small_job(f"file://{table}") and small_job(str(table), SMALL_JOB_ROWS)
+    assert not small_job(str(table), SMALL_JOB_ROWS + 1)  # --rows asks for more than a small job makes
+    (table / "_delta_log" / "1.json").write_bytes(b"x")  # every file below the folder counts
+    assert not small_job(str(table))
+    assert small_job(str(table / "part-0.parquet"))
+    for elsewhere in ("s3a://bucket/table", "hdfs://127.0.0.1/t", "db.table", str(tmp_path / "missing"), None):
+        assert not small_job(elsewhere)
+
+
+def test_a_small_job_compiles_with_c1_alone_unless_the_caller_set_java_options():
+    assert QUICK_JIT in local_settings({}, small=True)[JAVA_OPTIONS_KEY].split()
+    assert QUICK_JIT not in local_settings({})[JAVA_OPTIONS_KEY].split()
+    assert JAVA_OPTIONS_KEY not in local_settings({JAVA_OPTIONS_KEY: "-Dmine=1"}, small=True)
+
+
+@pytest.mark.slow
+def test_the_driver_jvm_of_a_small_job_runs_with_its_options(tmp_path):
+    """The options reach the JVM that starts (not only the session's settings)."""
+    probe = ("from privsyn_spark.runtime.session import build_spark_session as b; "
+             "s = b(master='local[1]', delta=False, small=True); "
+             "print(list(s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
+             ".getInputArguments()))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env=base_env(PYTHONPATH=str(Path(__file__).resolve().parents[2])), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert QUICK_JIT in done.stdout.strip().splitlines()[-1]
