@@ -70,3 +70,26 @@ def test_ks_and_wasserstein_distances_are_exact_without_a_global_window(spark, m
     syn = spark.createDataFrame([(float(v),) for v in b], "x double")
     assert ks_distance(real, syn, buckets) == pytest.approx(_ks(a, b), abs=1e-12)
     assert wasserstein_distance(real, syn, buckets) == pytest.approx(_wasserstein(a, b), rel=1e-9)
+
+
+def test_the_spark_jobs_do_not_grow_with_the_numeric_columns(spark):
+    """All numeric columns share one count of their distinct values and each metric is one job for all of
+    them: a table of six numeric columns takes as many Spark jobs as one of two."""
+    from privsyn_spark.schema.schema import parse_schema
+
+    def jobs(width: int) -> int:
+        schema = parse_schema({"columns": [{"name": f"n{i}", "type": "numerical", "dtype": "double", "min": 0,
+                                            "max": 1, "bins": 4} for i in range(width)]})
+        rng = np.random.default_rng(width)
+        real, syn = ([tuple(float(v) for v in row) for row in rng.random((n, width))] for n in (300, 200))
+        ddl = ", ".join(f"n{i} double" for i in range(width))
+        group = f"value-metrics-{width}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            out = value_metrics(spark.createDataFrame(real, ddl), spark.createDataFrame(syn, ddl), schema)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        assert len(out) == width and all(0 < o["ks"] < 1 for o in out.values())
+        return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+    assert jobs(6) == jobs(2)
