@@ -63,7 +63,7 @@ from privsyn_spark.runtime.session import (
     small_job,
     stop_started_sessions,
 )
-from privsyn_spark.runtime.stale_scratch import install_stop_handlers, sweep_and_claim, terminated
+from privsyn_spark.runtime.stale_scratch import StopSignal, install_stop_handlers, sweep_and_claim, terminated
 from privsyn_spark.runtime.stale_scratch import release as release_claim
 from privsyn_spark.schema.schema import load_schema
 from privsyn_spark.select.selection_config import check_width
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     install_stop_handlers()
     try:
         return _main(args)
-    except PrivsynError as err:
+    except (PrivsynError, StopSignal) as caught:  # a stop signal before the run claimed its folder: Terminated
+        err = caught.error if isinstance(caught, StopSignal) else caught
         if args.debug:
             log.exception("%s", err)
         else:
@@ -299,7 +300,7 @@ def _budget(spark: SparkSession, args: argparse.Namespace) -> int:
 def _print_budget(args: argparse.Namespace, states: list[DatasetState]) -> int:
     """What `budget set`/`show` print (each dataset's state) and `budget check` (its forecast)."""
     if args.action == "check":
-        print(check_run(states[0], args.run_id or None, args.epsilon, args.delta, _scope_values(args)))
+        print(check_run(states[0], args.run_id or None, args.epsilon, args.delta, Scope.parse(args.partition).values()))
         return 0
     forecast = (args.epsilon, rho_from_eps_delta(args.epsilon, args.delta)) \
         if args.action != "set" and args.epsilon is not None else None
@@ -308,10 +309,6 @@ def _print_budget(args: argparse.Namespace, states: list[DatasetState]) -> int:
     for state in states:
         print("\n".join(describe_budget(state, forecast)))
     return 0
-
-
-def _scope_values(args: argparse.Namespace) -> dict[str, str]:
-    return Scope.parse(args.partition).values()
 
 
 def _print_provenance(entries: list[dict], as_json: bool) -> None:

@@ -12,9 +12,10 @@ host, is left alone (logged), and so is, in any folder, a checkpoint folder whos
 run). On a remote runs dir (a URI) nothing is swept.
 
 SIGTERM (what Airflow and Kubernetes send before killing a task) and SIGINT (Ctrl-C) raise
-:class:`Terminated` in the main thread, so the run's ``finally`` blocks delete its scratch as on any
-failure (inside a Spark call py4j turns it into its own error: the CLI recognises it by the signal
-having arrived); the CLI then deletes what is left of this run's local scratch and exits with 128 +
+:class:`StopSignal` in the main thread, a ``BaseException`` as KeyboardInterrupt is, so no ``except
+Exception`` on the way (ours, py4j's, pyspark's) takes it for a failure it may handle and carry on; the
+run's ``finally`` blocks delete its scratch as on any failure; the CLI then ends with :class:`Terminated`:
+it deletes what is left of this run's local scratch and exits with 128 +
 the signal's number (143 for SIGTERM, :data:`EXIT_TERMINATED`; 130 for SIGINT), the shell's convention
 for a process ended by that signal. A SparkContext replaces the SIGINT handler when it starts (its
 own raises KeyboardInterrupt): the CLI installs the handlers again once its session is up.
@@ -55,6 +56,14 @@ class Terminated(PrivsynError):
         self.exit_code = 128 + signum
 
 
+class StopSignal(BaseException):
+    """Raised in the main thread by a stop signal; the CLI ends the run with its :attr:`error`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.error = Terminated(signum)
+
+
 _received: list[int] = []
 
 
@@ -67,11 +76,11 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
     _received.append(signum)
     logging.disable(logging.CRITICAL)  # py4j logs the interrupted call with a trace; the CLI's one line says why
-    raise Terminated(_received[0])
+    raise StopSignal(signum)
 
 
 def install_stop_handlers() -> None:
-    """Make SIGTERM and SIGINT raise :class:`Terminated` in the main thread (no-op elsewhere; a signal that
+    """Make SIGTERM and SIGINT raise :class:`StopSignal` in the main thread (no-op elsewhere; a signal that
     already arrived keeps its default action, so a second one still ends the process at once)."""
     try:
         for signum in STOP_SIGNALS:
