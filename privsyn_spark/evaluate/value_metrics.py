@@ -121,12 +121,21 @@ def _by_column(rows: list[Any]) -> dict[int, list[Any]]:
     return out
 
 
-def _totals(per_value: DataFrame) -> dict[int, tuple[float, float]]:
-    """Each column's real and synthetic values, for the columns both tables hold values of."""
+def _tops(per_value: DataFrame) -> dict[int, tuple[float, float, float]]:
+    """Each column's real and synthetic values and its most frequent real value (the smallest of a tie; NaN
+    when the real table has none)."""
     from pyspark.sql import functions as F
 
-    rows = per_value.groupBy("c").agg(F.sum("r").alias("nr"), F.sum("s").alias("ns")).collect()
-    return {int(r["c"]): (float(r["nr"]), float(r["ns"])) for r in rows if r["nr"] and r["ns"]}
+    rows = per_value.groupBy("c").agg(
+        F.sum("r").alias("nr"), F.sum("s").alias("ns"),
+        F.max(F.when(F.col("r") > 0, F.struct(F.col("r"), (-F.col("x")).alias("neg")))).alias("top")).collect()
+    return {int(r["c"]): (float(r["nr"]), float(r["ns"]), -float(r["top"]["neg"]) if r["top"] else math.nan)
+            for r in rows}
+
+
+def _both(tops: Mapping[int, tuple[float, float, float]]) -> dict[int, tuple[float, float]]:
+    """The real and synthetic values of the columns both tables hold values of (:func:`_tops`)."""
+    return {c: (nr, ns) for c, (nr, ns, _) in tops.items() if nr and ns}
 
 
 def _ks(per_value: DataFrame, totals: Mapping[int, tuple[float, float]], buckets: int) -> dict[int, float]:
@@ -157,7 +166,7 @@ def _one(df: DataFrame) -> DataFrame:
 def ks_distance(real: DataFrame, synthetic: DataFrame, buckets: int = KS_BUCKETS) -> float:
     """KS distance of two one-column (``x``) DataFrames, exact, computed in Spark without a global window."""
     per_value = _per_value(_one(real), _one(synthetic))
-    return _ks(per_value, _totals(per_value), buckets).get(0, float("nan"))
+    return _ks(per_value, _both(_tops(per_value)), buckets).get(0, float("nan"))
 
 
 def wasserstein_distance(real: DataFrame, synthetic: DataFrame, buckets: int = KS_BUCKETS) -> float:
@@ -169,7 +178,7 @@ def wasserstein_distance(real: DataFrame, synthetic: DataFrame, buckets: int = K
     from pyspark.sql import functions as F
 
     per_value = _per_value(_one(real), _one(synthetic))
-    totals = _totals(per_value)
+    totals = _both(_tops(per_value))
     if not totals:
         return float("nan")
     ranged = _ranged(per_value, totals, buckets)
@@ -191,18 +200,6 @@ def histogram_edges(column: NumericalColumn, skewed: bool) -> tuple[np.ndarray, 
     if skewed and hi - lo > 100:
         return lo - 1 + np.geomspace(1, hi - lo + 1, HISTOGRAM_BINS + 1), True
     return np.linspace(lo, hi, HISTOGRAM_BINS + 1), False
-
-
-def _tops(per_value: DataFrame) -> dict[int, tuple[float, float, float]]:
-    """Each column's real and synthetic values and its most frequent real value (the smallest of a tie; NaN
-    when the real table has none)."""
-    from pyspark.sql import functions as F
-
-    rows = per_value.groupBy("c").agg(
-        F.sum("r").alias("nr"), F.sum("s").alias("ns"),
-        F.max(F.when(F.col("r") > 0, F.struct(F.col("r"), (-F.col("x")).alias("neg")))).alias("top")).collect()
-    return {int(r["c"]): (float(r["nr"]), float(r["ns"]), -float(r["top"]["neg"]) if r["top"] else math.nan)
-            for r in rows}
 
 
 def _counts_of(per_value: DataFrame, watched: Mapping[int, list[float]]) -> dict[tuple[int, float], tuple[int, int]]:
@@ -254,7 +251,7 @@ def value_metrics(real_df: DataFrame, synthetic_df: DataFrame, schema: Schema) -
             if not math.isnan(top) and top not in watched[i]:
                 watched[i].append(top)
         counts = _counts_of(per_value, watched)
-        ks = _ks(per_value, {i: t[:2] for i, t in tops.items() if t[0] and t[1]}, KS_BUCKETS)
+        ks = _ks(per_value, _both(tops), KS_BUCKETS)
         shapes = {}
         for i, column in enumerate(columns):
             n_real = tops.get(i, (0.0, 0.0, math.nan))[0]
