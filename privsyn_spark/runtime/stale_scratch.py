@@ -72,7 +72,7 @@ def terminated() -> Terminated | None:
     return Terminated(_received[0]) if _received else None
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
+def _raise_stop(signum: int, frame: Any) -> None:
     signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
     _received.append(signum)
     logging.disable(logging.CRITICAL)  # py4j logs the interrupted call with a trace; the CLI's one line says why
@@ -85,7 +85,7 @@ def install_stop_handlers() -> None:
     try:
         for signum in STOP_SIGNALS:
             if signum not in _received:
-                signal.signal(signum, _raise_terminated)
+                signal.signal(signum, _raise_stop)
     except ValueError:  # not the main thread
         pass
 
