@@ -252,11 +252,14 @@ def value_metrics(real_df: DataFrame, synthetic_df: DataFrame, schema: Schema) -
                 watched[i].append(top)
         counts = _counts_of(per_value, watched)
         ks = _ks(per_value, _both(tops), KS_BUCKETS)
-        shapes = {}
+        spikes, shapes = {}, {}
         for i, column in enumerate(columns):
-            n_real = tops.get(i, (0.0, 0.0, math.nan))[0]
-            real_shares = [counts.get((i, v), (0, 0))[0] / n_real if n_real else math.nan for v in watched[i]]
-            shapes[i] = histogram_edges(column, bool(real_shares and max(real_shares) > 0.5))
+            n_real, n_synth, _ = tops.get(i, (0.0, 0.0, math.nan))
+            spikes[i] = [{"value": v, "declared": v in column.spikes,
+                          "real": counts.get((i, v), (0, 0))[0] / n_real if n_real else math.nan,
+                          "synthetic": counts.get((i, v), (0, 0))[1] / n_synth if n_synth else math.nan}
+                         for v in watched[i]]
+            shapes[i] = histogram_edges(column, any(spike["real"] > 0.5 for spike in spikes[i]))
         histograms = _histograms(per_value, {i: edges for i, (edges, _) in shapes.items()})
     finally:
         per_value.unpersist()
@@ -268,10 +271,7 @@ def value_metrics(real_df: DataFrame, synthetic_df: DataFrame, schema: Schema) -
         out[column.name] = {
             "ks": distance,
             "high_error": bool(math.isfinite(distance) and distance > HIGH_KS),
-            "spikes": [{"value": v, "declared": v in column.spikes,
-                        "real": counts.get((i, v), (0, 0))[0] / n_real if n_real else math.nan,
-                        "synthetic": counts.get((i, v), (0, 0))[1] / n_synth if n_synth else math.nan}
-                       for v in watched[i]],
+            "spikes": spikes[i],
             "rows": {"real": int(n_real), "synthetic": int(n_synth)},
             "histogram": {"edges": edges.tolist(), "log_x": log_x, "real": histograms[i][0],
                           "synthetic": histograms[i][1]},
