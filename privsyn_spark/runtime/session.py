@@ -6,10 +6,11 @@
 * A new session (the CLI, a spark-submit job) keeps every setting the caller gave (``--conf``,
   spark-defaults, ``conf``) and only adds what is missing: Delta's extension appended to any
   ``spark.sql.extensions`` already set, Delta's catalog when ``spark.sql.catalog.spark_catalog`` is
-  unset, the jars (Delta, the marginal engine's counter). Only a local session the pipeline starts
-  on its own also gets quiet defaults (no UI, a few shuffle partitions, driver memory), the class archive
-  when it is built (:mod:`~privsyn_spark.runtime.class_archive`) and, for a small job, the C1 compiler
-  alone (:func:`small_job`), each unless set.
+  unset, the jars (Delta, the marginal engine's counter). A session on a local master also gets a few
+  partitions (:data:`LOCAL_PARTITIONS`), each unless set; only a local session the pipeline starts on
+  its own, not a spark-submit's, also gets quiet defaults (no UI, driver memory), the class archive when
+  it is built (:mod:`~privsyn_spark.runtime.class_archive`) and, for a small job, the C1 compiler alone
+  (:func:`small_job`), each unless set.
 The pipeline never sets the session time zone: its date/timestamp expressions are zone-independent.
 """
 
@@ -41,8 +42,13 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
 CATALOG_KEY = "spark.sql.catalog.spark_catalog"
 
-LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                  "spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2",
+LOCAL_PARTITIONS = {"spark.sql.shuffle.partitions": "8", "spark.databricks.delta.snapshotPartitions": "2"}
+"""Partition counts of a session on a local master, spark-submit's too (each only when the caller has not
+set it): Spark's 200 shuffle partitions and Delta's 50 for a table's log replay are tasks a few local
+cores run one after another (a keyed table's ``measure`` under spark-submit on ``local[2]``: 122 s and
+215 CPU seconds with those, 60 s and 103 with these)."""
+
+LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **LOCAL_PARTITIONS,
                   JAVA_OPTIONS_KEY: "-XX:-DontCompileHugeMethods"}
 """Defaults of a local session the pipeline starts itself (each only when the caller has not set it).
 
@@ -189,10 +195,12 @@ def build_spark_session(
     given = {**dict(SparkConf().getAll()), **conf}  # spark-submit / spark-defaults, then the caller's
     if master is None and "spark.master" not in given:
         master = "local[*]"
-    local = not submitted and (master or given.get("spark.master", "")).startswith("local")
+    local = (master or given.get("spark.master", "")).startswith("local")
 
     settings: dict[str, str] = dict(conf)
-    if local:
+    if local and submitted:  # the driver JVM already runs: only what a session's start still reads
+        settings.update({k: v for k, v in LOCAL_PARTITIONS.items() if k not in given})
+    elif local:
         settings.update(local_settings(given, small))
     if delta:
         settings.update(delta_settings(given))
@@ -211,7 +219,7 @@ def build_spark_session(
         if "spark.jars.packages" in settings and "JAVA_GATEWAY_EXITED" in str(err):
             raise PrivsynError(ivy_help()) from None
         raise
-    if local:
+    if local and not submitted:
         spark.sparkContext.setLogLevel(log_level)
     _STARTED.append(spark)
     log.info("Spark %s session on %s", spark.version, spark.sparkContext.master)

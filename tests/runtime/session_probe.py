@@ -10,7 +10,7 @@ from privsyn_spark.errors import UsageError
 from privsyn_spark.runtime.session import build_spark_session
 
 KEYS = ("spark.app.name", "spark.sql.session.timeZone", "spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions",
-        "spark.sql.extensions", "spark.sql.catalog.spark_catalog")
+        "spark.databricks.delta.snapshotPartitions", "spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 
 if sys.argv[1] == "caller-session-without-delta":  # a job that built its own session first
     SparkSession.builder.getOrCreate()

@@ -14,6 +14,7 @@ from privsyn_spark.runtime.session import (
     DELTA_EXTENSION,
     EXTENSIONS_KEY,
     JAVA_OPTIONS_KEY,
+    LOCAL_PARTITIONS,
     QUICK_JIT,
     SMALL_JOB_BYTES,
     SMALL_JOB_ROWS,
@@ -65,8 +66,9 @@ def _submit(tmp_path, *args, conf=()):
 
 @pytest.mark.slow
 def test_spark_submit_settings_are_kept_and_delta_is_added(tmp_path):
-    """Under spark-submit --conf: time zone, AQE, shuffle partitions unchanged; the two caller extensions
-    kept with Delta's appended; the catalog set because it was unset; a Delta table written and read."""
+    """Under spark-submit --conf: time zone, AQE, shuffle partitions unchanged; on its local master the
+    unset Delta log partitions get the local default; the two caller extensions kept with Delta's
+    appended; the catalog set because it was unset; a Delta table written and read."""
     out = _submit(tmp_path, "pipeline", str(tmp_path / "t"), conf=["spark.app.name=callers-job",
         "spark.sql.session.timeZone=America/New_York", "spark.sql.adaptive.enabled=false",
         "spark.sql.shuffle.partitions=3",
@@ -75,6 +77,7 @@ def test_spark_submit_settings_are_kept_and_delta_is_added(tmp_path):
         "spark.app.name": "callers-job", "spark.sql.session.timeZone": "America/New_York",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": "3",
+        "spark.databricks.delta.snapshotPartitions": LOCAL_PARTITIONS["spark.databricks.delta.snapshotPartitions"],
         "spark.sql.extensions": f"org.example.NoSuchExtension,org.example.OtherExtension,{DELTA_EXTENSION}",
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG}
     assert out["version"] == 0 and out["rows"] == 4
