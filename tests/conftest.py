@@ -15,6 +15,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at interpr
 SHARED_SCOPES = ("module", "class", "package")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns the group markers into node ids
 def pytest_collection_modifyitems(config, items) -> None:
     """The tests of a module with a module- or class-scoped fixture form one pytest-xdist group (the
     test command's `--dist loadgroup`: one worker builds that fixture once); slow tests and groups holding

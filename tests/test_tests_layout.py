@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "privsyn_spark"
 
@@ -99,3 +101,19 @@ def test_the_tests_mirror_the_package():
 def test_the_cross_cutting_folders_are_no_package_folders_and_exist():
     assert sorted(set(CROSS_CUTTING) & {f.split("/")[0] for f in package_folders()}) == []
     assert sorted(f for f in CROSS_CUTTING if not any((TESTS / f).glob("test_*.py"))) == []
+
+
+@pytest.fixture(scope="module")
+def this_module() -> str:
+    """A module-scoped fixture: it makes this module one pytest-xdist group (tests/conftest.py)."""
+    return __name__
+
+
+def test_a_module_with_a_shared_fixture_is_one_xdist_group(request, this_module):
+    """The module's group marker is set and, under the test command's `--dist loadgroup`, reached pytest-xdist,
+    which schedules a group by the ``@group`` it appends to the node id: pytest 9.2 no longer lets it
+    (pytest-dev/pytest-xdist#1386), and then each worker builds the shared fixtures of a split module again."""
+    assert request.node.get_closest_marker("xdist_group").args == (this_module,)
+    if getattr(request.config.option, "loadgroup", False):  # set in the workers of --dist loadgroup
+        assert request.node.nodeid.endswith(f"@{this_module}"), (
+            f"pytest-xdist did not group {request.node.nodeid}: install the pytest of constraints.txt")
