@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,20 @@ def files_holding_real_ids(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and any(m.encode() in p.read_bytes() for m in MARKS)]
 
 
+@contextmanager
+def local_checkpoints(spark):
+    """No checkpoint folder on the SparkContext for the block (GUM then checkpoints locally, into storage),
+    the session's own restored after: a test that ran before in this worker may have set one (a run's
+    ``checkpoint_dir`` stays set on the context), and then every checkpoint is reliable and none is stored."""
+    context = spark.sparkContext._jsc.sc()
+    before = context.checkpointDir()
+    getattr(context, "checkpointDir_$eq")(spark._jvm.scala.Option.apply(None))
+    try:
+        yield
+    finally:
+        getattr(context, "checkpointDir_$eq")(before)
+
+
 @pytest.fixture(scope="module")
 def people(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("people_sample")
@@ -38,7 +53,7 @@ def people(spark, tmp_path_factory):
         elsewhere.append(other)
         return deal_rows(*args, **kwargs)
 
-    with log_messages() as records, pytest.MonkeyPatch.context() as patch:
+    with log_messages() as records, pytest.MonkeyPatch.context() as patch, local_checkpoints(spark):
         patch.setattr(people_model, "deal_rows", deal_beside_another_cache)
         model = synth.fit(spark.createDataFrame(keyed_table(80, seed=4)))
         people = model.sample_people(n_people=60, seed=1)
